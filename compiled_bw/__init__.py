@@ -1,0 +1,14 @@
+"""compiled_bw: capture a whole PyTorch backward at run time, compile it, cache it.
+
+    import compiled_bw
+    with compiled_bw.enable(backend="eager"):
+        loss.backward()
+
+See README.md and shared DESIGN.md for the pipeline: capture/ -> passes/ -> backends/ -> runtime/.
+"""
+from .api import Stats, enable, explain, last_graph, reset, stats
+from .backends import register_backend
+from .errors import CompiledBwError, Unsupported
+
+__all__ = ["enable", "stats", "reset", "last_graph", "explain", "Stats", "Unsupported",
+           "CompiledBwError", "register_backend"]

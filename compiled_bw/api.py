@@ -1,0 +1,174 @@
+"""Public API: enable, stats, reset, last_graph, explain.
+
+Consumes user calls of torch.autograd.backward / grad (hence Tensor.backward) while enabled on
+this thread; produces compiled runs (runtime/run.py) or eager runs with a recorded reason.
+Interception: torch.autograd's module-level `_engine_run_backward` (the one call both
+backward() and grad() make after validating their arguments with torch's own code, so
+argument errors are eager's by construction) is replaced once, on first enable(); the
+replacement checks a thread-local flag and is a plain pass-through when not enabled.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import threading
+from typing import Callable, Iterator
+
+import torch
+import torch.autograd
+
+from . import config
+from .backends import lookup_backend
+from .errors import Unsupported
+from .runtime.cache import Cache
+from .runtime.run import FallbackToEager, compiled_call
+
+log = logging.getLogger("compiled_bw")
+
+
+@dataclasses.dataclass
+class Stats:
+    captures: int = 0
+    cache_hits: int = 0
+    fallbacks: int = 0
+    fallback_reasons: list = dataclasses.field(default_factory=list)
+    compile_seconds: float = 0.0
+    recompile_reasons: list = dataclasses.field(default_factory=list)
+
+
+class _Global:
+    """Process-wide state: caches (per backend), stats, the last captured graph."""
+
+    def __init__(self) -> None:
+        self.caches: dict = {}
+        self.stats = Stats()
+        self.last_graph = None
+        self.last_plan = None
+        self.lock = threading.Lock()
+
+
+_G = _Global()
+_tls = threading.local()
+
+
+class _State:
+    """What runtime/run.py needs for one call: cache, stats, backend, limits, logging."""
+
+    def __init__(self, cfg) -> None:
+        backend, self.strict, self.cache_size_limit = cfg
+        self.backend_key = backend if isinstance(backend, str) else id(backend)
+        self.compile_fn = lookup_backend(backend)
+        self.cache = _G.caches.setdefault(self.backend_key, Cache())
+        self.stats = _G.stats
+
+    def log_recompile(self, reason: str) -> None:
+        self.stats.recompile_reasons.append(reason)
+        config.emit("recompiles", "capturing the backward: %s", reason)
+
+    def record_capture(self, entry) -> None:
+        _G.last_graph = entry.gm
+        _G.last_plan = entry.plan
+        config.emit("graph", "captured backward graph:\n%s", entry.gm.print_readable(False))
+
+
+def _stack() -> list:
+    s = getattr(_tls, "stack", None)
+    if s is None:
+        s = _tls.stack = []
+    return s
+
+
+_original_engine_run_backward = None
+
+
+def _install() -> None:
+    global _original_engine_run_backward
+    with _G.lock:
+        if _original_engine_run_backward is None:
+            _original_engine_run_backward = torch.autograd._engine_run_backward
+            torch.autograd._engine_run_backward = _engine_run_backward
+
+
+def _engine_run_backward(t_outputs, *args, **kwargs):
+    stack = getattr(_tls, "stack", None)
+    if not stack:
+        return _original_engine_run_backward(t_outputs, *args, **kwargs)
+    return _intercepted(stack[-1], t_outputs, *args, **kwargs)
+
+
+def _intercepted(cfg, t_outputs, grad_tensors, keep_graph, create_graph, inputs=(),
+                 allow_unreachable=False, accumulate_grad=True):
+    state = _State(cfg)
+    try:
+        return compiled_call(state, tuple(t_outputs), tuple(grad_tensors), keep_graph,
+                             create_graph, tuple(inputs), allow_unreachable, accumulate_grad)
+    except FallbackToEager as fb:
+        if state.strict and not fb.is_error:
+            raise Unsupported(
+                f"compiled_bw cannot compile this backward: {fb.reason}. Drop strict=True to "
+                "let compiled_bw run eager autograd for it.") from None
+        _G.stats.fallbacks += 1
+        _G.stats.fallback_reasons.append(fb.reason)
+        config.emit("fallbacks", "running eager autograd: %s", fb.reason)
+    return _original_engine_run_backward(
+        t_outputs, grad_tensors, keep_graph, create_graph, inputs,
+        allow_unreachable, accumulate_grad=accumulate_grad)
+
+
+@contextlib.contextmanager
+def enable(backend: str | Callable = "eager", *, strict: bool = False,
+           cache_size_limit: int = 8) -> Iterator[None]:
+    """Run backward()/grad() calls on this thread through compiled_bw.
+
+    >>> import torch, compiled_bw
+    >>> w = torch.randn(3, 3, requires_grad=True)
+    >>> with compiled_bw.enable(backend="eager"):
+    ...     (w.tanh() @ w).sum().backward()
+    >>> w.grad.shape
+    torch.Size([3, 3])
+
+    Re-entrant: nesting works, and leaving restores the previous setting, also on errors.
+    """
+    lookup_backend(backend)  # fail early on an unknown name
+    _install()
+    stack = _stack()
+    stack.append((backend, strict, cache_size_limit))
+    try:
+        yield
+    finally:
+        stack.pop()
+
+
+def stats() -> Stats:
+    """Counters since the last reset(): captures, cache_hits, fallbacks (+ reasons), compile time."""
+    return _G.stats
+
+
+def reset() -> None:
+    """Clear every cache and the stats."""
+    for c in _G.caches.values():
+        c.clear()
+    _G.caches.clear()
+    _G.stats = Stats()
+    _G.last_graph = None
+    _G.last_plan = None
+
+
+def last_graph() -> torch.fx.GraphModule | None:
+    """The FX GraphModule of the most recent capture."""
+    return _G.last_graph
+
+
+def explain() -> str:
+    """A readable summary: counters, fallback reasons, and the last captured graph."""
+    s = _G.stats
+    lines = [f"captures={s.captures} cache_hits={s.cache_hits} fallbacks={s.fallbacks} "
+             f"compile_seconds={s.compile_seconds:.2f}"]
+    lines += [f"  fallback: {r}" for r in s.fallback_reasons[-10:]]
+    lines += [f"  recapture: {r}" for r in s.recompile_reasons[-10:]]
+    if _G.last_plan is not None and _G.last_plan.opaque_names:
+        lines.append(f"  opaque nodes: {', '.join(_G.last_plan.opaque_names)}")
+    if _G.last_graph is not None:
+        lines.append(_G.last_graph.print_readable(False))
+    return "\n".join(lines)

@@ -1,0 +1,77 @@
+"""Per-class facts about autograd nodes: how the walk reads them and how the trace runs them.
+
+Consumes a node class (e.g. MmBackward0); produces a NodeKind, computed once per class and
+cached: which `_saved_*` attributes hold tensors (they become graph inputs) and which hold
+values (they go into the signature), and how the node is run:
+  TRACE   call the C++ node under make_fx, its aten ops land in the graph;
+  OPAQUE  one call_function node that runs this step's real node at run time;
+  LEAF    AccumulateGrad: a graph output, delivered through the real engine;
+  UNSUPPORTED  fall back to eager autograd (reason given).
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from .node_table import GENERATED
+
+TRACE, OPAQUE, LEAF, UNSUPPORTED = "trace", "opaque", "leaf", "unsupported"
+
+# Note [Hidden saved state]
+# torch's codegen exposes no getter for some saved fields (node_table.py lists them per class).
+# The signature cannot see them, so a graph traced with one value could be reused with another.
+#  - 'input_meta' fields (ScalarType, TypeAndSize, TensorOptions, sizes of a forward input)
+#    equal the `_input_metadata` of the next node the input's edge points to, which IS in the
+#    signature -- but only when that edge is valid.  So: TRACE when every next edge is valid,
+#    else OPAQUE (the real node, with its real fields, runs at run time).
+#  - 'layout' (mm/addmm & co.): only non-strided (sparse) forward inputs change it; the walk
+#    falls back to eager whenever it meets a non-strided tensor, so strided is the only value.
+#  - 'geometry' (as_strided), 'optbool' (native_dropout's `train`): never derivable -> OPAQUE.
+NEEDS_VALID_EDGES = "input_meta"
+NEVER_TRACE = ("geometry", "optbool")
+
+# Non-generated C++ nodes that are pure functions of their inputs and saved state, run opaque.
+KNOWN_OPAQUE = {"CopySlices", "CopyBackwards", "UndefinedGradBackward", "Error", "DelayedError"}
+
+
+@dataclasses.dataclass(frozen=True)
+class NodeKind:
+    name: str
+    how: str
+    tensor_attrs: tuple[str, ...]     # names X with `_saved_X` and `_raw_saved_X`
+    value_attrs: tuple[str, ...]      # names X with only `_saved_X`
+    needs_valid_edges: bool = False   # see Note [Hidden saved state]
+    reason: str = ""
+
+
+_KINDS: dict[type, NodeKind] = {}
+
+
+def node_kind(cls: type) -> NodeKind:
+    kind = _KINDS.get(cls)
+    if kind is None:
+        kind = _KINDS[cls] = _classify(cls)
+    return kind
+
+
+def _classify(cls: type) -> NodeKind:
+    name = cls.__name__
+    names = dir(cls)
+    raw = {a[len("_raw_saved_"):] for a in names if a.startswith("_raw_saved_")}
+    tensor_attrs = tuple(sorted(raw))
+    value_attrs = tuple(sorted(
+        a[len("_saved_"):] for a in names if a.startswith("_saved_") and a[len("_saved_"):] not in raw
+    ))
+    if name == "AccumulateGrad":
+        return NodeKind(name, LEAF, (), ())
+    if name == "BackwardCFunction" or hasattr(cls, "_forward_cls"):
+        return NodeKind(name, UNSUPPORTED, (), (),
+                        reason=f"custom autograd.Function node {name} (not yet supported)")
+    if name in GENERATED:
+        hidden = GENERATED[name]
+        if any(h in NEVER_TRACE for h in hidden):
+            return NodeKind(name, OPAQUE, tensor_attrs, value_attrs)
+        return NodeKind(name, TRACE, tensor_attrs, value_attrs,
+                        needs_valid_edges=NEEDS_VALID_EDGES in hidden)
+    if name in KNOWN_OPAQUE:
+        return NodeKind(name, OPAQUE, tensor_attrs, value_attrs)
+    return NodeKind(name, UNSUPPORTED, (), (), reason=f"unknown autograd node kind {name}")

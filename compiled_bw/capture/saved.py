@@ -1,0 +1,97 @@
+"""Every private autograd-node API compiled_bw uses, in one place (torch 2.13).
+
+Consumes autograd nodes; produces their saved tensors' SavedTensor handles (`_raw_saved_X`),
+their `_input_metadata`, their `_sequence_nr()`, and installs our pack/unpack hooks on saved
+tensors (Slot).  tests/test_private_api.py checks each of these and names what moved.
+
+Note [Slots]
+A Slot is installed on each saved tensor with `_raw_saved_X.register_hooks(pack, unpack)`:
+pack moves the tensor out of the SavedVariable into the Slot, unpack returns
+  - the graph placeholder while we trace (so the node's formula lands in the FX graph),
+  - else the tensor, or eager's "backward through the graph a second time" error once the
+    compiled backward that used it has run with retain_graph=False (the Slot then drops it,
+    as eager frees saved tensors).
+A Slot references nothing but its tensor: a closure holding nodes would form a reference
+cycle through C++ that the GC cannot break.
+"""
+from __future__ import annotations
+
+import torch
+
+ERR_BACKWARD_TWICE = (
+    "Trying to backward through the graph a second time (or directly access saved tensors "
+    "after they have already been freed). Saved intermediate values of the graph are freed "
+    "when you call .backward() or autograd.grad(). Specify retain_graph=True if you need to "
+    "backward through the graph a second time or if you need to access saved tensors after "
+    "calling backward."
+)
+SLOTS_KEY = "compiled_bw.slots"
+
+
+def raw_saved(node, attr: str):
+    return getattr(node, "_raw_saved_" + attr)
+
+
+def input_metadata(node) -> tuple:
+    return node._input_metadata
+
+
+def sequence_nr(node) -> int:
+    return node._sequence_nr()
+
+
+def gradient_edge(t: torch.Tensor) -> tuple:
+    """(node, input_nr) of a tensor, the grad accumulator for a leaf (created if needed)."""
+    e = torch.autograd.graph.get_gradient_edge(t)
+    return e.node, e.output_nr
+
+
+class Slot:
+    __slots__ = ("value", "placeholder", "released")
+
+    def __init__(self) -> None:
+        self.value = None
+        self.placeholder = None
+        self.released = False
+
+    def pack(self, t):
+        self.value = t
+        return None
+
+    def unpack(self, _packed):
+        if self.placeholder is not None:
+            return self.placeholder
+        if self.released:
+            raise RuntimeError(ERR_BACKWARD_TWICE)
+        return self.value
+
+    def release(self) -> None:
+        self.value = None
+        self.released = True
+
+
+class SavedHooksInUse(Exception):
+    """A saved tensor already carries hooks that are not ours (saved_tensors_hooks)."""
+
+
+def install_slots(nodes: list, saved_raw: list, saved_node: list) -> list:
+    """One Slot per saved tensor, reusing ours when this graph already has them."""
+    slots = []
+    prev, k = -1, 0
+    for raw, i in zip(saved_raw, saved_node, strict=True):
+        k = k + 1 if i == prev else 0     # k-th saved tensor of node i (walk order is stable)
+        prev = i
+        meta = nodes[i].metadata
+        mine = meta.get(SLOTS_KEY)
+        if mine is None:
+            mine = meta[SLOTS_KEY] = {}
+        slot = mine.get(k)
+        if slot is None:
+            slot = Slot()
+            try:
+                raw.register_hooks(slot.pack, slot.unpack)
+            except RuntimeError as e:
+                raise SavedHooksInUse(str(e)) from None
+            mine[k] = slot
+        slots.append(slot)
+    return slots

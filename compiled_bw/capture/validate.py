@@ -1,0 +1,57 @@
+"""validate_outputs (ENGINE.md 3), for our engine: trace time (fake tensors) and run time.
+
+Consumes one node's output grads and the input metadata of the nodes its edges point to;
+produces the grads the eager engine would pass on: invalid-edge grads dropped, broadcast
+shapes `sum_to`'d, dtypes cast.  Anything eager would reject raises ValidateError with
+eager's message (the trace turns that into a fallback, so eager raises it for real).
+"""
+from __future__ import annotations
+
+import torch
+
+
+class ValidateError(RuntimeError):
+    pass
+
+
+def _expandable(expected: torch.Size, got: torch.Size) -> bool:
+    if len(expected) > len(got):
+        return False
+    for s, t in zip(reversed(expected), reversed(got)):
+        if s != 1 and s != t:
+            return False
+    return True
+
+
+def validate_outputs(name: str, outs, edges, in_meta) -> list:
+    """edges: tuple of (child index | -1, input_nr); in_meta: per node, per slot metadata."""
+    if len(outs) != len(edges):
+        raise ValidateError(
+            f"Function {name} returned an invalid number of gradients - expected "
+            f"{len(edges)}, but got {len(outs)}")
+    res = []
+    for i, ((c, nr), g) in enumerate(zip(edges, outs)):
+        if c < 0 or g is None:
+            res.append(None)
+            continue
+        shape, dtype, device, _nested = in_meta[c][nr]
+        if g.shape != shape:
+            if not _expandable(shape, g.shape):
+                raise ValidateError(
+                    f"Function {name} returned an invalid gradient at index {i} - got "
+                    f"{list(g.shape)} but expected shape compatible with {list(shape)}")
+            g = g.sum_to_size(shape)
+        if g.dtype != dtype:
+            if not (g.dtype.is_floating_point or dtype.is_complex == g.dtype.is_complex):
+                raise ValidateError(f"Function {name} returned an invalid gradient at index {i}"
+                                    f" - dtype {g.dtype} cannot be cast to {dtype}")
+            g = g.to(dtype)
+        if g.device != device:
+            if g.dim() == 0:
+                g = g.to(device)
+            else:
+                raise ValidateError(
+                    f"Function {name} returned an invalid gradient at index {i} - expected "
+                    f"device {device} but got {g.device}")
+        res.append(g)
+    return res

@@ -1,0 +1,13 @@
+"""dce: dead-code elimination.
+
+Consumes a GraphModule; produces it without nodes whose results nothing uses (e.g. the
+partial ops of a node that fake tensors could not run, which then became an opaque call).
+Calls FX marks impure (and our opaque op, which has no side effects of its own) follow FX's
+own rules in `Node.is_impure`.
+"""
+import torch
+
+
+def dce(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    gm.graph.eliminate_dead_code()
+    return gm

@@ -1,0 +1,82 @@
+"""Cache: signature -> Compiled graph (or a remembered fallback), bounded per root signature.
+
+Consumes signatures from capture/walk.py; produces hits, or a miss with a readable reason
+("node 4 MulBackward0: saved tensor 0 shape [3, 4] -> [3, 5]") for the recompiles log.
+Entries hold no tensors: everything per step travels in the Box.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+
+@dataclasses.dataclass
+class Compiled:
+    fn: Callable            # boxed: fn(box) -> list of outputs
+    plan: Any               # capture.trace.Plan
+    gm: Any                 # the captured GraphModule (for last_graph / explain)
+
+
+@dataclasses.dataclass
+class Fallback:
+    reason: str
+    is_error: bool = False  # eager raises an error here: not counted as unsupported
+
+
+class Cache:
+    def __init__(self) -> None:
+        self.entries: dict = {}
+        self.per_root: dict = {}    # root key -> number of compiled entries
+        self.last: dict = {}        # root key -> last signature seen
+
+    def clear(self) -> None:
+        self.entries.clear()
+        self.per_root.clear()
+        self.last.clear()
+
+    def get(self, key):
+        return self.entries.get(key)
+
+    def put(self, root_key, key, entry) -> None:
+        self.entries[key] = entry
+        if isinstance(entry, Compiled):
+            self.per_root[root_key] = self.per_root.get(root_key, 0) + 1
+
+    def count(self, root_key) -> int:
+        return self.per_root.get(root_key, 0)
+
+    def miss_reason(self, root_key, key) -> str:
+        old = self.last.get(root_key)
+        self.last[root_key] = key
+        if old is None:
+            return "first call"
+        return describe_change(old, key)
+
+
+def describe_change(old: tuple, new: tuple) -> str:
+    """First difference between two signatures, in words."""
+    (osig, oroots, ometa, oopts), (nsig, nroots, nmeta, nopts) = old[:4], new[:4]
+    if oopts != nopts:
+        return f"call options changed: {oopts} -> {nopts}"
+    if ometa != nmeta:
+        return f"root grads changed: {_short(ometa)} -> {_short(nmeta)}"
+    if len(osig) != len(nsig):
+        return f"graph size changed: {len(osig)} -> {len(nsig)} nodes"
+    for a, b in zip(osig, nsig):
+        if a != b:
+            name = b[1]
+            if a[1] != b[1]:
+                return f"node {b[0]}: {a[1]} -> {b[1]}"
+            labels = ["index", "class", "edges", "input metadata", "execution order"]
+            for k, (x, y) in enumerate(zip(a, b)):
+                if x != y:
+                    what = labels[k] if k < len(labels) else f"saved value {k - len(labels)}"
+                    return f"node {b[0]} {name}: {what} {_short(x)} -> {_short(y)}"
+    if oroots != nroots:
+        return f"roots changed: {oroots} -> {nroots}"
+    return "signature changed"
+
+
+def _short(x) -> str:
+    s = repr(x)
+    return s if len(s) < 160 else s[:157] + "..."

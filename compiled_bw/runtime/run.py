@@ -1,0 +1,194 @@
+"""Run one backward/grad call through compiled_bw: walk, look up or capture, run, deliver.
+
+Consumes the arguments torch.autograd hands its engine (`_engine_run_backward`); produces
+what the engine would return (grad(): the grads; backward(): None, with `.grad`s written),
+or raises Fallback so the caller runs eager autograd and records why.
+
+Note [Delivery through the real engine]
+Leaf grads are not written by us: the compiled graph runs inside the backward of a tiny
+autograd.Function (`_Deliver`) whose inputs are the leaves, run by the real engine.  The
+engine then runs each leaf's AccumulateGrad node with our grad: tensor hooks, the layout
+contract, stealing, post-accumulate-grad hooks and node hooks (also C++ ones we cannot see)
+behave exactly as in eager, and `queue_callback` / `_current_graph_task_id()` work for code
+run inside the graph.  The graph finishes before any leaf is touched, so an error in it
+leaves every `.grad` as it was.  Trade-off: leaves accumulate after the whole graph rather
+than interleaved with it (only observable from hooks that read other leaves' `.grad`).
+"""
+from __future__ import annotations
+
+import threading
+import time
+
+import torch
+
+from ..capture.opaque import StructureChanged, current_step
+from ..capture.saved import SavedHooksInUse, gradient_edge, install_slots
+from ..capture.trace import Options, TraceFailed, trace_backward
+from ..capture.walk import WalkUnsupported, tensor_meta, walk_graph
+from ..passes import run_passes
+from .cache import Compiled, Fallback
+
+_ENGINE = torch.autograd.Variable._execution_engine
+_ANCHOR = torch.empty(0, requires_grad=True)
+_tls = threading.local()
+
+
+class FallbackToEager(Exception):
+    def __init__(self, reason: str, is_error: bool = False) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.is_error = is_error
+
+
+class _Deliver(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, anchor, run, *leaves):
+        ctx.run = run
+        return torch.empty(0)
+
+    @staticmethod
+    def backward(ctx, _grad):
+        run, ctx.run = ctx.run, None
+        return (None, None, *run())
+
+
+class Step:
+    """What opaque calls read at run time: this step's nodes and input metadata."""
+    __slots__ = ("nodes", "in_meta")
+
+    def __init__(self, w) -> None:
+        self.nodes = w.nodes
+        self.in_meta = w.in_meta
+
+
+def in_compiled_run() -> bool:
+    return getattr(_tls, "running", False)
+
+
+def _precheck(t_outputs, inputs, create_graph) -> None:
+    if create_graph:
+        raise FallbackToEager("create_graph=True (double backward is not compiled)")
+    if torch.is_anomaly_enabled():
+        raise FallbackToEager("anomaly mode is enabled")
+    if torch._C._are_functorch_transforms_active():
+        raise FallbackToEager("functorch transforms (vmap/grad) are active")
+    if in_compiled_run() or torch._C._current_graph_task_id() != -1:
+        raise FallbackToEager("reentrant backward (called from inside a running backward)")
+    for t in list(t_outputs) + list(inputs):
+        if not isinstance(t, torch.Tensor):
+            raise FallbackToEager(f"{type(t).__name__} roots/inputs are not supported")
+    for t in t_outputs:
+        if t.grad_fn is None and not t.requires_grad:
+            raise FallbackToEager("a root does not require grad", is_error=True)
+    for t in inputs:
+        if not t.requires_grad:
+            raise FallbackToEager("an input does not require grad", is_error=True)
+
+
+def compiled_call(state, t_outputs, grad_tensors, keep_graph, create_graph, inputs,
+                  allow_unused, accumulate):
+    """state: api._State (cache, stats, backend).  Raises FallbackToEager."""
+    _precheck(t_outputs, inputs, create_graph)
+    root_edges = [gradient_edge(t) for t in t_outputs]
+    if any(n is None for n, _ in root_edges):
+        raise FallbackToEager("a root has no autograd node", is_error=True)
+    try:
+        w = walk_graph(root_edges)
+    except WalkUnsupported as e:
+        raise FallbackToEager(str(e)) from None
+    except RuntimeError as e:   # e.g. modified in place / backward twice: eager raises it
+        raise FallbackToEager(f"walk raised {type(e).__name__}: {e}", is_error=True) from None
+    index = {id(n): i for i, n in enumerate(w.nodes)}
+    in_edges = []
+    for t in inputs:
+        if accumulate and t.grad_fn is not None:
+            raise FallbackToEager("backward(inputs=...) with a non-leaf input")
+        node, nr = gradient_edge(t)
+        in_edges.append((index.get(id(node), -1), nr))
+    root_meta = tuple(None if g is None else tensor_meta(g) for g in grad_tensors)
+    opts = Options(accumulate, bool(keep_graph), tuple(in_edges), bool(allow_unused))
+    opts_key = (accumulate, opts.retain_graph, opts.inputs, opts.allow_unused)
+    key = (w.signature, tuple(w.root_edges), root_meta, opts_key, state.backend_key)
+    root_key = (tuple(type(n).__name__ for n, _ in root_edges), root_meta, state.backend_key)
+
+    entry = state.cache.get(key)
+    slots = None
+    if entry is None:
+        reason = state.cache.miss_reason(root_key, key)
+        if state.cache.count(root_key) >= state.cache_size_limit:
+            raise FallbackToEager(
+                f"cache_size_limit ({state.cache_size_limit}) reached for this root; last "
+                f"change: {reason}. Raise enable(cache_size_limit=...) or make the graph stable")
+        state.log_recompile(reason)
+        slots = _install(w)
+        t0 = time.perf_counter()
+        entry = _capture(state, w, opts, list(grad_tensors), slots)
+        state.cache.put(root_key, key, entry)
+        state.stats.compile_seconds += time.perf_counter() - t0
+        if isinstance(entry, Compiled):
+            state.stats.captures += 1
+            state.record_capture(entry)
+    else:
+        state.stats.cache_hits += 1
+        state.cache.last[root_key] = key
+    if isinstance(entry, Fallback):
+        raise FallbackToEager(entry.reason, entry.is_error)
+    if slots is None and not opts.retain_graph:
+        slots = _install(w)
+    return _run(entry, w, opts, list(grad_tensors), slots)
+
+
+def _install(w):
+    try:
+        return install_slots(w.nodes, w.saved_raw, w.saved_node)
+    except SavedHooksInUse as e:
+        raise FallbackToEager(f"saved tensors already carry hooks (saved_tensors_hooks?): {e}") from None
+
+
+def _capture(state, w, opts, grad_tensors, slots):
+    try:
+        gm, plan = trace_backward(w, opts, grad_tensors, slots)
+    except TraceFailed as e:
+        return Fallback(f"capture: {e}", is_error=True)
+    if not opts.accumulate and not opts.allow_unused and None in plan.capture_outputs:
+        return Fallback("an input of grad() is unused (eager raises)", is_error=True)
+    for i, _ in plan.leaf_outputs:
+        if not w.leaves[i].requires_grad:
+            return Fallback(f"leaf {i} has requires_grad=False (set after the forward)")
+    gm = run_passes(gm)
+    example = [g for g in grad_tensors if g is not None] + list(w.saved)
+    fn = state.compile_fn(gm, example)
+    return Compiled(fn, plan, gm)
+
+
+def _run(entry: Compiled, w, opts, grad_tensors, slots):
+    plan = entry.plan
+    box = [g for g in grad_tensors if g is not None]
+    box.extend(w.saved)
+    w.saved = None
+    result: list = []
+
+    def run():
+        with current_step(Step(w)):
+            outs = entry.fn(box)
+        if opts.accumulate:
+            return [None if p is None else outs[p] for _, p in plan.leaf_outputs]
+        result.extend(None if p is None else outs[p] for p in plan.capture_outputs)
+        return []
+
+    leaves = [w.leaves[i] for i, _ in plan.leaf_outputs] if opts.accumulate else []
+    _tls.running = True
+    try:
+        with torch.enable_grad():
+            out = _Deliver.apply(_ANCHOR, run, *leaves)
+        _ENGINE.run_backward((out,), (torch.empty(0),), False, False, (), True, True)
+    except StructureChanged as e:
+        raise FallbackToEager(str(e)) from None
+    finally:
+        _tls.running = False
+    if not opts.retain_graph and slots is not None:
+        executed = set(plan.executed)
+        for slot, i in zip(slots, w.saved_node):
+            if i in executed:
+                slot.release()
+    return None if opts.accumulate else tuple(result)
