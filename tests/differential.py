@@ -1,0 +1,80 @@
+"""The differential helper every test uses: same program, same seed, eager vs compiled_bw.
+
+`differential(build, step)` runs `state = build()` then `step(state)` for `steps` steps,
+once under eager autograd and once under `compiled_bw.enable(...)`, each from the same
+seed, and compares everything `step` returns (tensors: values within dtype tolerance, dtype,
+shape, strides; other values: equality) and every exception (type and message).  It also
+checks that the compiled run really compiled: no fallback, and the expected capture count.
+"""
+from __future__ import annotations
+
+import torch
+import torch.utils._pytree as pytree
+
+import compiled_bw
+
+TOL = {torch.float64: (1e-10, 1e-10), torch.float32: (1e-5, 1e-5),
+       torch.bfloat16: (2e-2, 2e-2), torch.float16: (2e-3, 2e-3)}
+
+
+def _run(build, step, steps, seed):
+    torch.manual_seed(seed)
+    state = build()
+    out = []
+    for _ in range(steps):
+        try:
+            out.append(("ok", step(state)))
+        except Exception as e:  # the error is part of the observable behaviour
+            out.append(("raised", (type(e), str(e))))
+    return out
+
+
+def assert_same(a, b, where="result"):
+    fa, sa = pytree.tree_flatten(a)
+    fb, sb = pytree.tree_flatten(b)
+    assert sa == sb, f"{where}: structure differs:\n eager {sa}\n ours  {sb}"
+    for k, (x, y) in enumerate(zip(fa, fb)):
+        w = f"{where}[{k}]"
+        if isinstance(x, torch.Tensor):
+            assert isinstance(y, torch.Tensor), f"{w}: eager gave a tensor, we gave {y!r}"
+            assert x.dtype == y.dtype, f"{w}: dtype {x.dtype} vs {y.dtype}"
+            assert x.shape == y.shape, f"{w}: shape {x.shape} vs {y.shape}"
+            assert x.stride() == y.stride(), f"{w}: stride {x.stride()} vs {y.stride()}"
+            rtol, atol = TOL.get(x.dtype, (0, 0))
+            torch.testing.assert_close(y, x, rtol=rtol, atol=atol, equal_nan=True, msg=lambda m: f"{w}: {m}")
+        else:
+            assert x == y, f"{w}: eager {x!r} vs ours {y!r}"
+
+
+def differential(build, step, *, steps=3, backend="eager", seed=0, captures=1,
+                 fallbacks=0, strict=None):
+    """Returns compiled_bw.stats() of the compiled run after asserting equality."""
+    eager = _run(build, step, steps, seed)
+    compiled_bw.reset()
+    if strict is None:
+        strict = fallbacks == 0
+    with compiled_bw.enable(backend=backend, strict=strict):
+        ours = _run(build, step, steps, seed)
+    st = compiled_bw.stats()
+    for i, ((ke, ve), (ko, vo)) in enumerate(zip(eager, ours)):
+        assert ke == ko, (f"step {i}: eager {ke} {ve if ke == 'raised' else ''} "
+                          f"vs ours {ko} {vo if ko == 'raised' else ''}")
+        if ke == "raised":
+            assert ve == vo, f"step {i}: eager raised {ve}, we raised {vo}"
+        else:
+            assert_same(ve, vo, f"step {i}")
+    assert st.fallbacks == fallbacks, f"fallbacks {st.fallbacks} != {fallbacks}: {st.fallback_reasons}"
+    if captures is not None:
+        assert st.captures == captures, f"captures {st.captures} != {captures}: {st.recompile_reasons}"
+    return st
+
+
+def grads(module_or_tensors) -> list:
+    """Clones of every .grad (None kept), for returning from a step."""
+    ps = module_or_tensors.parameters() if isinstance(module_or_tensors, torch.nn.Module) else module_or_tensors
+    return [None if p.grad is None else p.grad.clone() for p in ps]
+
+
+def grads_raw(tensors) -> list:
+    """The .grad objects themselves (keeps strides as the engine produced them)."""
+    return [p.grad for p in tensors]

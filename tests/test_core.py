@@ -1,0 +1,342 @@
+"""Differential tests of the core capture (issue 2): each program runs 3 steps under eager
+autograd and under compiled_bw, every grad / returned value / error compared."""
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import compiled_bw
+from differential import differential, grads
+
+
+def module_program(make_model, make_input, loss_fn=lambda y: y.float().pow(2).mean()):
+    def build():
+        return make_model(), make_input()
+
+    def step(state):
+        m, x = state
+        m.zero_grad(set_to_none=True)
+        loss = loss_fn(m(x))
+        loss.backward()
+        return grads(m)
+    return build, step
+
+
+def test_mlp_counts_and_graph():
+    build, step = module_program(
+        lambda: nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4)),
+        lambda: torch.randn(5, 8))
+    st = differential(build, step, steps=3)
+    assert (st.captures, st.cache_hits) == (1, 2)
+    code = compiled_bw.last_graph().code
+    assert "aten.mm" in code and "threshold_backward" in code
+    assert "compiled_bw.opaque" not in code
+    # saved tensors are graph inputs: 1 root grad + 5 saved tensors
+    placeholders = [n for n in compiled_bw.last_graph().graph.nodes if n.op == "placeholder"]
+    assert len(placeholders) == 6
+
+
+def test_conv_bn_pool():
+    build, step = module_program(
+        lambda: nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+                              nn.MaxPool2d(2), nn.Conv2d(8, 4, 3), nn.AdaptiveAvgPool2d(1)),
+        lambda: torch.randn(4, 3, 12, 12))
+    differential(build, step)
+
+
+def test_broadcasting_and_param_used_twice():
+    def build():
+        return [torch.randn(4, 1, 3, requires_grad=True), torch.randn(3, requires_grad=True),
+                torch.randn(5, 3, requires_grad=True)]
+
+    def step(ps):
+        a, b, w = ps
+        for p in ps:
+            p.grad = None
+        y = (a * b + w) * w - b          # w and b used twice, broadcast to (4, 5, 3)
+        y.sum().backward()
+        return grads(ps)
+    differential(build, step)
+
+
+def test_accumulate_into_existing_grad():
+    def build():
+        return [torch.randn(3, 4, requires_grad=True)]
+
+    def step(ps):
+        (x,) = ps
+        (x.sin() * 2).sum().backward()   # .grad accumulates over steps
+        return grads(ps)
+    differential(build, step)
+
+
+def test_multiple_roots_with_grad_tensors():
+    def build():
+        return [torch.randn(3, 4, requires_grad=True), torch.randn(4, requires_grad=True)]
+
+    def step(ps):
+        x, b = ps
+        for p in ps:
+            p.grad = None
+        y1 = x * b
+        y2 = (x + b).exp()
+        torch.autograd.backward([y1, y2, y1], [torch.ones(3, 4), torch.full((3, 4), 0.5),
+                                               torch.randn(3, 4)])
+        return grads(ps)
+    differential(build, step)
+
+
+def test_grad_wrt_leaves_and_intermediate():
+    def build():
+        return [torch.randn(3, 4, requires_grad=True), torch.randn(4, 2, requires_grad=True)]
+
+    def step(ps):
+        x, w = ps
+        h = torch.tanh(x @ w)
+        y = (h * h).sum()
+        gx, gw, gh = torch.autograd.grad(y, [x, w, h])
+        return [gx, gw, gh, x.grad, w.grad]
+    differential(build, step)
+
+
+def test_backward_inputs():
+    def build():
+        return [torch.randn(3, 4, requires_grad=True), torch.randn(4, requires_grad=True)]
+
+    def step(ps):
+        x, b = ps
+        for p in ps:
+            p.grad = None
+        ((x * b).relu().sum()).backward(inputs=[b])
+        return grads(ps)
+    differential(build, step)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16])
+def test_dtypes(dtype):
+    build, step = module_program(
+        lambda: nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.LayerNorm(16), nn.Linear(16, 4)).to(dtype),
+        lambda: torch.randn(5, 8, dtype=dtype))
+    differential(build, step)
+
+
+def test_mixed_dtype_cast_in_validate():
+    def build():
+        return [torch.randn(3, requires_grad=True), torch.randn(3, dtype=torch.float64, requires_grad=True)]
+
+    def step(ps):
+        a, b = ps
+        for p in ps:
+            p.grad = None
+        (a * b).sum().backward()      # a's grad is computed in float64, cast to float32
+        return grads(ps)
+    differential(build, step)
+
+
+def test_copyslices_inplace_on_view():
+    def build():
+        return [torch.randn(4, 5, requires_grad=True)]
+
+    def step(ps):
+        (x,) = ps
+        x.grad = None
+        y = x * 2
+        y[1:3].mul_(x[0:2])           # in place on a view -> CopySlices
+        y[:, 0].sigmoid_()
+        y.sum().backward()
+        return grads(ps)
+    differential(build, step)
+
+
+def test_noncontiguous_leaves_grad_strides():
+    def build():
+        return [torch.randn(5, 3).t().requires_grad_(), torch.randn(4, 6)[:, ::2].requires_grad_()]
+
+    def step(ps):
+        a, b = ps
+        for p in ps:
+            p.grad = None
+        (a.exp().sum(1, keepdim=True) * b[:3]).sum().backward()
+        return [p.grad for p in ps]   # strides compared: the layout contract
+    differential(build, step)
+
+
+def test_gather_scatter_index():
+    def build():
+        torch.manual_seed(1)
+        return [torch.randn(6, 5, requires_grad=True), torch.randint(0, 5, (6, 3)),
+                torch.tensor([0, 2, 2, 5])]
+
+    def step(st):
+        x, idx, rows = st
+        x.grad = None
+        g = x.gather(1, idx)
+        s = torch.zeros(6, 5).scatter_add(1, idx, g * 2)
+        i = x[rows] * s[rows]
+        ia = x.index_select(0, rows).sum() + i.sum() + x[x > 0].sum()
+        ia.backward()
+        return [x.grad]
+    differential(build, step)
+
+
+def test_lstm():
+    build, step = module_program(lambda: nn.LSTM(6, 8, num_layers=2, batch_first=True),
+                                 lambda: torch.randn(3, 5, 6),
+                                 loss_fn=lambda out: out[0].pow(2).mean())
+    differential(build, step)
+
+
+def test_multihead_attention():
+    build, step = module_program(
+        lambda: nn.MultiheadAttention(16, 4, batch_first=True),
+        lambda: torch.randn(2, 5, 16),
+        loss_fn=lambda out: out[0].pow(2).mean())
+    build_mha = build
+
+    def step_mha(state):
+        m, x = state
+        m.zero_grad(set_to_none=True)
+        out, _ = m(x, x, x)
+        out.pow(2).mean().backward()
+        return grads(m)
+    differential(build_mha, step_mha)
+
+
+def test_transformer_encoder_layer_with_dropout():
+    def build():
+        return (nn.TransformerEncoderLayer(16, 4, 32, dropout=0.2, batch_first=True),
+                torch.randn(2, 5, 16))
+
+    def step(state):
+        m, x = state
+        m.zero_grad(set_to_none=True)
+        m(x).pow(2).mean().backward()
+        return grads(m)
+    # dropout masks differ per step but are saved tensors: one capture serves all steps
+    differential(build, step)
+
+
+def test_deep_chain_3000_ops():
+    def build():
+        return [torch.randn(8, requires_grad=True)]
+
+    def step(ps):
+        (x,) = ps
+        x.grad = None
+        y = x
+        for i in range(1000):
+            y = (y * 0.999).sin() + 0.001
+        y.sum().backward()
+        return grads(ps)
+    differential(build, step, steps=2)
+
+
+def test_backward_twice_raises_eagers_error():
+    def build():
+        return [torch.randn(3, requires_grad=True)]
+
+    def step(ps):
+        (x,) = ps
+        x.grad = None
+        y = (x.exp() * x).sum()
+        y.backward()
+        try:
+            y.backward()
+        except RuntimeError as e:
+            return [x.grad, str(e)]
+        return [x.grad, "no error"]
+    # the second backward is an error case: eager raises it for us (recorded as a fallback)
+    st = differential(build, step, fallbacks=3, strict=True)
+    assert all("second time" in r for r in st.fallback_reasons)
+
+
+def test_second_backward_outside_enable_raises():
+    x = torch.randn(3, requires_grad=True)
+    y = (x.exp() * x).sum()
+    with compiled_bw.enable(strict=True):
+        y.backward()
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        y.backward()
+
+
+def test_retain_graph_twice():
+    def build():
+        return [torch.randn(3, requires_grad=True)]
+
+    def step(ps):
+        (x,) = ps
+        x.grad = None
+        y = (x.exp() * x).sum()
+        y.backward(retain_graph=True)
+        y.backward()
+        return grads(ps)
+    # retain_graph=True and False are two signatures: 2 captures, then hits
+    differential(build, step, captures=2)
+
+
+def test_non_scalar_root_error():
+    def build():
+        return [torch.randn(3, requires_grad=True)]
+
+    def step(ps):
+        (x,) = ps
+        (x * 2).backward()
+    differential(build, step, captures=0)
+
+
+def test_unused_input_error_and_allow_unused():
+    def build():
+        return [torch.randn(3, requires_grad=True), torch.randn(3, requires_grad=True)]
+
+    def step(ps):
+        a, b = ps
+        y = (a * 2).sum()
+        r = torch.autograd.grad(y, [a, b], allow_unused=True, retain_graph=True)
+        torch.autograd.grad(y, [a, b])     # raises eager's error
+        return r
+    st = differential(build, step, captures=1, fallbacks=3, strict=False)
+    assert all("unused" in r for r in st.fallback_reasons)
+
+
+def test_recapture_on_shape_change_and_cache_limit():
+    compiled_bw.reset()
+    w = torch.randn(4, 4, requires_grad=True)
+    with compiled_bw.enable(cache_size_limit=2):
+        for n in (2, 2, 3, 3, 5):
+            (torch.randn(n, 4) @ w).tanh().sum().backward()
+    st = compiled_bw.stats()
+    assert (st.captures, st.cache_hits, st.fallbacks) == (2, 2, 1)
+    assert "shape" in st.recompile_reasons[1] or "saved" in st.recompile_reasons[1], st.recompile_reasons
+    assert "cache_size_limit" in st.fallback_reasons[0]
+
+
+def test_strict_raises_unsupported_and_nesting():
+    x = torch.randn(3, requires_grad=True)
+    with compiled_bw.enable(strict=True):
+        with pytest.raises(compiled_bw.Unsupported, match="create_graph"):
+            (x * x).sum().backward(create_graph=True)
+        with compiled_bw.enable(strict=False):
+            (x * x).sum().backward(create_graph=True)   # falls back silently
+    assert torch.autograd._engine_run_backward is not None
+
+
+def test_unsupported_custom_function_falls_back():
+    class Double(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2
+
+    def build():
+        return [torch.randn(3, requires_grad=True)]
+
+    def step(ps):
+        (x,) = ps
+        x.grad = None
+        Double.apply(x.sin()).sum().backward()
+        return grads(ps)
+    st = differential(build, step, captures=0, fallbacks=3)
+    assert "DoubleBackward" in st.fallback_reasons[0]
