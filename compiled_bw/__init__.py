@@ -6,6 +6,10 @@
 
 See README.md and shared DESIGN.md for the pipeline: capture/ -> passes/ -> backends/ -> runtime/.
 """
+from .capture import hooks as _hooks
+
+_hooks.install()
+
 from .api import Stats, enable, explain, last_graph, reset, stats
 from .backends import register_backend
 from .errors import CompiledBwError, Unsupported

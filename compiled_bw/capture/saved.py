@@ -74,24 +74,27 @@ class SavedHooksInUse(Exception):
     """A saved tensor already carries hooks that are not ours (saved_tensors_hooks)."""
 
 
-def install_slots(nodes: list, saved_raw: list, saved_node: list) -> list:
-    """One Slot per saved tensor, reusing ours when this graph already has them."""
+def install_slots(nodes: list, saved_node: list) -> list:
+    """One Slot per saved tensor (saved_node: (node index, attr, list position | -1)),
+    reusing ours when this graph already has them (retain_graph=True, a second call)."""
     slots = []
-    prev, k = -1, 0
-    for raw, i in zip(saved_raw, saved_node, strict=True):
-        k = k + 1 if i == prev else 0     # k-th saved tensor of node i (walk order is stable)
-        prev = i
-        meta = nodes[i].metadata
+    for key in saved_node:
+        i, attr, pos = key
+        node = nodes[i]
+        meta = node.metadata
         mine = meta.get(SLOTS_KEY)
         if mine is None:
             mine = meta[SLOTS_KEY] = {}
-        slot = mine.get(k)
+        slot = mine.get(key[1:])
         if slot is None:
+            raw = getattr(node, "_raw_saved_" + attr)
+            if pos >= 0:
+                raw = raw[pos]
             slot = Slot()
             try:
                 raw.register_hooks(slot.pack, slot.unpack)
             except RuntimeError as e:
                 raise SavedHooksInUse(str(e)) from None
-            mine[k] = slot
+            mine[key[1:]] = slot
         slots.append(slot)
     return slots

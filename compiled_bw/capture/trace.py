@@ -193,7 +193,7 @@ def _opaque_call(w, i: int, name: str, buf: list, sites: list) -> list:
         if c < 0:
             specs.append(None)
         else:
-            shape, dtype, device, _ = w.in_meta[c][nr]
+            shape, dtype, device = w.in_meta[c][nr]
             specs.append((tuple(shape), dtype, device))
     site = OpaqueSite(i, name, w.edges[i], tuple(specs))
     sid = register_site(site)

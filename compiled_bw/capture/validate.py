@@ -34,7 +34,7 @@ def validate_outputs(name: str, outs, edges, in_meta) -> list:
         if c < 0 or g is None:
             res.append(None)
             continue
-        shape, dtype, device, _nested = in_meta[c][nr]
+        shape, dtype, device = in_meta[c][nr]
         if g.shape != shape:
             if not _expandable(shape, g.shape):
                 raise ValidateError(

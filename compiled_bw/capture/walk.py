@@ -8,10 +8,13 @@ recursive: graphs have 10^4+ nodes.
 """
 from __future__ import annotations
 
+import operator
+
 import torch
 
 from .nodes import LEAF, OPAQUE, TRACE, UNSUPPORTED, node_kind
-from .saved import input_metadata, raw_saved, sequence_nr
+from .hooks import COUNTS, interior_hooks
+from .saved import input_metadata, sequence_nr
 
 # Note [What the signature holds]
 # Per node, in discovery order: its class, its edges (child index, input_nr; -1 = invalid),
@@ -40,7 +43,7 @@ def tensor_meta(t: torch.Tensor) -> tuple:
 
 
 class Walk:
-    __slots__ = ("nodes", "kinds", "edges", "in_meta", "saved", "saved_raw", "saved_node",
+    __slots__ = ("nodes", "kinds", "edges", "in_meta", "saved", "saved_node",
                  "leaves", "signature", "root_edges")
 
     def __init__(self) -> None:
@@ -49,91 +52,122 @@ class Walk:
         self.edges: list = []          # per node: tuple of (child index | -1, input_nr)
         self.in_meta: list = []        # per node: tuple of (shape, dtype, device) per input slot
         self.saved: list = []          # real saved tensors, flattened (graph inputs)
-        self.saved_raw: list = []      # the SavedTensor objects, parallel to `saved`
-        self.saved_node: list = []     # owning node index, parallel to `saved`
+        self.saved_node: list = []     # (node index, attr, list position | -1), parallel to `saved`
         self.leaves: dict = {}         # node index -> leaf tensor (AccumulateGrad.variable)
         self.signature: tuple = ()
         self.root_edges: list = []     # (node index, input_nr) per root
+
+
+_CLASS_INFO: dict = {}
+
+
+def _class_info(cls) -> tuple:
+    """(NodeKind, getter of saved values, getter of saved tensors), once per class."""
+    info = _CLASS_INFO.get(cls)
+    if info is None:
+        kind = node_kind(cls)
+        vget = (operator.attrgetter(*("_saved_" + a for a in kind.value_attrs))
+                if kind.value_attrs else None)
+        tget = (operator.attrgetter(*("_saved_" + a for a in kind.tensor_attrs))
+                if kind.tensor_attrs else None)
+        info = _CLASS_INFO[cls] = (kind, vget, tget, len(kind.value_attrs) == 1,
+                                   len(kind.tensor_attrs) == 1)
+    return info
 
 
 def walk_graph(root_edges: list) -> Walk:
     """root_edges: list of (node, input_nr) with node never None."""
     w = Walk()
     index: dict = {}
-    nodes, kinds, edges, in_meta = w.nodes, w.kinds, w.edges, w.in_meta
-    saved, saved_raw, saved_node = w.saved, w.saved_raw, w.saved_node
+    nodes = w.nodes
+    saved, saved_node = w.saved, w.saved_node
     sig: list = []
+    per_node: list = []
+    stack: list = []
     base_seq = sequence_nr(root_edges[0][0])
+    check_hooks = COUNTS.tensor or COUNTS.node
 
-    def visit(node) -> int:
+    for node, nr in root_edges:
         i = index.get(node)
         if i is None:
             i = index[node] = len(nodes)
             nodes.append(node)
             stack.append(i)
-        return i
-
-    stack: list = []
-    for node, nr in root_edges:
-        w.root_edges.append((visit(node), nr))
-    # Discovery order: roots first, then DFS (stack pops last pushed); indices assigned on
-    # first sight so the same structure always yields the same numbering.
+        w.root_edges.append((i, nr))
+    # Discovery order: roots first, then DFS (stack pops last pushed); indices are assigned
+    # on first sight, so the same structure always yields the same numbering.
     while stack:
         i = stack.pop()
         node = nodes[i]
-        kind = node_kind(type(node))
-        kinds.append(None)  # placeholder; filled below (indices != processing order)
-        if kind.how == UNSUPPORTED:
+        kind, vget, tget, one_value, one_tensor = _class_info(type(node))
+        how = kind.how
+        if how == UNSUPPORTED:
             raise WalkUnsupported(kind.reason)
-        nf = node.next_functions
-        e = tuple((-1 if child is None else visit(child), nr) for child, nr in nf)
-        meta = tuple((tuple(m.shape), m.dtype, m.device, m.is_nested_tensor) for m in input_metadata(node))
-        if kind.how == LEAF:   # sequence_nr is UINT64_MAX for every AccumulateGrad
-            entry: list = [i, kind.name, e, meta, -1]
-        else:
-            entry = [i, kind.name, e, meta, sequence_nr(node) - base_seq]
-        if kind.how == LEAF:
+        e = []
+        for child, nr in node.next_functions:
+            if child is None:
+                e.append((-1, 0))
+                continue
+            j = index.get(child)
+            if j is None:
+                j = index[child] = len(nodes)
+                nodes.append(child)
+                stack.append(j)
+            e.append((j, nr))
+        e = tuple(e)
+        meta = tuple([(tuple(m.shape), m.dtype, m.device) for m in input_metadata(node)])
+        if how == LEAF:   # sequence_nr is UINT64_MAX for every AccumulateGrad
             var = node.variable
-            entry.append(tensor_meta(var) + (var.requires_grad,))
+            sig.append((i, kind.name, e, meta, -1, tensor_meta(var), var.requires_grad))
             w.leaves[i] = var
-        else:
-            for a in kind.value_attrs:
-                v = getattr(node, "_saved_" + a)
-                entry.append(tuple(v) if isinstance(v, list) else v)
-            for a in kind.tensor_attrs:
-                v = getattr(node, "_saved_" + a)   # unpack: eager's version-counter check
+            per_node.append((i, kind, e, meta))
+            continue
+        if check_hooks:
+            why = interior_hooks(node)
+            if why:
+                raise WalkUnsupported(why + " (hooks on interior nodes are not compiled yet)")
+        entry = [i, kind.name, e, meta, sequence_nr(node) - base_seq]
+        if vget is not None:
+            vals = vget(node)
+            if one_value:
+                vals = (vals,)
+            entry.extend(tuple(v) if type(v) is list else v for v in vals)
+        if tget is not None:
+            ts = tget(node)       # unpacks: eager's version-counter / freed checks happen here
+            if one_tensor:
+                ts = (ts,)
+            for k, v in enumerate(ts):
                 if v is None:
                     entry.append(None)
                 elif isinstance(v, torch.Tensor):
                     entry.append(tensor_meta(v))
                     saved.append(v)
-                    saved_raw.append(raw_saved(node, a))
-                    saved_node.append(i)
+                    saved_node.append((i, kind.tensor_attrs[k], -1))
                 else:                               # list of optional tensors
-                    raws = raw_saved(node, a)
-                    for t, r in zip(v, raws, strict=True):
+                    for j, t in enumerate(v):
                         if t is None:
                             entry.append(None)
                             continue
                         entry.append(tensor_meta(t))
                         saved.append(t)
-                        saved_raw.append(r)
-                        saved_node.append(i)
+                        saved_node.append((i, kind.tensor_attrs[k], j))
                     entry.append(len(v))
         sig.append(tuple(entry))
-        edges.append((i, e))
-        in_meta.append((i, meta))
-        kinds[-1] = (i, kind)
-    # Processing order differs from index order; sort the per-node lists by index.
-    order = sorted(range(len(edges)), key=lambda k: edges[k][0])
-    w.edges = [edges[k][1] for k in order]
-    w.in_meta = [in_meta[k][1] for k in order]
-    w.kinds = [kinds[k][1] for k in order]
-    for i, kind in enumerate(w.kinds):
+        per_node.append((i, kind, e, meta))
+    # Processing order differs from index order; order the per-node lists by index.
+    per_node.sort(key=_first)
+    w.edges = [p[2] for p in per_node]
+    w.in_meta = [p[3] for p in per_node]
+    w.kinds = kinds = [p[1] for p in per_node]
+    for i, kind in enumerate(kinds):
         if kind.needs_valid_edges and kind.how == TRACE and any(c < 0 for c, _ in w.edges[i]):
-            w.kinds[i] = _as_opaque(kind)
+            kinds[i] = _as_opaque(kind)
     w.signature = tuple(sig)
     return w
+
+
+def _first(p):
+    return p[0]
 
 
 _OPAQUE_VARIANTS: dict = {}

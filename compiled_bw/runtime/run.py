@@ -140,7 +140,7 @@ def compiled_call(state, t_outputs, grad_tensors, keep_graph, create_graph, inpu
 
 def _install(w):
     try:
-        return install_slots(w.nodes, w.saved_raw, w.saved_node)
+        return install_slots(w.nodes, w.saved_node)
     except SavedHooksInUse as e:
         raise FallbackToEager(f"saved tensors already carry hooks (saved_tensors_hooks?): {e}") from None
 
@@ -188,7 +188,7 @@ def _run(entry: Compiled, w, opts, grad_tensors, slots):
         _tls.running = False
     if not opts.retain_graph and slots is not None:
         executed = set(plan.executed)
-        for slot, i in zip(slots, w.saved_node):
+        for slot, (i, _, _) in zip(slots, w.saved_node):
             if i in executed:
                 slot.release()
     return None if opts.accumulate else tuple(result)

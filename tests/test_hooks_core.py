@@ -1,0 +1,87 @@
+"""Hooks under the core capture: leaf hooks run exactly as eager (delivery through the real
+engine); hooks on interior nodes fall back to eager with a reason naming the node."""
+import torch
+
+from differential import differential
+
+
+def test_leaf_tensor_and_post_accumulate_hooks_compiled():
+    def build():
+        return [torch.randn(3, 4, requires_grad=True), torch.randn(4, requires_grad=True), []]
+
+    def step(st):
+        x, b, log = st
+        x.grad = b.grad = None
+        h1 = x.register_hook(lambda g: log.append(("x", g.sum().item())) or g * 2)
+        h2 = b.register_post_accumulate_grad_hook(lambda p: log.append(("b.post", p.grad.sum().item())))
+        (x * b).tanh().sum().backward()
+        h1.remove()
+        h2.remove()
+        return [x.grad, b.grad, list(log)]
+    differential(build, step)
+
+
+def test_interior_tensor_hook_falls_back():
+    def build():
+        return [torch.randn(3, requires_grad=True), []]
+
+    def step(st):
+        x, log = st
+        x.grad = None
+        y = x.exp()
+        y.register_hook(lambda g: log.append("y") or g * 3)
+        y.sum().backward()
+        return [x.grad, list(log)]
+    st = differential(build, step, captures=0, fallbacks=3)
+    assert "ExpBackward0" in st.fallback_reasons[0]
+
+
+def test_retain_grad_falls_back():
+    def build():
+        return [torch.randn(3, requires_grad=True)]
+
+    def step(st):
+        (x,) = st
+        x.grad = None
+        y = x * 2
+        y.retain_grad()
+        y.sin().sum().backward()
+        return [x.grad, y.grad]
+    differential(build, step, captures=0, fallbacks=3)
+
+
+def test_node_hooks_fall_back():
+    def build():
+        return [torch.randn(3, requires_grad=True), []]
+
+    def step(st):
+        x, log = st
+        x.grad = None
+        y = x.exp()
+        y.grad_fn.register_prehook(lambda gs: log.append("pre") or (gs[0] * 2,))
+        y.grad_fn.register_hook(lambda gi, go: log.append("post"))
+        y.sum().backward()
+        return [x.grad, list(log)]
+    st = differential(build, step, captures=0, fallbacks=3)
+    assert "hook registered on node ExpBackward0" in st.fallback_reasons[0]
+
+
+def test_hook_that_raises_leaves_grads_untouched():
+    def build():
+        return [torch.randn(3, requires_grad=True), torch.randn(3, requires_grad=True)]
+
+    def step(st):
+        a, b = st
+        a.grad = torch.ones(3)
+        b.grad = torch.ones(3)
+
+        def boom(g):
+            raise ValueError("boom from hook")
+        h = b.register_hook(boom)
+        try:
+            (a * b).sum().backward()
+        except ValueError as e:
+            msg = str(e)
+        h.remove()
+        return [a.grad, b.grad, msg]
+    differential(build, step)
