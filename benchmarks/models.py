@@ -1,0 +1,81 @@
+"""Benchmark models: each a function -> (model, input) small enough for 2 CPU cores.
+
+overhead  16 blocks of Linear(32)+tanh+LayerNorm, batch 16: per-op dispatch dominates.
+gemm      pre-norm MLP blocks, D=512, 2048 tokens: matmuls dominate.
+pointwise RMSNorm + SwiGLU + rotary-style elementwise ops, small D, many tokens.
+cnn       conv/bn/relu/pool.
+"""
+import torch
+import torch.nn as nn
+
+
+class OverheadBound(nn.Module):
+    def __init__(self, blocks=16, d=32):
+        super().__init__()
+        self.blocks = nn.ModuleList(nn.Sequential(nn.Linear(d, d), nn.Tanh(), nn.LayerNorm(d))
+                                    for _ in range(blocks))
+
+    def forward(self, x):
+        for b in self.blocks:
+            x = x + b(x)
+        return x
+
+
+class MLPBlock(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.norm = nn.LayerNorm(d)
+        self.up = nn.Linear(d, 4 * d)
+        self.down = nn.Linear(4 * d, d)
+
+    def forward(self, x):
+        return x + self.down(torch.nn.functional.gelu(self.up(self.norm(x))))
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.w = nn.Parameter(torch.ones(d))
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * self.w
+
+
+class PointwiseBlock(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.norm = RMSNorm(d)
+        self.gate = nn.Linear(d, 2 * d, bias=False)
+        self.up = nn.Linear(d, 2 * d, bias=False)
+        self.down = nn.Linear(2 * d, d, bias=False)
+        half = d // 2
+        self.register_buffer("cos", torch.cos(torch.arange(half) / half))
+        self.register_buffer("sin", torch.sin(torch.arange(half) / half))
+
+    def forward(self, x):
+        h = self.norm(x)
+        a, b = h.chunk(2, -1)
+        h = torch.cat([a * self.cos - b * self.sin, a * self.sin + b * self.cos], -1)  # rotary
+        return x + self.down(torch.nn.functional.silu(self.gate(h)) * self.up(h))
+
+
+def overhead():
+    return OverheadBound(), torch.randn(16, 32)
+
+
+def gemm():
+    return nn.Sequential(*[MLPBlock(512) for _ in range(4)]), torch.randn(2048, 512)
+
+
+def pointwise():
+    return nn.Sequential(*[PointwiseBlock(64) for _ in range(4)]), torch.randn(8192, 64)
+
+
+def cnn():
+    m = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2),
+                      nn.Conv2d(16, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(),
+                      nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, 10))
+    return m, torch.randn(16, 3, 32, 32)
+
+
+MODELS = {"overhead": overhead, "gemm": gemm, "pointwise": pointwise, "cnn": cnn}

@@ -1,0 +1,104 @@
+"""API surface: logging topics, explain(), nesting and thread-locality, odd grad() calls."""
+import logging
+import os
+import subprocess
+import sys
+import threading
+
+import torch
+
+import compiled_bw
+from compiled_bw import config
+from differential import differential
+
+
+def test_log_topics_print_graph_recompiles_fallbacks(caplog):
+    config.set_topics("graph,recompiles,fallbacks")
+    try:
+        compiled_bw.reset()
+        x = torch.randn(3, requires_grad=True)
+        with caplog.at_level(logging.INFO, logger="compiled_bw"), compiled_bw.enable():
+            (x.sin() * x).sum().backward()
+            (x.sin() * x).sum().backward(create_graph=True)
+        text = caplog.text
+        assert "captured backward graph" in text and "aten.cos" in text
+        assert "capturing the backward: first call" in text
+        assert "running eager autograd: create_graph=True" in text
+    finally:
+        config.set_topics("")
+
+
+def test_env_var_unknown_topic_is_an_error():
+    r = subprocess.run([sys.executable, "-c", "import compiled_bw"], capture_output=True, text=True,
+                       env={**os.environ, "COMPILED_BW_LOG": "graphs"})
+    assert r.returncode != 0 and "unknown topic 'graphs'" in r.stderr
+
+
+def test_explain_lists_counters_and_graph():
+    compiled_bw.reset()
+    x = torch.randn(3, requires_grad=True)
+    with compiled_bw.enable():
+        (x.exp() * 2).sum().backward()
+    text = compiled_bw.explain()
+    assert text.startswith("captures=1 cache_hits=0 fallbacks=0")
+    assert "aten.mul" in text
+
+
+def test_enable_is_thread_local():
+    compiled_bw.reset()
+    x = torch.randn(3, requires_grad=True)
+    seen = []
+
+    def other():
+        (x * 2).sum().backward()     # not enabled on this thread: plain eager
+        seen.append(compiled_bw.stats().captures)
+    with compiled_bw.enable():
+        t = threading.Thread(target=other)
+        t.start()
+        t.join()
+    assert seen == [0]
+
+
+def test_unknown_backend_name_fails_early():
+    try:
+        with compiled_bw.enable(backend="nope"):
+            pass
+    except ValueError as e:
+        assert "unknown backend 'nope'" in str(e)
+    else:
+        raise AssertionError("no error")
+
+
+def test_callable_backend_is_used():
+    calls = []
+
+    def my_backend(gm, example_inputs):
+        calls.append(len(example_inputs))
+        return gm
+    x = torch.randn(3, requires_grad=True)
+    compiled_bw.reset()
+    with compiled_bw.enable(backend=my_backend, strict=True):
+        (x.exp() * x).sum().backward()
+    assert calls == [4] and torch.allclose(x.grad, x.exp() * (x + 1))
+
+
+def test_grad_duplicate_inputs_and_root_as_input():
+    def build():
+        return [torch.randn(4, requires_grad=True)]
+
+    def step(st):
+        (x,) = st
+        h = x.cos()
+        y = (h * x).sum()
+        g1, g2, gh, gy = torch.autograd.grad(y, [x, x, h, y])
+        return [g1, g2, gh, gy, g1 is g2]
+    differential(build, step)
+
+
+def test_benchmarks_quick_smoke(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "benchmarks", "--quick", "--models", "overhead,cnn",
+                        "--out", str(tmp_path)], capture_output=True, text=True,
+                       cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert r.returncode == 0, r.stderr
+    assert "FAIL" not in r.stdout and "n/a" not in r.stdout, r.stdout
+    assert (tmp_path / "latest.json").exists()
