@@ -51,7 +51,7 @@ def bench_model(name, modes, steps):
         try:
             res[m]["first"], g = _backward_time(model, x, MODES[m])
             res[m]["maxdiff"] = max((a - b).abs().max().item() for a, b in zip(ref, g))
-        except Exception as e:  # one failing cell never stops the harness
+        except Exception as e:  # noqa: BLE001 -- one failing cell never stops the harness
             res[m]["error"] = f"{type(e).__name__}: {e}"[:120]
     compiled_bw.reset()
     for _ in range(steps):

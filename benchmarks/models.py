@@ -6,7 +6,7 @@ pointwise RMSNorm + SwiGLU + rotary-style elementwise ops, small D, many tokens.
 cnn       conv/bn/relu/pool.
 """
 import torch
-import torch.nn as nn
+from torch import nn
 
 
 class OverheadBound(nn.Module):

@@ -54,8 +54,8 @@ def measure(layers: int = 12, d: int = 256, steps: int = 30) -> dict:
             slot_t.append(t3 - t2)
         del loss, w
     assert len(cache) == 1, "signature not stable across steps"
-    med = {k: statistics.median(v) * 1e6 for k, v in
-           dict(walk=walk_t, lookup=lookup_t, slots=slot_t, eager=eager_t[3:]).items()}
+    parts = {"walk": walk_t, "lookup": lookup_t, "slots": slot_t, "eager": eager_t[3:]}
+    med = {k: statistics.median(v) * 1e6 for k, v in parts.items()}
     total = med["walk"] + med["lookup"] + med["slots"]
     return dict(nodes=nodes, total_us=total, us_per_node=total / nodes,
                 pct_of_eager=100 * total / med["eager"], **{k + "_us": v for k, v in med.items()})

@@ -14,5 +14,14 @@ from .api import Stats, enable, explain, last_graph, reset, stats
 from .backends import register_backend
 from .errors import CompiledBwError, Unsupported
 
-__all__ = ["enable", "stats", "reset", "last_graph", "explain", "Stats", "Unsupported",
-           "CompiledBwError", "register_backend"]
+__all__ = [
+           "CompiledBwError",
+           "Stats",
+           "Unsupported",
+           "enable",
+           "explain",
+           "last_graph",
+           "register_backend",
+           "reset",
+           "stats",
+]

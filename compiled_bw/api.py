@@ -13,7 +13,7 @@ import contextlib
 import dataclasses
 import logging
 import threading
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 import torch
 import torch.autograd
@@ -163,8 +163,9 @@ def last_graph() -> torch.fx.GraphModule | None:
 def explain() -> str:
     """A readable summary: counters, fallback reasons, and the last captured graph."""
     s = _G.stats
-    lines = [f"captures={s.captures} cache_hits={s.cache_hits} fallbacks={s.fallbacks} "
-             f"compile_seconds={s.compile_seconds:.2f}"]
+    head = (f"captures={s.captures} cache_hits={s.cache_hits} fallbacks={s.fallbacks} "
+            f"compile_seconds={s.compile_seconds:.2f}")
+    lines = [head]
     lines += [f"  fallback: {r}" for r in s.fallback_reasons[-10:]]
     lines += [f"  recapture: {r}" for r in s.recompile_reasons[-10:]]
     if _G.last_plan is not None and _G.last_plan.opaque_names:

@@ -24,7 +24,7 @@ def _run(build, step, steps, seed):
     for _ in range(steps):
         try:
             out.append(("ok", step(state)))
-        except Exception as e:  # the error is part of the observable behaviour
+        except Exception as e:  # noqa: BLE001 -- the error is part of the observable behaviour
             out.append(("raised", (type(e), str(e))))
     return out
 
@@ -41,7 +41,7 @@ def assert_same(a, b, where="result"):
             assert x.shape == y.shape, f"{w}: shape {x.shape} vs {y.shape}"
             assert x.stride() == y.stride(), f"{w}: stride {x.stride()} vs {y.stride()}"
             rtol, atol = TOL.get(x.dtype, (0, 0))
-            torch.testing.assert_close(y, x, rtol=rtol, atol=atol, equal_nan=True, msg=lambda m: f"{w}: {m}")
+            torch.testing.assert_close(y, x, rtol=rtol, atol=atol, equal_nan=True, msg=lambda m, w=w: f"{w}: {m}")
         else:
             assert x == y, f"{w}: eager {x!r} vs ours {y!r}"
 

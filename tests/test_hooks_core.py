@@ -1,7 +1,6 @@
 """Hooks under the core capture: leaf hooks run exactly as eager (delivery through the real
 engine); hooks on interior nodes fall back to eager with a reason naming the node."""
 import torch
-
 from differential import differential
 
 

@@ -37,7 +37,7 @@ def test_raw_saved_tensors_accept_hooks():
     slot.placeholder = None
     slot.release()
     with pytest.raises(RuntimeError, match="second time"):
-        node._saved_self
+        _ = node._saved_self
 
 
 def test_input_metadata_and_sequence_nr():

@@ -4,9 +4,9 @@ Each test varies one thing the graph bakes in, between steps of an otherwise ide
 program, and checks (differentially) that grads stay eager's and that a recapture happened.
 """
 import torch
+from differential import differential
 
 import compiled_bw
-from differential import differential
 
 
 def test_broadcast_shape_only_visible_in_input_metadata():

@@ -5,7 +5,7 @@ callable is wrapped so it gets the inputs unpacked, `f(*args)`, as torch.compile
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from .eager import compile_eager
 

@@ -7,7 +7,7 @@ nodes in the same order as torch/csrc/autograd/engine.cpp (ENGINE.md 1.5).
 
 
 class StdHeap:
-    __slots__ = ("keys", "items")
+    __slots__ = ("items", "keys")
 
     def __init__(self) -> None:
         self.keys: list = []

@@ -47,7 +47,7 @@ def gradient_edge(t: torch.Tensor) -> tuple:
 
 
 class Slot:
-    __slots__ = ("value", "placeholder", "released")
+    __slots__ = ("placeholder", "released", "value")
 
     def __init__(self) -> None:
         self.value = None
@@ -56,7 +56,6 @@ class Slot:
 
     def pack(self, t):
         self.value = t
-        return None
 
     def unpack(self, _packed):
         if self.placeholder is not None:

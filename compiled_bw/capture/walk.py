@@ -12,8 +12,8 @@ import operator
 
 import torch
 
-from .nodes import LEAF, OPAQUE, TRACE, UNSUPPORTED, node_kind
 from .hooks import COUNTS, interior_hooks
+from .nodes import LEAF, OPAQUE, TRACE, UNSUPPORTED, node_kind
 from .saved import input_metadata, sequence_nr
 
 # Note [What the signature holds]
@@ -43,8 +43,17 @@ def tensor_meta(t: torch.Tensor) -> tuple:
 
 
 class Walk:
-    __slots__ = ("nodes", "kinds", "edges", "in_meta", "saved", "saved_node",
-                 "leaves", "signature", "root_edges")
+    __slots__ = (
+        "edges",
+        "in_meta",
+        "kinds",
+        "leaves",
+        "nodes",
+        "root_edges",
+        "saved",
+        "saved_node",
+        "signature",
+    )
 
     def __init__(self) -> None:
         self.nodes: list = []          # autograd node objects, discovery order

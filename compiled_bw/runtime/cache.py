@@ -7,7 +7,8 @@ Entries hold no tensors: everything per step travels in the Box.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 
 @dataclasses.dataclass

@@ -54,7 +54,7 @@ class _Deliver(torch.autograd.Function):
 
 class Step:
     """What opaque calls read at run time: this step's nodes and input metadata."""
-    __slots__ = ("nodes", "in_meta")
+    __slots__ = ("in_meta", "nodes")
 
     def __init__(self, w) -> None:
         self.nodes = w.nodes
