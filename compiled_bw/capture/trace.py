@@ -109,6 +109,21 @@ def _run_engine(w, opts, root_grads: list, sites: list, opaque_names: list):
     heap = StdHeap()
     seq = [sequence_nr(node) for node in w.nodes]
     root_meta_edges = tuple(w.root_edges)
+
+    def send(edges, grads) -> None:
+        # ENGINE.md 1.4: every valid edge counts down; pruned nodes get nothing.
+        for (c, nr), g in zip(edges, grads):
+            if c < 0:
+                continue
+            deps[c] -= 1
+            if not (needed[c] or captured[c]):
+                continue
+            b = buffers.get(c)
+            if b is None:
+                b = buffers[c] = [None] * len(w.in_meta[c])
+            _add(b, nr, g)
+            if deps[c] == 0:
+                heap.push((0, seq[c]), c)
     grads = validate_outputs("", root_grads, root_meta_edges, w.in_meta)
     if len(w.root_edges) == 1:
         (c, nr), = w.root_edges
@@ -119,16 +134,7 @@ def _run_engine(w, opts, root_grads: list, sites: list, opaque_names: list):
         grads = validate_outputs("GraphRoot", grads, root_meta_edges, w.in_meta)
         for c, _ in w.root_edges:
             deps[c] += 1
-        for (c, nr), g in zip(w.root_edges, grads):
-            deps[c] -= 1
-            if not (needed[c] or captured[c]):
-                continue
-            buf = buffers.get(c)
-            if buf is None:
-                buf = buffers[c] = [None] * len(w.in_meta[c])
-            _add(buf, nr, g)
-            if deps[c] == 0:
-                heap.push((0, seq[c]), c)
+        send(w.root_edges, grads)
 
     outputs: list = []
     leaf_outputs: list = []
@@ -170,18 +176,7 @@ def _run_engine(w, opts, root_grads: list, sites: list, opaque_names: list):
             outs = validate_outputs(kind.name, outs, w.edges[i], w.in_meta)
         except RuntimeError as e:
             raise TraceFailed(f"validate_outputs of {kind.name}: {e}") from None
-        for (c, nr), g in zip(w.edges[i], outs):
-            if c < 0:
-                continue
-            deps[c] -= 1
-            if not (needed[c] or captured[c]):
-                continue
-            b = buffers.get(c)
-            if b is None:
-                b = buffers[c] = [None] * len(w.in_meta[c])
-            _add(b, nr, g)
-            if deps[c] == 0:
-                heap.push((0, seq[c]), c)
+        send(w.edges[i], outs)
     if buffers:
         raise TraceFailed("could not compute gradients for some functions")
     return outputs, tuple(leaf_outputs), tuple(capture_pos), tuple(executed)
