@@ -9,7 +9,6 @@ torch.library op, any backend (Inductor included) keeps it as an extern call.
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import threading
 
 import torch
@@ -29,24 +28,12 @@ class StructureChanged(RuntimeError):
     """A real node returned an undefined grad where the traced graph expects a tensor."""
 
 
-_SITES: dict[int, OpaqueSite] = {}
-_next_site = itertools.count()
 _tls = threading.local()
 
 
-def register_site(site: OpaqueSite) -> int:
-    sid = next(_next_site)
-    _SITES[sid] = site
-    return sid
-
-
-def forget_sites(ids) -> None:
-    for sid in ids:
-        _SITES.pop(sid, None)
-
-
 class current_step:
-    """Context: the Step (nodes, input metadata) that opaque calls read at run time."""
+    """Context: what opaque calls read, on this thread: `step.sites` (the graph's OpaqueSites,
+    indexed by the int the graph passes) and, at run time, `step.nodes` / `step.in_meta`."""
 
     def __init__(self, step) -> None:
         self.step = step
@@ -60,10 +47,17 @@ class current_step:
         _tls.step = self.prev
 
 
+def register_site(site: OpaqueSite) -> int:
+    """During a trace: add a site to the graph being traced; returns its graph-local id."""
+    sites = _tls.step.sites
+    sites.append(site)
+    return len(sites) - 1
+
+
 @torch.library.custom_op("compiled_bw::opaque", mutates_args=())
 def opaque(site: int, grads: list[torch.Tensor | None]) -> list[torch.Tensor]:
-    s = _SITES[site]
     step = _tls.step
+    s = step.sites[site]
     node = step.nodes[s.node_index]
     outs = node(*grads)
     outs = [outs] if isinstance(outs, torch.Tensor) or outs is None else list(outs)
@@ -84,6 +78,6 @@ def opaque(site: int, grads: list[torch.Tensor | None]) -> list[torch.Tensor]:
 
 @opaque.register_fake
 def _opaque_fake(site: int, grads: list[torch.Tensor | None]) -> list[torch.Tensor]:
-    s = _SITES[site]
+    s = _tls.step.sites[site]
     return [torch.empty(shape, dtype=dtype, device=device)
             for shape, dtype, device in (sp for sp in s.out_specs if sp is not None)]

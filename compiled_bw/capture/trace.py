@@ -18,7 +18,7 @@ from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
 from .heap import StdHeap
 from .nodes import LEAF, OPAQUE
-from .opaque import OpaqueSite, opaque, register_site
+from .opaque import OpaqueSite, current_step, opaque, register_site
 from .saved import sequence_nr
 from .validate import validate_outputs
 
@@ -32,7 +32,11 @@ _FAKE_FAILURES = (
 
 
 class TraceFailed(Exception):
-    """The trace met something eager would reject or we cannot express; message = reason."""
+    """The trace met something eager would reject (eager_error) or we cannot express."""
+
+    def __init__(self, reason: str, eager_error: bool = True) -> None:
+        super().__init__(reason)
+        self.eager_error = eager_error
 
 
 @dataclasses.dataclass
@@ -49,7 +53,7 @@ class Plan:
     leaf_outputs: tuple              # (leaf node index, output position | None), to deliver
     capture_outputs: tuple           # per grad() input: output position | None
     executed: tuple                  # node indices whose saved tensors a run consumes
-    opaque_sites: tuple              # site ids registered for this graph
+    opaque_sites: tuple              # OpaqueSite per `compiled_bw::opaque` call in the graph
     opaque_names: tuple              # node class names run opaquely
 
 
@@ -93,7 +97,14 @@ def _add(buf: list, nr: int, g) -> None:
     buf[nr] = g if old is None else old + g
 
 
-def _run_engine(w, opts, root_grads: list, sites: list, opaque_names: list):
+class TraceStep:
+    """What opaque calls see while tracing: the sites registered so far."""
+
+    def __init__(self) -> None:
+        self.sites: list = []
+
+
+def _run_engine(w, opts, root_grads: list, opaque_names: list):
     """Runs on fake tensors under make_fx; returns (outputs list, plan parts)."""
     n = len(w.nodes)
     needed, captures = _needed_and_captured(w, opts)
@@ -163,26 +174,40 @@ def _run_engine(w, opts, root_grads: list, sites: list, opaque_names: list):
             continue
         outs = None
         if kind.how != OPAQUE:
-            try:
-                with torch.no_grad():
-                    outs = node(*buf)
-                outs = [outs] if isinstance(outs, torch.Tensor) or outs is None else list(outs)
-            except _FAKE_FAILURES:
-                outs = None
-        if outs is None:
-            outs = _opaque_call(w, i, kind.name, buf, sites)
+            outs = _traced_call(w, i, kind.name, node, buf)
+        if outs is None:   # a node fake tensors cannot run: the real node runs at run time
+            outs = _opaque_call(w, i, kind.name, buf)
             opaque_names.append(kind.name)
-        try:
-            outs = validate_outputs(kind.name, outs, w.edges[i], w.in_meta)
-        except RuntimeError as e:
-            raise TraceFailed(f"validate_outputs of {kind.name}: {e}") from None
+            outs = _validate(w, i, kind.name, outs)
         send(w.edges[i], outs)
     if buffers:
         raise TraceFailed("could not compute gradients for some functions")
     return outputs, tuple(leaf_outputs), tuple(capture_pos), tuple(executed)
 
 
-def _opaque_call(w, i: int, name: str, buf: list, sites: list) -> list:
+def _validate(w, i: int, name: str, outs) -> list:
+    try:
+        return validate_outputs(name, outs, w.edges[i], w.in_meta)
+    except RuntimeError as e:
+        raise TraceFailed(f"validate_outputs of {name}: {e}") from None
+
+
+def _traced_call(w, i: int, name: str, node, buf: list):
+    """The node's formula traced into the graph, validated; None if fake tensors cannot run
+    it or its output shapes depend on data (then it becomes an opaque call)."""
+    try:
+        with torch.no_grad():
+            outs = node(*buf)
+        outs = [outs] if isinstance(outs, torch.Tensor) or outs is None else list(outs)
+        for o in outs:
+            if o is not None and any(isinstance(d, torch.SymInt) for d in o.shape):
+                return None
+        return _validate(w, i, name, outs)
+    except _FAKE_FAILURES:
+        return None
+
+
+def _opaque_call(w, i: int, name: str, buf: list) -> list:
     specs = []
     for c, nr in w.edges[i]:
         if c < 0:
@@ -190,11 +215,22 @@ def _opaque_call(w, i: int, name: str, buf: list, sites: list) -> list:
         else:
             shape, dtype, device = w.in_meta[c][nr]
             specs.append((tuple(shape), dtype, device))
-    site = OpaqueSite(i, name, w.edges[i], tuple(specs))
-    sid = register_site(site)
-    sites.append(sid)
+    sid = register_site(OpaqueSite(i, name, w.edges[i], tuple(specs)))
     res = iter(opaque(sid, list(buf)))
     return [None if s is None else next(res) for s in specs]
+
+
+def _name_inputs(gm, w, n_roots: int) -> None:
+    """Readable placeholder names: grad_root0, saved_mm2_self (node index 2, attr `self`)."""
+    names = [f"grad_root{k}" for k in range(n_roots)]
+    for i, attr, pos in w.saved_node:
+        op = w.kinds[i].name.removesuffix("Backward0").lower()
+        names.append(f"saved_{op}{i}_{attr}" + (f"_{pos}" if pos >= 0 else ""))
+    phs = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    for node, name in zip(phs, names, strict=True):
+        node._rename(name)
+        node.target = node.name
+    gm.recompile()
 
 
 def trace_backward(w, opts: Options, root_grads: list, slots: list):
@@ -202,7 +238,6 @@ def trace_backward(w, opts: Options, root_grads: list, slots: list):
     root_defined = tuple(g is not None for g in root_grads)
     example = [g for g in root_grads if g is not None] + list(w.saved)
     n_roots = len(example) - len(w.saved)
-    sites: list = []
     opaque_names: list = []
     result: dict = {}
 
@@ -213,7 +248,7 @@ def trace_backward(w, opts: Options, root_grads: list, slots: list):
             slot.placeholder = ph
         try:
             outs, leaf_outputs, capture_outputs, executed = _run_engine(
-                w, opts, grads, sites, opaque_names)
+                w, opts, grads, opaque_names)
         finally:
             for slot in slots:
                 slot.placeholder = None
@@ -221,12 +256,16 @@ def trace_backward(w, opts: Options, root_grads: list, slots: list):
                       executed=executed)
         return outs
 
+    trace_step = TraceStep()
+    sites = trace_step.sites
     try:
-        gm = make_fx(program, tracing_mode="fake")(*example)
+        with current_step(trace_step):
+            gm = make_fx(program, tracing_mode="fake")(*example)
     except TraceFailed:
         raise
     except Exception as e:  # anything else: eager runs and shows the real behaviour
-        raise TraceFailed(f"trace failed: {type(e).__name__}: {e}") from e
+        raise TraceFailed(f"trace failed: {type(e).__name__}: {e}", eager_error=False) from e
+    _name_inputs(gm, w, n_roots)
     plan = Plan(root_defined, result["leaf_outputs"], result["capture_outputs"],
                 result["executed"], tuple(sites), tuple(opaque_names))
     return gm, plan

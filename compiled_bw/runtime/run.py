@@ -54,11 +54,12 @@ class _Deliver(torch.autograd.Function):
 
 class Step:
     """What opaque calls read at run time: this step's nodes and input metadata."""
-    __slots__ = ("in_meta", "nodes")
+    __slots__ = ("in_meta", "nodes", "sites")
 
-    def __init__(self, w) -> None:
+    def __init__(self, w, sites) -> None:
         self.nodes = w.nodes
         self.in_meta = w.in_meta
+        self.sites = sites
 
 
 def in_compiled_run() -> bool:
@@ -149,7 +150,7 @@ def _capture(state, w, opts, grad_tensors, slots):
     try:
         gm, plan = trace_backward(w, opts, grad_tensors, slots)
     except TraceFailed as e:
-        return Fallback(f"capture: {e}", is_error=True)
+        return Fallback(f"capture: {str(e).splitlines()[0]}", is_error=e.eager_error)
     if not opts.accumulate and not opts.allow_unused and None in plan.capture_outputs:
         return Fallback("an input of grad() is unused (eager raises)", is_error=True)
     for i, _ in plan.leaf_outputs:
@@ -157,7 +158,8 @@ def _capture(state, w, opts, grad_tensors, slots):
             return Fallback(f"leaf {i} has requires_grad=False (set after the forward)")
     gm = run_passes(gm)
     example = [g for g in grad_tensors if g is not None] + list(w.saved)
-    fn = state.compile_fn(gm, example)
+    with current_step(Step(w, plan.opaque_sites)):   # backends may re-run fake impls
+        fn = state.compile_fn(gm, example)
     return Compiled(fn, plan, gm)
 
 
@@ -169,7 +171,7 @@ def _run(entry: Compiled, w, opts, grad_tensors, slots):
     result: list = []
 
     def run():
-        with current_step(Step(w)):
+        with current_step(Step(w, plan.opaque_sites)):
             outs = entry.fn(box)
         if opts.accumulate:
             return [None if p is None else outs[p] for _, p in plan.leaf_outputs]

@@ -1,0 +1,207 @@
+"""OpInfo conformance sweep: every autograd-supporting op of torch's op_db, eager vs compiled_bw.
+
+Consumes `torch.testing._internal.common_methods_invocations.op_db`; for each op, dtype
+(float32, float64) and up to `max_samples` sample inputs: runs the forward, then
+`torch.autograd.grad` under eager autograd and again (same seed, same inputs) under
+`compiled_bw.enable(backend="eager")`, and classifies the op by its worst sample:
+  MISMATCH  grads differ (fails the test)       CRASH   we raise where eager does not, or
+  FALLBACK  equal, but ran eager (reason kept)          raise differently (fails the test)
+  COMPILED  equal and compiled                  SKIP    eager itself raises / no grads
+Full sweep and report:  python tests/opinfo_sweep.py            (writes tests/OPINFO.md)
+CI runs a deterministic subset through tests/test_opinfo.py.
+"""
+from __future__ import annotations
+
+import collections
+import os
+import sys
+import time
+
+import torch
+import torch.utils._pytree as pytree
+
+import compiled_bw
+
+ORDER = ["COMPILED", "SKIP", "FALLBACK", "STRIDE", "CRASH", "MISMATCH"]
+TOL = {torch.float32: dict(rtol=1e-4, atol=1e-5), torch.float64: dict(rtol=1e-7, atol=1e-7)}
+
+
+def autograd_ops():
+    from torch.testing._internal.common_methods_invocations import op_db
+    return [op for op in op_db if op.supports_autograd]
+
+
+def op_id(op) -> str:
+    return op.name + ("." + op.variant_test_name if op.variant_test_name else "")
+
+
+def _fresh(sample):
+    """The sample's tensors as fresh leaves (aliasing kept), so two runs see equal graphs."""
+    memo: dict = {}
+
+    def conv(x):
+        if isinstance(x, torch.Tensor):
+            if id(x) not in memo:
+                y = x.detach().clone()
+                memo[id(x)] = y.requires_grad_(x.requires_grad) if x.is_floating_point() or x.is_complex() else y
+            return memo[id(x)]
+        return x
+    inp = pytree.tree_map(conv, sample.input)
+    args = pytree.tree_map(conv, sample.args)
+    kwargs = pytree.tree_map(conv, sample.kwargs)
+    leaves = [t for t in memo.values() if t.requires_grad]
+    return inp, args, kwargs, leaves
+
+
+def _run(op, sample, seed, ctx):
+    inp, args, kwargs, leaves = _fresh(sample)
+    torch.manual_seed(seed)
+    out = op(inp, *args, **kwargs)
+    outs = [o for o in pytree.tree_leaves(out)
+            if isinstance(o, torch.Tensor) and o.requires_grad and o.grad_fn is not None]
+    if not outs or not leaves:
+        return None
+    torch.manual_seed(seed + 1)
+    gos = [torch.randn_like(o) for o in outs]
+    with ctx():
+        return torch.autograd.grad(outs, leaves, gos, allow_unused=True)
+
+
+class _Enable:
+    def __call__(self):
+        return compiled_bw.enable(backend="eager")
+
+
+def check_sample(op, sample, seed=0):
+    """-> (class, detail)"""
+    import contextlib
+    try:
+        ref = _run(op, sample, seed, contextlib.nullcontext)
+    except Exception as e:  # noqa: BLE001 -- eager rejects the sample: nothing to compare
+        return "SKIP", f"eager raised {type(e).__name__}"
+    if ref is None:
+        return "SKIP", "no differentiable output"
+    compiled_bw.reset()
+    try:
+        got = _run(op, sample, seed, _Enable())
+    except Exception as e:  # noqa: BLE001 -- our failure is the finding
+        return "CRASH", f"{type(e).__name__}: {str(e)[:200]}"
+    st = compiled_bw.stats()
+    stride_diff = False
+    for r, g in zip(ref, got, strict=True):
+        if (r is None) != (g is None):
+            return "MISMATCH", f"None vs tensor: eager {r is None}, ours {g is None}"
+        if r is None:
+            continue
+        if r.shape != g.shape or r.dtype != g.dtype:
+            return "MISMATCH", f"shape/dtype {r.shape} {r.dtype} vs {g.shape} {g.dtype}"
+        try:
+            torch.testing.assert_close(g, r, equal_nan=True, **TOL.get(r.dtype, {}))
+        except AssertionError as e:
+            return "MISMATCH", str(e).splitlines()[0] + " | " + " ".join(str(e).split())[:200]
+        if r.stride() != g.stride() and r.numel() > 1:
+            stride_diff = True
+    if st.fallbacks:
+        return "FALLBACK", st.fallback_reasons[0][:160]
+    if st.captures != 1:
+        return "CRASH", f"captures={st.captures}"
+    if stride_diff:
+        return "STRIDE", "grad() result strides differ from eager's"
+    return "COMPILED", ""
+
+
+def check_op(op, dtypes=(torch.float32, torch.float64), max_samples=3):
+    """-> (worst class, {class: [details]})"""
+    found: dict = collections.defaultdict(list)
+    for dtype in dtypes:
+        if dtype not in op.supported_backward_dtypes("cpu"):
+            continue
+        try:
+            samples = list(op.sample_inputs("cpu", dtype, requires_grad=True))[:max_samples]
+        except Exception as e:  # noqa: BLE001
+            found["SKIP"].append(f"sample_inputs raised {type(e).__name__}")
+            continue
+        for k, s in enumerate(samples):
+            cls, detail = check_sample(op, s, seed=k)
+            found[cls].append(f"{dtype} sample {k}: {detail}")
+    if not found:
+        return "SKIP", {"SKIP": ["no float32/float64 backward support"]}
+    worst = max(found, key=ORDER.index)
+    if worst == "SKIP" or (worst == "COMPILED"):
+        pass
+    # An op that compiled on some samples and only skipped on others counts as compiled.
+    real = [c for c in found if c != "SKIP"]
+    if real:
+        worst = max(real, key=ORDER.index)
+    return worst, dict(found)
+
+
+def subset(ops, every: int = 8):
+    """Deterministic CI subset: every `every`-th op by name order."""
+    ops = sorted(ops, key=op_id)
+    return ops[::every]
+
+
+def report(results: dict, seconds: float) -> str:
+    counts = collections.Counter(c for c, _ in results.values())
+    tested = sum(v for k, v in counts.items() if k != "SKIP")
+    ok = counts["COMPILED"] + counts["STRIDE"]
+    lines = [
+        "# OpInfo conformance sweep",
+        "",
+        f"torch {torch.__version__}, CPU, float32 + float64, up to 3 samples per dtype, "
+        f"`torch.autograd.grad` with random grad_outputs, compiled_bw backend `eager`. "
+        f"Generated by `python tests/opinfo_sweep.py` in {seconds:.0f} s on {time.strftime('%Y-%m-%d')}.",
+        "",
+        f"- ops with autograd: {len(results)}; tested (not skipped): {tested}",
+        f"- compiled and equal: {ok} ({100 * ok / max(tested, 1):.1f}% of tested)"
+        f" (of which grad() strides differ: {counts['STRIDE']})",
+        f"- fell back (equal, eager ran): {counts['FALLBACK']}",
+        f"- MISMATCH: {counts['MISMATCH']}",
+        f"- CRASH: {counts['CRASH']}",
+        f"- skipped (eager rejects every sample or no differentiable output): {counts['SKIP']}",
+        "",
+    ]
+    reasons = collections.Counter()
+    for c, found in results.values():
+        if c == "FALLBACK":
+            for d in found["FALLBACK"]:
+                reasons[d.split(": ", 1)[1]] += 1
+    if reasons:
+        lines += ["## Fallback reasons (samples)", "", "| count | reason |", "|---:|---|"]
+        lines += [f"| {n} | {r.replace('|', '/')} |" for r, n in reasons.most_common()]
+        lines.append("")
+    for cls in ("MISMATCH", "CRASH", "FALLBACK", "STRIDE", "SKIP"):
+        names = sorted(k for k, (c, _) in results.items() if c == cls)
+        if names:
+            lines += [f"## {cls} ({len(names)})", ""]
+            for n in names:
+                detail = results[n][1].get(cls, [""])[0]
+                lines.append(f"- `{n}`: {detail}")
+            lines.append("")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    torch.set_num_threads(1)
+    ops = autograd_ops()
+    only = os.environ.get("OPINFO_ONLY")
+    if only:
+        ops = [o for o in ops if op_id(o) in only.split(",")]
+    t0 = time.time()
+    results = {}
+    for k, op in enumerate(sorted(ops, key=op_id)):
+        results[op_id(op)] = check_op(op)
+        c = results[op_id(op)][0]
+        print(f"[{k + 1}/{len(ops)}] {op_id(op)}: {c}", file=sys.stderr, flush=True)
+    text = report(results, time.time() - t0)
+    if not only:
+        with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "OPINFO.md"), "w") as f:
+            f.write(text + "\n")
+    print(text)
+    bad = [k for k, (c, _) in results.items() if c in ("MISMATCH", "CRASH")]
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,179 @@
+"""Graph snapshots: the captured last_graph() of canonical programs, compared as text.
+
+A change in capture shows up here as a readable diff.  After an intended change, refresh with
+    EXPECTTEST_ACCEPT=1 python -m pytest tests/test_graph_snapshots.py
+and review the diff like code.  (Custom Functions, hooks and AOT-spliced graphs get their
+snapshots with the issues that compile them.)
+"""
+import expecttest
+import torch
+import torch.nn as nn
+
+import compiled_bw
+
+
+def captured(fn) -> str:
+    compiled_bw.reset()
+    torch.manual_seed(0)
+    with compiled_bw.enable(strict=True):
+        fn()
+    gm = compiled_bw.last_graph()
+    return gm.print_readable(False, include_stride=False, include_device=False).strip()
+
+
+class TestSnapshots(expecttest.TestCase):
+    def test_mlp(self):
+        m = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+        x = torch.randn(3, 4)
+        self.assertExpectedInline(captured(lambda: m(x).sum().backward()), """\
+class <lambda>(torch.nn.Module):
+    def forward(self, grad_root0: "f32[]", saved_addmm1_mat1: "f32[3, 8]", saved_addmm1_mat2: "f32[8, 2]", saved_relu3_result: "f32[3, 8]", saved_addmm6_mat1: "f32[3, 4]"):
+        # No stacktrace found for following nodes
+        expand: "f32[3, 2]" = torch.ops.aten.expand.default(grad_root0, [3, 2]);  grad_root0 = None
+        t: "f32[2, 8]" = torch.ops.aten.t.default(saved_addmm1_mat2);  saved_addmm1_mat2 = None
+        mm: "f32[3, 8]" = torch.ops.aten.mm.default(expand, t);  t = None
+        t_1: "f32[2, 3]" = torch.ops.aten.t.default(expand)
+        mm_1: "f32[2, 8]" = torch.ops.aten.mm.default(t_1, saved_addmm1_mat1);  t_1 = saved_addmm1_mat1 = None
+        t_2: "f32[8, 2]" = torch.ops.aten.t.default(mm_1);  mm_1 = None
+        sum_1: "f32[1, 2]" = torch.ops.aten.sum.dim_IntList(expand, [0], True);  expand = None
+        view: "f32[2]" = torch.ops.aten.view.default(sum_1, [2]);  sum_1 = None
+        t_3: "f32[2, 8]" = torch.ops.aten.t.default(t_2);  t_2 = None
+        threshold_backward: "f32[3, 8]" = torch.ops.aten.threshold_backward.default(mm, saved_relu3_result, 0);  mm = saved_relu3_result = None
+        t_4: "f32[8, 3]" = torch.ops.aten.t.default(threshold_backward)
+        mm_2: "f32[8, 4]" = torch.ops.aten.mm.default(t_4, saved_addmm6_mat1);  t_4 = saved_addmm6_mat1 = None
+        t_5: "f32[4, 8]" = torch.ops.aten.t.default(mm_2);  mm_2 = None
+        sum_2: "f32[1, 8]" = torch.ops.aten.sum.dim_IntList(threshold_backward, [0], True);  threshold_backward = None
+        view_1: "f32[8]" = torch.ops.aten.view.default(sum_2, [8]);  sum_2 = None
+        t_6: "f32[8, 4]" = torch.ops.aten.t.default(t_5);  t_5 = None
+        return [view, t_3, view_1, t_6]""")
+
+    def test_broadcast_sum_to(self):
+        a = torch.randn(3, 1, requires_grad=True)
+        b = torch.randn(4, requires_grad=True)
+        self.assertExpectedInline(captured(lambda: (a * b).sum().backward()), """\
+class <lambda>(torch.nn.Module):
+    def forward(self, grad_root0: "f32[]", saved_mul1_other: "f32[4]", saved_mul1_self: "f32[3, 1]"):
+        # No stacktrace found for following nodes
+        expand: "f32[3, 4]" = torch.ops.aten.expand.default(grad_root0, [3, 4]);  grad_root0 = None
+        mul: "f32[3, 4]" = torch.ops.aten.mul.Tensor(expand, saved_mul1_self);  saved_mul1_self = None
+        mul_1: "f32[3, 4]" = torch.ops.aten.mul.Tensor(expand, saved_mul1_other);  expand = saved_mul1_other = None
+        sum_1: "f32[3, 1]" = torch.ops.aten.sum.dim_IntList(mul_1, [1], True);  mul_1 = None
+        sum_2: "f32[1, 4]" = torch.ops.aten.sum.dim_IntList(mul, [0], True);  mul = None
+        view: "f32[4]" = torch.ops.aten.view.default(sum_2, [4]);  sum_2 = None
+        return [sum_1, view]""")
+
+    def test_dtype_cast(self):
+        a = torch.randn(3, requires_grad=True)
+        b = torch.randn(3, dtype=torch.float64, requires_grad=True)
+        self.assertExpectedInline(captured(lambda: (a * b).sum().backward()), """\
+class <lambda>(torch.nn.Module):
+    def forward(self, grad_root0: "f64[]", saved_mul1_other: "f64[3]", saved_mul1_self: "f32[3]"):
+        # No stacktrace found for following nodes
+        expand: "f64[3]" = torch.ops.aten.expand.default(grad_root0, [3]);  grad_root0 = None
+        mul: "f64[3]" = torch.ops.aten.mul.Tensor(expand, saved_mul1_self);  saved_mul1_self = None
+        mul_1: "f64[3]" = torch.ops.aten.mul.Tensor(expand, saved_mul1_other);  expand = saved_mul1_other = None
+        _to_copy: "f32[3]" = torch.ops.aten._to_copy.default(mul_1, dtype = torch.float32);  mul_1 = None
+        return [_to_copy, mul]""")
+
+    def test_grad_wrt_intermediate(self):
+        x = torch.randn(3, requires_grad=True)
+
+        def prog():
+            h = x.exp()
+            torch.autograd.grad((h * h).sum(), [h])
+        self.assertExpectedInline(captured(prog), """\
+class <lambda>(torch.nn.Module):
+    def forward(self, grad_root0: "f32[]", saved_mul1_other: "f32[3]", saved_mul1_self: "f32[3]", saved_exp2_result: "f32[3]"):
+        # No stacktrace found for following nodes
+        expand: "f32[3]" = torch.ops.aten.expand.default(grad_root0, [3]);  grad_root0 = None
+        mul: "f32[3]" = torch.ops.aten.mul.Tensor(expand, saved_mul1_self)
+        mul_1: "f32[3]" = torch.ops.aten.mul.Tensor(expand, saved_mul1_self);  expand = saved_mul1_self = None
+        add: "f32[3]" = torch.ops.aten.add.Tensor(mul_1, mul);  mul_1 = mul = None
+        return [add]""")
+
+    def test_multiple_roots(self):
+        x = torch.randn(2, requires_grad=True)
+
+        def prog():
+            torch.autograd.backward([x.sin(), x.cos()], [torch.ones(2), torch.ones(2)])
+        self.assertExpectedInline(captured(prog), """\
+class <lambda>(torch.nn.Module):
+    def forward(self, grad_root0: "f32[2]", grad_root1: "f32[2]", saved_cos1_self: "f32[2]", saved_sin0_self: "f32[2]"):
+        # No stacktrace found for following nodes
+        sin: "f32[2]" = torch.ops.aten.sin.default(saved_sin0_self)
+        neg: "f32[2]" = torch.ops.aten.neg.default(sin);  sin = None
+        mul: "f32[2]" = torch.ops.aten.mul.Tensor(grad_root1, neg);  grad_root1 = neg = None
+        cos: "f32[2]" = torch.ops.aten.cos.default(saved_sin0_self);  saved_sin0_self = None
+        mul_1: "f32[2]" = torch.ops.aten.mul.Tensor(grad_root0, cos);  grad_root0 = cos = None
+        add: "f32[2]" = torch.ops.aten.add.Tensor(mul, mul_1);  mul = mul_1 = None
+        return [add]""")
+
+    def test_inputs_prunes(self):
+        a = torch.randn(2, requires_grad=True)
+        b = torch.randn(2, requires_grad=True)
+        self.assertExpectedInline(captured(lambda: (a.exp() * b.sin()).sum().backward(inputs=[b])), """\
+class <lambda>(torch.nn.Module):
+    def forward(self, grad_root0: "f32[]", saved_mul1_other: "f32[2]", saved_mul1_self: "f32[2]", saved_sin3_self: "f32[2]", saved_exp2_result: "f32[2]"):
+        # No stacktrace found for following nodes
+        expand: "f32[2]" = torch.ops.aten.expand.default(grad_root0, [2]);  grad_root0 = None
+        mul: "f32[2]" = torch.ops.aten.mul.Tensor(expand, saved_mul1_self);  expand = saved_mul1_self = None
+        cos: "f32[2]" = torch.ops.aten.cos.default(saved_sin3_self);  saved_sin3_self = None
+        mul_2: "f32[2]" = torch.ops.aten.mul.Tensor(mul, cos);  mul = cos = None
+        return [mul_2]""")
+
+    def test_copyslices_is_opaque(self):
+        x = torch.randn(4, requires_grad=True)
+
+        def prog():
+            y = x * 2
+            y[1:3].mul_(3)
+            y.sum().backward()
+        self.assertExpectedInline(captured(prog), """\
+class <lambda>(torch.nn.Module):
+    def forward(self, grad_root0: "f32[]", saved_mul2_other: "i64[]"):
+        # No stacktrace found for following nodes
+        expand: "f32[4]" = torch.ops.aten.expand.default(grad_root0, [4]);  grad_root0 = None
+        opaque = torch.ops.compiled_bw.opaque.default(0, [expand]);  expand = None
+        getitem: "f32[4]" = opaque[0];  opaque = None
+        opaque_1 = torch.ops.compiled_bw.opaque.default(1, [getitem]);  getitem = None
+        getitem_1: "f32[4]" = opaque_1[0];  opaque_1 = None
+        return [getitem_1]""")
+
+    def test_cat_with_non_grad_input_is_opaque(self):
+        x = torch.randn(2, requires_grad=True)
+        self.assertExpectedInline(captured(lambda: torch.cat([torch.zeros(1), x * 2]).sum().backward()), """\
+class <lambda>(torch.nn.Module):
+    def forward(self, grad_root0: "f32[]", saved_mul2_other: "i64[]"):
+        # No stacktrace found for following nodes
+        expand: "f32[3]" = torch.ops.aten.expand.default(grad_root0, [3]);  grad_root0 = None
+        opaque = torch.ops.compiled_bw.opaque.default(0, [expand]);  expand = None
+        getitem: "f32[2]" = opaque[0];  opaque = None
+        opaque_1 = torch.ops.compiled_bw.opaque.default(1, [getitem]);  getitem = None
+        getitem_1: "f32[2]" = opaque_1[0];  opaque_1 = None
+        return [getitem_1]""")
+
+    def test_data_dependent_node_is_opaque(self):
+        x = torch.randn(5, requires_grad=True)
+        self.assertExpectedInline(captured(lambda: x[x > 0].exp().sum().backward()), """\
+class <lambda>(torch.nn.Module):
+    def forward(self, grad_root0: "f32[]", saved_exp1_result: "f32[2]", saved_index2_indices_0: "b8[5]"):
+        # No stacktrace found for following nodes
+        expand: "f32[2]" = torch.ops.aten.expand.default(grad_root0, [2]);  grad_root0 = None
+        mul: "f32[2]" = torch.ops.aten.mul.Tensor(expand, saved_exp1_result);  expand = saved_exp1_result = None
+        new_zeros: "f32[5]" = torch.ops.aten.new_zeros.default(mul, [5], dtype = torch.float32, layout = torch.strided, device = device(type='cpu'))
+        index_put: "f32[5]" = torch.ops.aten.index_put.default(new_zeros, [saved_index2_indices_0], mul, True);  new_zeros = saved_index2_indices_0 = mul = None
+        return [index_put]""")
+
+    def test_layernorm_gelu(self):
+        m = nn.Sequential(nn.LayerNorm(4), nn.GELU())
+        x = torch.randn(2, 4)
+        self.assertExpectedInline(captured(lambda: m(x).sum().backward()), """\
+class <lambda>(torch.nn.Module):
+    def forward(self, grad_root0: "f32[]", saved_gelu1_self: "f32[2, 4]", saved_nativelayernorm2_bias: "f32[4]", saved_nativelayernorm2_input: "f32[2, 4]", saved_nativelayernorm2_result1: "f32[2, 1]", saved_nativelayernorm2_result2: "f32[2, 1]", saved_nativelayernorm2_weight: "f32[4]"):
+        # No stacktrace found for following nodes
+        expand: "f32[2, 4]" = torch.ops.aten.expand.default(grad_root0, [2, 4]);  grad_root0 = None
+        gelu_backward: "f32[2, 4]" = torch.ops.aten.gelu_backward.default(expand, saved_gelu1_self);  expand = saved_gelu1_self = None
+        native_layer_norm_backward = torch.ops.aten.native_layer_norm_backward.default(gelu_backward, saved_nativelayernorm2_input, [4], saved_nativelayernorm2_result1, saved_nativelayernorm2_result2, saved_nativelayernorm2_weight, saved_nativelayernorm2_bias, [False, True, True]);  gelu_backward = saved_nativelayernorm2_input = saved_nativelayernorm2_result1 = saved_nativelayernorm2_result2 = saved_nativelayernorm2_weight = saved_nativelayernorm2_bias = None
+        getitem_1: "f32[4]" = native_layer_norm_backward[1]
+        getitem_2: "f32[4]" = native_layer_norm_backward[2];  native_layer_norm_backward = None
+        return [getitem_1, getitem_2]""")
