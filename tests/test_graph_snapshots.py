@@ -7,7 +7,7 @@ snapshots with the issues that compile them.)
 """
 import expecttest
 import torch
-import torch.nn as nn
+from torch import nn
 
 import compiled_bw
 

@@ -1,0 +1,61 @@
+"""Programs compiled_bw cannot (or must not) compile run exactly as eager, errors included,
+and a failed backward leaves every .grad as it was."""
+import torch
+from differential import differential, grads
+
+
+def _leaf_pair():
+    return [torch.randn(3, requires_grad=True), torch.randn(3, requires_grad=True)]
+
+
+def test_anomaly_mode_falls_back():
+    def step(ps):
+        a, b = ps
+        for p in ps:
+            p.grad = None
+        with torch.autograd.detect_anomaly(check_nan=False):
+            (a * b).exp().sum().backward()
+        return grads(ps)
+    st = differential(_leaf_pair, step, captures=0, fallbacks=3, strict=False)
+    assert st.fallback_reasons[0] == "anomaly mode is enabled"
+
+
+def test_create_graph_double_backward_falls_back():
+    def step(ps):
+        a, b = ps
+        (ga,) = torch.autograd.grad((a * b).pow(3).sum(), [a], create_graph=True)
+        (gga,) = torch.autograd.grad(ga.sum(), [a])
+        return [ga.detach(), gga]
+    # the first grad() falls back (create_graph); the second one, through the graph it
+    # built, is an ordinary grad() and compiles
+    st = differential(_leaf_pair, step, captures=1, fallbacks=3, strict=False)
+    assert all("create_graph" in r for r in st.fallback_reasons)
+
+
+def test_not_implemented_derivative_raises_eagers_error():
+    def step(ps):
+        a, b = ps
+        a.grad = torch.ones(3)
+        torch.igamma(a.abs() + 1, b.abs() + 1).sum().backward()   # d/d input: not implemented
+    st = differential(_leaf_pair, step, captures=0, fallbacks=3, strict=False)
+    assert "NotImplemented" in st.fallback_reasons[0]
+
+
+def test_custom_backward_that_raises_leaves_grads():
+    class Boom(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x.clone()
+
+        @staticmethod
+        def backward(ctx, g):
+            raise ValueError("boom in backward")
+
+    def step(ps):
+        a, b = ps
+        a.grad, b.grad = torch.ones(3), torch.full((3,), 2.0)
+        try:
+            (Boom.apply(a) * b).sum().backward()
+        except ValueError as e:
+            return [a.grad, b.grad, str(e)]
+    differential(_leaf_pair, step, captures=0, fallbacks=3, strict=False)
