@@ -6,9 +6,13 @@
 
 See README.md and shared DESIGN.md for the pipeline: capture/ -> passes/ -> backends/ -> runtime/.
 """
+from .capture import custom as _custom
 from .capture import hooks as _hooks
+from .runtime import engine_state as _engine_state
 
 _hooks.install()
+_custom.install()
+_engine_state.install()
 
 from .api import Stats, enable, explain, last_graph, reset, stats
 from .backends import register_backend

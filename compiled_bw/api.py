@@ -35,6 +35,7 @@ class Stats:
     fallback_reasons: list = dataclasses.field(default_factory=list)
     compile_seconds: float = 0.0
     recompile_reasons: list = dataclasses.field(default_factory=list)
+    notes: list = dataclasses.field(default_factory=list)   # compiled, with a documented deviation
 
 
 class _Global:
@@ -65,6 +66,10 @@ class _State:
     def log_recompile(self, reason: str) -> None:
         self.stats.recompile_reasons.append(reason)
         config.emit("recompiles", "capturing the backward: %s", reason)
+
+    def note(self, text: str) -> None:
+        self.stats.notes.append(text)
+        config.emit("fallbacks", "note: %s", text)
 
     def record_capture(self, entry) -> None:
         _G.last_graph = entry.gm

@@ -6,15 +6,20 @@ values (they go into the signature), and how the node is run:
   TRACE   call the C++ node under make_fx, its aten ops land in the graph;
   OPAQUE  one call_function node that runs this step's real node at run time;
   LEAF    AccumulateGrad: a graph output, delivered through the real engine;
+  CUSTOM  a custom autograd.Function: one opaque call with PyNode's semantics (custom.py);
+  TRACE_CUSTOM  a custom Function that opted in (`compiled_bw_traceable = True` on the
+          Function class): its backward is traced into the graph like a C++ formula;
   UNSUPPORTED  fall back to eager autograd (reason given).
 """
 from __future__ import annotations
 
 import dataclasses
 
+from .custom import is_custom_node, is_traceable
 from .node_table import GENERATED
 
 TRACE, OPAQUE, LEAF, UNSUPPORTED = "trace", "opaque", "leaf", "unsupported"
+CUSTOM, TRACE_CUSTOM = "custom", "trace_custom"
 
 # Note [Hidden saved state]
 # torch's codegen exposes no getter for some saved fields (node_table.py lists them per class).
@@ -63,9 +68,9 @@ def _classify(cls: type) -> NodeKind:
     ))
     if name == "AccumulateGrad":
         return NodeKind(name, LEAF, (), ())
-    if name == "BackwardCFunction" or hasattr(cls, "_forward_cls"):
-        return NodeKind(name, UNSUPPORTED, (), (),
-                        reason=f"custom autograd.Function node {name} (not yet supported)")
+    if is_custom_node(cls):
+        how = TRACE_CUSTOM if is_traceable(cls) else CUSTOM
+        return NodeKind(name, how, ("tensors",), ())
     if name in GENERATED:
         hidden = GENERATED[name]
         if any(h in NEVER_TRACE for h in hidden):

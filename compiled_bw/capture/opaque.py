@@ -1,10 +1,16 @@
-"""Opaque calls: one graph node that runs this step's real autograd node at run time.
+"""Opaque calls: one graph node that runs this step's real Python/C++ objects at run time.
 
-Consumes a node index and its output spec (known at trace time from the input metadata of
-the nodes its edges point to); produces a call to the custom op `compiled_bw::opaque`, whose
-fake implementation makes outputs from that spec and whose real implementation calls the
-node object of the step being run (runtime/run.py sets `current_step`).  Being a
-torch.library op, any backend (Inductor included) keeps it as an extern call.
+Consumes an OpaqueSite (known at trace time: which node, what kind of call, the metadata of its
+outputs); produces a call to the custom op `compiled_bw::opaque`, whose fake implementation
+makes outputs from that metadata and whose real implementation runs, for the step being run
+(runtime/run.py sets `current_step`), one of:
+  node    a built-in node fake tensors cannot run: node(*grads), then validate_outputs;
+  custom  a custom autograd.Function: PyNode's semantics (capture/custom.py), validate_outputs;
+  pre     a node's tensor hooks, retains_grad and node pre-hooks (capture/hooks.py);
+  post    a node's post-hooks.
+Being a torch.library op, every backend (Inductor included) keeps it as an extern call.
+Outputs are fresh tensors (a custom op may not return its inputs): a value a call passes
+through unchanged is cloned.
 """
 from __future__ import annotations
 
@@ -13,6 +19,7 @@ import threading
 
 import torch
 
+from . import custom, hooks
 from .validate import validate_outputs
 
 
@@ -20,12 +27,14 @@ from .validate import validate_outputs
 class OpaqueSite:
     node_index: int
     name: str
-    edges: tuple           # (child | -1, input_nr) per output
-    out_specs: tuple       # per output: None (dropped) or (shape, dtype, device)
+    kind: str              # "node" | "custom" | "pre" | "pre-capture" | "post"
+    edges: tuple           # node/custom: (child | -1, input_nr) per output
+    out_specs: tuple       # per output: None (undefined) or (shape, dtype, device)
+    n_first: int = 0       # post: how many of the grads are the node's outputs
 
 
 class StructureChanged(RuntimeError):
-    """A real node returned an undefined grad where the traced graph expects a tensor."""
+    """A call returned an undefined grad where the traced graph holds a tensor."""
 
 
 _tls = threading.local()
@@ -33,7 +42,8 @@ _tls = threading.local()
 
 class current_step:
     """Context: what opaque calls read, on this thread: `step.sites` (the graph's OpaqueSites,
-    indexed by the int the graph passes) and, at run time, `step.nodes` / `step.in_meta`."""
+    indexed by the int the graph passes) and, at run time, the step's nodes, input metadata
+    and hooks."""
 
     def __init__(self, step) -> None:
         self.step = step
@@ -54,24 +64,47 @@ def register_site(site: OpaqueSite) -> int:
     return len(sites) - 1
 
 
+def _as_list(outs) -> list:
+    return [outs] if isinstance(outs, torch.Tensor) or outs is None else list(outs)
+
+
+def _run(s: OpaqueSite, step, grads: list) -> list:
+    node = step.nodes[s.node_index]
+    if s.kind == "node":
+        return validate_outputs(s.name, _as_list(node(*grads)), s.edges, step.in_meta)
+    if s.kind == "custom":
+        return validate_outputs(s.name, custom.call_backward(node, grads), s.edges, step.in_meta)
+    h = step.hooks[s.node_index]
+    if s.kind == "pre":
+        return hooks.run_pre(h, grads)
+    if s.kind == "pre-capture":
+        return hooks.run_pre(h, grads, node_hooks=False)
+    return hooks.run_post(h, grads[:s.n_first], grads[s.n_first:])
+
+
 @torch.library.custom_op("compiled_bw::opaque", mutates_args=())
 def opaque(site: int, grads: list[torch.Tensor | None]) -> list[torch.Tensor]:
     step = _tls.step
     s = step.sites[site]
-    node = step.nodes[s.node_index]
-    outs = node(*grads)
-    outs = [outs] if isinstance(outs, torch.Tensor) or outs is None else list(outs)
-    outs = validate_outputs(s.name, outs, s.edges, step.in_meta)
+    prev = step.current
+    step.current = step.nodes[s.node_index]
+    try:
+        outs = _run(s, step, grads)
+    finally:
+        step.current = prev
+    inputs = {g.untyped_storage().data_ptr() for g in grads if g is not None}
     res = []
     for o, spec in zip(outs, s.out_specs, strict=True):
         if spec is None:
             continue
         if o is None:
-            raise StructureChanged(f"{s.name} returned an undefined gradient where the "
-                                   "captured graph expects a tensor")
-        if any(g is not None and o.untyped_storage().data_ptr() == g.untyped_storage().data_ptr()
-               for g in grads):
-            o = o.clone()   # custom ops may not return (views of) their inputs
+            # The graph was traced with a tensor here.  Zeros are the same gradient; the
+            # difference (an undefined grad skips accumulation) is recorded, see runtime/run.py.
+            step.notes.append(f"{s.name}: undefined grad replaced by zeros ({s.kind} call)")
+            shape, dtype, device = spec
+            o = torch.zeros(shape, dtype=dtype, device=device)
+        elif o.untyped_storage().data_ptr() in inputs:
+            o = o.clone()
         res.append(o)
     return res
 

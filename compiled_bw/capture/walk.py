@@ -12,8 +12,9 @@ import operator
 
 import torch
 
-from .hooks import COUNTS, interior_hooks
-from .nodes import LEAF, OPAQUE, TRACE, UNSUPPORTED, node_kind
+from .custom import ctx_state, fwd_info
+from .hooks import COUNTS, RETAINED, leaf_hooks, node_hooks, retained_by_node
+from .nodes import CUSTOM, LEAF, OPAQUE, TRACE, TRACE_CUSTOM, UNSUPPORTED, node_kind
 from .saved import input_metadata, sequence_nr
 
 # Note [What the signature holds]
@@ -53,6 +54,8 @@ class Walk:
         "saved",
         "saved_node",
         "signature",
+        "slot_only",
+        "hooks",
     )
 
     def __init__(self) -> None:
@@ -62,7 +65,9 @@ class Walk:
         self.in_meta: list = []        # per node: tuple of (shape, dtype, device) per input slot
         self.saved: list = []          # real saved tensors, flattened (graph inputs)
         self.saved_node: list = []     # (node index, attr, list position | -1), parallel to `saved`
+        self.slot_only: list = []      # keys of saved tensors real nodes unpack (not inputs)
         self.leaves: dict = {}         # node index -> leaf tensor (AccumulateGrad.variable)
+        self.hooks: dict = {}          # node index -> NodeHooks
         self.signature: tuple = ()
         self.root_edges: list = []     # (node index, input_nr) per root
 
@@ -94,7 +99,8 @@ def walk_graph(root_edges: list) -> Walk:
     per_node: list = []
     stack: list = []
     base_seq = sequence_nr(root_edges[0][0])
-    check_hooks = COUNTS.tensor or COUNTS.node
+    check_hooks = COUNTS.tensor or COUNTS.node or len(RETAINED)
+    retained = retained_by_node() if len(RETAINED) else None
 
     for node, nr in root_edges:
         i = index.get(node)
@@ -127,15 +133,25 @@ def walk_graph(root_edges: list) -> Walk:
         meta = tuple([(tuple(m.shape), m.dtype, m.device) for m in input_metadata(node)])
         if how == LEAF:   # sequence_nr is UINT64_MAX for every AccumulateGrad
             var = node.variable
-            sig.append((i, kind.name, e, meta, -1, tensor_meta(var), var.requires_grad))
+            entry = [i, kind.name, e, meta, -1, tensor_meta(var), var.requires_grad]
+            if var._backward_hooks:   # run by us only where grad() captures the leaf
+                h = w.hooks[i] = leaf_hooks(var)
+                entry.append(h.signature())
+            sig.append(tuple(entry))
             w.leaves[i] = var
             per_node.append((i, kind, e, meta))
             continue
-        if check_hooks:
-            why = interior_hooks(node)
-            if why:
-                raise WalkUnsupported(why + " (hooks on interior nodes are not compiled yet)")
         entry = [i, kind.name, e, meta, sequence_nr(node) - base_seq]
+        if check_hooks:
+            h = node_hooks(node, retained)
+            if h is not None:
+                w.hooks[i] = h
+                entry.append(h.signature())
+        if how == CUSTOM or how == TRACE_CUSTOM:
+            _custom_entry(w, i, node, how, meta, entry)
+            sig.append(tuple(entry))
+            per_node.append((i, kind, e, meta))
+            continue
         if vget is not None:
             vals = vget(node)
             if one_value:
@@ -177,6 +193,36 @@ def walk_graph(root_edges: list) -> Walk:
 
 def _first(p):
     return p[0]
+
+
+def _custom_entry(w, i: int, node, how: str, meta: tuple, entry: list) -> None:
+    """Signature part and saved tensors of a custom autograd.Function node."""
+    name = type(node).__name__
+    info = fwd_info(node)
+    if info is None:
+        raise WalkUnsupported(
+            f"custom Function node {name} was created before compiled_bw was imported (its "
+            "forward was not recorded); import compiled_bw before building the model")
+    if len(info.out_info) != len(meta):
+        raise WalkUnsupported(f"custom Function node {name}: {len(info.out_info)} forward "
+                              f"outputs but {len(meta)} grad slots")
+    entry[1] = type(node)          # class identity: two classes never share a graph
+    entry.append(info.is_var)
+    ts = node.saved_tensors        # unpacks: eager's version-counter / freed checks
+    if how == TRACE_CUSTOM:
+        try:
+            entry.append(ctx_state(node))
+        except TypeError as e:
+            raise WalkUnsupported(str(e)) from None
+        for j, t in enumerate(ts):
+            if t is None:
+                entry.append(None)
+                continue
+            entry.append(tensor_meta(t))
+            w.saved.append(t)
+            w.saved_node.append((i, "tensors", j))
+    else:   # the real node unpacks them at run time; Slots only release them afterwards
+        w.slot_only.extend((i, "tensors", j) for j, t in enumerate(ts) if t is not None)
 
 
 _OPAQUE_VARIANTS: dict = {}

@@ -21,11 +21,12 @@ import time
 
 import torch
 
-from ..capture.opaque import StructureChanged, current_step
+from ..capture.opaque import current_step
 from ..capture.saved import SavedHooksInUse, gradient_edge, install_slots
 from ..capture.trace import Options, TraceFailed, trace_backward
 from ..capture.walk import WalkUnsupported, tensor_meta, walk_graph
 from ..passes import run_passes
+from . import engine_state
 from .cache import Compiled, Fallback
 
 _ENGINE = torch.autograd.Variable._execution_engine
@@ -53,13 +54,24 @@ class _Deliver(torch.autograd.Function):
 
 
 class Step:
-    """What opaque calls read at run time: this step's nodes and input metadata."""
-    __slots__ = ("in_meta", "nodes", "sites")
+    """What opaque calls and engine-state queries read at run time (capture/opaque.py,
+    runtime/engine_state.py): this step's nodes, input metadata and hooks."""
+    __slots__ = ("_will_ids", "current", "hooks", "in_meta", "nodes", "notes", "plan", "sites")
 
-    def __init__(self, w, sites) -> None:
+    def __init__(self, w, plan) -> None:
         self.nodes = w.nodes
         self.in_meta = w.in_meta
-        self.sites = sites
+        self.hooks = w.hooks
+        self.plan = plan
+        self.sites = plan.opaque_sites if plan is not None else []
+        self.current = None
+        self.notes: list = []
+        self._will_ids = None
+
+    def will_execute_ids(self) -> set:
+        if self._will_ids is None:
+            self._will_ids = {id(self.nodes[i]) for i in self.plan.will_execute}
+        return self._will_ids
 
 
 def in_compiled_run() -> bool:
@@ -136,12 +148,12 @@ def compiled_call(state, t_outputs, grad_tensors, keep_graph, create_graph, inpu
         raise FallbackToEager(entry.reason, entry.is_error)
     if slots is None and not opts.retain_graph:
         slots = _install(w)
-    return _run(entry, w, opts, list(grad_tensors), slots)
+    return _run(state, entry, w, opts, list(grad_tensors), slots)
 
 
 def _install(w):
     try:
-        return install_slots(w.nodes, w.saved_node)
+        return install_slots(w.nodes, w.saved_node + w.slot_only)
     except SavedHooksInUse as e:
         raise FallbackToEager(f"saved tensors already carry hooks (saved_tensors_hooks?): {e}") from None
 
@@ -158,20 +170,21 @@ def _capture(state, w, opts, grad_tensors, slots):
             return Fallback(f"leaf {i} has requires_grad=False (set after the forward)")
     gm = run_passes(gm)
     example = [g for g in grad_tensors if g is not None] + list(w.saved)
-    with current_step(Step(w, plan.opaque_sites)):   # backends may re-run fake impls
+    with current_step(Step(w, plan)):   # backends may re-run fake impls
         fn = state.compile_fn(gm, example)
     return Compiled(fn, plan, gm)
 
 
-def _run(entry: Compiled, w, opts, grad_tensors, slots):
+def _run(state, entry: Compiled, w, opts, grad_tensors, slots):
     plan = entry.plan
     box = [g for g in grad_tensors if g is not None]
     box.extend(w.saved)
     w.saved = None
     result: list = []
+    step = Step(w, plan)
 
     def run():
-        with current_step(Step(w, plan.opaque_sites)):
+        with current_step(step), engine_state.running(step):
             outs = entry.fn(box)
         if opts.accumulate:
             return [None if p is None else outs[p] for _, p in plan.leaf_outputs]
@@ -184,13 +197,13 @@ def _run(entry: Compiled, w, opts, grad_tensors, slots):
         with torch.enable_grad():
             out = _Deliver.apply(_ANCHOR, run, *leaves)
         _ENGINE.run_backward((out,), (torch.empty(0),), False, False, (), True, True)
-    except StructureChanged as e:
-        raise FallbackToEager(str(e)) from None
     finally:
         _tls.running = False
+        for note in step.notes:
+            state.note(note)
     if not opts.retain_graph and slots is not None:
         executed = set(plan.executed)
-        for slot, (i, _, _) in zip(slots, w.saved_node):
+        for slot, (i, _, _) in zip(slots, w.saved_node + w.slot_only):
             if i in executed:
                 slot.release()
     return None if opts.accumulate else tuple(result)
