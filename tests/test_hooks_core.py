@@ -1,6 +1,8 @@
 """Hooks: leaf hooks run in the real engine (delivery), interior hooks as opaque calls in the
 graph; both exactly as eager, compiled."""
 import torch
+
+import compiled_bw
 from differential import differential
 
 
