@@ -135,9 +135,8 @@ class <lambda>(torch.nn.Module):
         expand: "f32[4]" = torch.ops.aten.expand.default(grad_root0, [4]);  grad_root0 = None
         opaque = torch.ops.compiled_bw.opaque.default(0, [expand]);  expand = None
         getitem: "f32[4]" = opaque[0];  opaque = None
-        opaque_1 = torch.ops.compiled_bw.opaque.default(1, [getitem]);  getitem = None
-        getitem_1: "f32[4]" = opaque_1[0];  opaque_1 = None
-        return [getitem_1]""")
+        mul: "f32[4]" = torch.ops.aten.mul.Tensor(getitem, saved_mul2_other);  getitem = saved_mul2_other = None
+        return [mul]""")
 
     def test_cat_with_non_grad_input_is_opaque(self):
         x = torch.randn(2, requires_grad=True)
@@ -148,9 +147,8 @@ class <lambda>(torch.nn.Module):
         expand: "f32[3]" = torch.ops.aten.expand.default(grad_root0, [3]);  grad_root0 = None
         opaque = torch.ops.compiled_bw.opaque.default(0, [expand]);  expand = None
         getitem: "f32[2]" = opaque[0];  opaque = None
-        opaque_1 = torch.ops.compiled_bw.opaque.default(1, [getitem]);  getitem = None
-        getitem_1: "f32[2]" = opaque_1[0];  opaque_1 = None
-        return [getitem_1]""")
+        mul: "f32[2]" = torch.ops.aten.mul.Tensor(getitem, saved_mul2_other);  getitem = saved_mul2_other = None
+        return [mul]""")
 
     def test_data_dependent_node_is_opaque(self):
         x = torch.randn(5, requires_grad=True)

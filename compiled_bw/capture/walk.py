@@ -14,7 +14,8 @@ import torch
 
 from .custom import ctx_state, fwd_info
 from .hooks import COUNTS, RETAINED, leaf_hooks, node_hooks, retained_by_node
-from .nodes import CUSTOM, LEAF, OPAQUE, TRACE, TRACE_CUSTOM, UNSUPPORTED, node_kind
+from .nodes import (CUSTOM, LEAF, OPAQUE, TRACE, TRACE_CUSTOM, UNSUPPORTED, hidden_state_unknown,
+                    node_kind)
 from .saved import input_metadata, sequence_nr
 
 # Note [What the signature holds]
@@ -185,7 +186,7 @@ def walk_graph(root_edges: list) -> Walk:
     w.in_meta = [p[3] for p in per_node]
     w.kinds = kinds = [p[1] for p in per_node]
     for i, kind in enumerate(kinds):
-        if kind.needs_valid_edges and kind.how == TRACE and any(c < 0 for c, _ in w.edges[i]):
+        if kind.edge_rules and kind.how == TRACE and hidden_state_unknown(kind, w.edges[i]):
             kinds[i] = _as_opaque(kind)
     w.signature = tuple(sig)
     return w
