@@ -3,9 +3,9 @@ the engine's PyNode semantics.  Every test: 3 steps, eager vs compiled, grads an
 compiled (not a fallback), one capture where the structure is stable."""
 import pytest
 import torch
+from differential import differential, grads
 
 import compiled_bw
-from differential import differential, grads
 
 
 def _leaves(*shapes):
@@ -35,7 +35,7 @@ def test_saved_tensors_ctx_state_side_effects_every_step():
     scales = iter([1.0, 2.5, -3.0] * 2)
 
     def step(st):
-        x, w, log = st
+        x, w, _log = st
         for p in (x, w):
             p.grad = None
         before = Scale.calls
@@ -65,7 +65,7 @@ def test_non_differentiable_and_unused_outputs_get_zeros():
     def step(st):
         x, log = st
         x.grad = None
-        e, idx, two = TwoOut.apply(x)
+        e, idx, _two = TwoOut.apply(x)
         (e * idx).sum().backward()       # `two` unused: its grad is materialized as zeros
         log.append(e.grad_fn.seen)
         return [x.grad, list(log)]
@@ -93,7 +93,7 @@ def test_set_materialize_grads_false_passes_none():
     def step(st):
         x, log = st
         x.grad = None
-        a, b = NoMaterialize.apply(x)
+        a, _b = NoMaterialize.apply(x)
         a.sum().backward()
         log.append(a.grad_fn.got_none)
         return [x.grad, list(log)]
@@ -115,7 +115,7 @@ class OnceDiff(torch.autograd.Function):
 
 def test_once_differentiable_and_used_several_times():
     def step(st):
-        x, w, log = st
+        x, w, _log = st
         x.grad = w.grad = None
         y = OnceDiff.apply(x) + OnceDiff.apply(x * w) + OnceDiff.apply(OnceDiff.apply(w))
         y.sum().backward()
@@ -136,7 +136,7 @@ class WrongDtypeBroadcast(torch.autograd.Function):
 
 def test_validate_outputs_cast_and_sum_to():
     def step(st):
-        x, b, log = st
+        x, b, _log = st
         x.grad = b.grad = None
         WrongDtypeBroadcast.apply(x, b).sin().sum().backward()
         return [x.grad, b.grad]
@@ -163,7 +163,7 @@ def test_opt_in_traceable_function_is_inlined():
     alphas = iter([2.0, 2.0, 2.0, 2.0, 2.0, 2.0])
 
     def step(st):
-        x, log = st
+        x, _log = st
         x.grad = None
         Traceable.apply(x * 1.5, next(alphas)).sum().backward()
         return [x.grad]
@@ -176,7 +176,7 @@ def test_traceable_ctx_state_change_recaptures():
     alphas = iter([2.0, 3.0, 2.0] * 2)
 
     def step(st):
-        x, log = st
+        x, _log = st
         x.grad = None
         Traceable.apply(x, next(alphas)).sum().backward()
         return [x.grad]
@@ -208,7 +208,7 @@ def test_two_classes_never_share_a_graph():
     fns = iter([SameShapeA, SameShapeB, SameShapeA] * 2)
 
     def step(st):
-        x, log = st
+        x, _log = st
         x.grad = None
         next(fns).apply(x).sum().backward()
         return [x.grad]
@@ -248,7 +248,7 @@ class TooFew(torch.autograd.Function):
 @pytest.mark.parametrize("fn", ["too_many", "trailing_nones", "too_few"])
 def test_pynode_count_checks_raise_eagers_error(fn):
     def step(st):
-        x, log = st
+        x, _log = st
         x.grad = None
         if fn == "too_many":
             out = TooMany.apply(x, 2.0)      # grad for the non-tensor arg k

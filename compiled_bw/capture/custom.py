@@ -27,7 +27,7 @@ TRACEABLE_ATTR = "compiled_bw_traceable"
 class FwdInfo:
     """What PyNode knows from the forward: per forward arg, is it a tensor; per output slot,
     (shape, dtype, device) for materializing zeros, and whether the output is differentiable."""
-    __slots__ = ("is_var", "out_info", "out_diff")
+    __slots__ = ("is_var", "out_diff", "out_info")
 
     def __init__(self, is_var: tuple, out_info: tuple, out_diff: tuple) -> None:
         self.is_var = is_var

@@ -86,7 +86,7 @@ def _probe(register):
 
 class NodeHooks:
     """This step's hooks of one node."""
-    __slots__ = ("tensor", "retains", "pre", "post")
+    __slots__ = ("post", "pre", "retains", "tensor")
 
     def __init__(self) -> None:
         self.tensor: dict = {}     # slot -> [OrderedDict, ...] in registration order

@@ -16,8 +16,8 @@ from torch._subclasses import fake_tensor
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
-from .heap import StdHeap
 from . import custom
+from .heap import StdHeap
 from .nodes import CUSTOM, LEAF, TRACE, TRACE_CUSTOM
 from .opaque import OpaqueSite, current_step, opaque, register_site
 from .saved import sequence_nr

@@ -14,8 +14,7 @@ import torch
 
 from .custom import ctx_state, fwd_info
 from .hooks import COUNTS, RETAINED, leaf_hooks, node_hooks, retained_by_node
-from .nodes import (CUSTOM, LEAF, OPAQUE, TRACE, TRACE_CUSTOM, UNSUPPORTED, hidden_state_unknown,
-                    node_kind)
+from .nodes import CUSTOM, LEAF, OPAQUE, TRACE, TRACE_CUSTOM, UNSUPPORTED, hidden_state_unknown, node_kind
 from .saved import input_metadata, sequence_nr
 
 # Note [What the signature holds]
@@ -47,6 +46,7 @@ def tensor_meta(t: torch.Tensor) -> tuple:
 class Walk:
     __slots__ = (
         "edges",
+        "hooks",
         "in_meta",
         "kinds",
         "leaves",
@@ -56,7 +56,6 @@ class Walk:
         "saved_node",
         "signature",
         "slot_only",
-        "hooks",
     )
 
     def __init__(self) -> None:
