@@ -47,9 +47,15 @@ def assert_same(a, b, where="result"):
 
 
 def differential(build, step, *, steps=3, backend="eager", seed=0, captures=1,
-                 fallbacks=0, strict=None):
-    """Returns compiled_bw.stats() of the compiled run after asserting equality."""
+                 fallbacks=0, strict=None, allow_errors=False):
+    """Returns compiled_bw.stats() of the compiled run after asserting equality.
+
+    An exception in a step is compared like a value, but only allowed when the test says the
+    error is its point (allow_errors=True): a program that always raises compares nothing.
+    """
     eager = _run(build, step, steps, seed)
+    raised = [v for k, v in eager if k == "raised"]
+    assert allow_errors or not raised, f"eager raised {raised[0]}; pass allow_errors=True if intended"
     compiled_bw.reset()
     if strict is None:
         strict = fallbacks == 0

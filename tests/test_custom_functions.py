@@ -35,7 +35,7 @@ def test_saved_tensors_ctx_state_side_effects_every_step():
     scales = iter([1.0, 2.5, -3.0] * 2)
 
     def step(st):
-        x, w, _log = st
+        x, w, log = st
         for p in (x, w):
             p.grad = None
         before = Scale.calls
@@ -258,7 +258,7 @@ def test_pynode_count_checks_raise_eagers_error(fn):
             out = TooFew.apply(x, x * 1)
         out.sum().backward()
         return [x.grad]
-    differential(_leaves((3,)), step)
+    differential(_leaves((3,)), step, allow_errors=fn != "trailing_nones")
 
 
 def test_function_applied_before_import_falls_back():
