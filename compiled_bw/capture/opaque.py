@@ -57,6 +57,10 @@ class current_step:
         _tls.step = self.prev
 
 
+def label(site: OpaqueSite) -> str:
+    return f"{site.kind} {site.name}"
+
+
 def register_site(site: OpaqueSite) -> int:
     """During a trace: add a site to the graph being traced; returns its graph-local id."""
     sites = _tls.step.sites
@@ -83,7 +87,8 @@ def _run(s: OpaqueSite, step, grads: list) -> list:
 
 
 @torch.library.custom_op("compiled_bw::opaque", mutates_args=())
-def opaque(site: int, grads: list[torch.Tensor | None]) -> list[torch.Tensor]:
+def opaque(site: int, grads: list[torch.Tensor | None], label: str) -> list[torch.Tensor]:
+    """label: what the call runs, for readers of the graph (e.g. 'custom DoubleBackward')."""
     step = _tls.step
     s = step.sites[site]
     prev = step.current
@@ -110,7 +115,7 @@ def opaque(site: int, grads: list[torch.Tensor | None]) -> list[torch.Tensor]:
 
 
 @opaque.register_fake
-def _opaque_fake(site: int, grads: list[torch.Tensor | None]) -> list[torch.Tensor]:
+def _opaque_fake(site: int, grads: list[torch.Tensor | None], label: str) -> list[torch.Tensor]:
     s = _tls.step.sites[site]
     return [torch.empty(shape, dtype=dtype, device=device)
             for shape, dtype, device in (sp for sp in s.out_specs if sp is not None)]

@@ -20,6 +20,7 @@ from . import custom
 from .heap import StdHeap
 from .nodes import CUSTOM, LEAF, TRACE, TRACE_CUSTOM
 from .opaque import OpaqueSite, current_step, opaque, register_site
+from .opaque import label as opaque_label
 from .saved import sequence_nr
 from .validate import validate_outputs
 
@@ -218,7 +219,7 @@ def _hook_call(w, i: int, name: str, phase: str, grads: list, extra: list) -> li
     if phase == "pre-capture":
         site.kind = "pre-capture"
     sid = register_site(site)
-    res = iter(opaque(sid, list(grads) + list(extra)))
+    res = iter(opaque(sid, list(grads) + list(extra), opaque_label(site)))
     return [None if sp is None else next(res) for sp in specs]
 
 
@@ -246,8 +247,9 @@ def _opaque_call(w, i: int, name: str, site_kind: str, buf: list) -> list:
         else:
             shape, dtype, device = w.in_meta[c][nr]
             specs.append((tuple(shape), dtype, device))
-    sid = register_site(OpaqueSite(i, name, site_kind, w.edges[i], tuple(specs)))
-    res = iter(opaque(sid, list(buf)))
+    site = OpaqueSite(i, name, site_kind, w.edges[i], tuple(specs))
+    sid = register_site(site)
+    res = iter(opaque(sid, list(buf), opaque_label(site)))
     return [None if s is None else next(res) for s in specs]
 
 
