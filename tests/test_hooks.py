@@ -4,10 +4,10 @@ Each program logs every hook call (name + a value) and returns the log with the 
 differential helper compares both over 3 steps and checks the run compiled once.
 """
 import torch
+from differential import differential, grads
 from torch import nn
 
 import compiled_bw
-from differential import differential, grads
 
 
 def _x():
@@ -80,7 +80,7 @@ def test_node_hooks_on_custom_function_node():
 
 def test_retain_grad_on_intermediates():
     def step(st):
-        x, log = st
+        x, _log = st
         x.grad = None
         y = x * 2
         y.retain_grad()
@@ -164,7 +164,7 @@ def test_changing_hooks_recapture():
 
 def test_hook_that_raises_writes_no_grad():
     def step(st):
-        x, log = st
+        x, _log = st
         x.grad = torch.ones(4)
         y = x * 2
 
@@ -206,7 +206,7 @@ def test_grad_of_captured_leaf_and_intermediate_runs_their_tensor_hooks():
 
 def test_hook_return_checks_raise_eagers_errors():
     def step(st):
-        x, log = st
+        x, _log = st
         y = x.exp()
         y.register_hook(lambda g: g[:2])       # changes the size
         y.sum().backward()

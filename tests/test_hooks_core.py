@@ -1,9 +1,9 @@
 """Hooks: leaf hooks run in the real engine (delivery), interior hooks as opaque calls in the
 graph; both exactly as eager, compiled."""
 import torch
+from differential import differential
 
 import compiled_bw
-from differential import differential
 
 
 def test_leaf_tensor_and_post_accumulate_hooks_compiled():
