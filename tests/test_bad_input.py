@@ -1,9 +1,9 @@
 """Programs compiled_bw cannot (or must not) compile run exactly as eager, errors included,
 and a failed backward leaves every .grad as it was."""
 import torch
+from differential import differential, grads
 
 import compiled_bw
-from differential import differential, grads
 
 
 def _leaf_pair():
