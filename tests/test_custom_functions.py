@@ -277,3 +277,42 @@ def test_function_applied_before_import_falls_back():
 def test_grads_helper_smoke():
     m = torch.nn.Linear(2, 2)
     assert grads(m) == [None, None]
+
+
+def test_activation_checkpointing_both_modes():
+    import torch.utils.checkpoint as cp
+
+    def build():
+        m = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 4))
+        return [m, torch.randn(3, 4)]
+
+    def step(st):
+        m, x = st
+        m.zero_grad(set_to_none=True)
+        a = cp.checkpoint(m, x.requires_grad_(), use_reentrant=True)
+        b = cp.checkpoint(m, x * 2, use_reentrant=False)
+        (a * b).sum().backward()
+        return grads(m) + [x.grad]
+    # non-reentrant checkpointing uses saved-tensor hooks: the whole call falls back, and the
+    # reentrant one's inner backward (run by eager's CheckpointFunction) runs eager too
+    st = differential(build, step, captures=0, fallbacks=6, strict=False)
+    assert sorted(set(r.split(" (")[0] for r in st.fallback_reasons)) == [
+        "reentrant backward", "saved tensors already carry hooks"]
+
+
+def test_reentrant_checkpoint_is_an_opaque_custom_call():
+    import torch.utils.checkpoint as cp
+
+    def build():
+        m = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 4))
+        return [m, torch.randn(3, 4)]
+
+    def step(st):
+        m, x = st
+        m.zero_grad(set_to_none=True)
+        cp.checkpoint(m, x.requires_grad_(), use_reentrant=True).pow(2).sum().backward()
+        return grads(m) + [x.grad]
+    # the outer backward compiles (CheckpointFunction is one opaque call); the recomputation's
+    # own backward, called from inside it, runs eager (recorded as a fallback)
+    st = differential(build, step, captures=1, fallbacks=3, strict=False)
+    assert all(r.startswith("reentrant backward") for r in st.fallback_reasons)

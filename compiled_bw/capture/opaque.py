@@ -19,6 +19,7 @@ import threading
 
 import torch
 
+from ..runtime import dispatch_tls
 from . import custom, hooks
 from .validate import validate_outputs
 
@@ -94,7 +95,8 @@ def opaque(site: int, grads: list[torch.Tensor | None], label: str) -> list[torc
     prev = step.current
     step.current = step.nodes[s.node_index]
     try:
-        outs = _run(s, step, grads)
+        with dispatch_tls.restored(step.tls):   # user code here may use autograd itself
+            outs = _run(s, step, grads)
     finally:
         step.current = prev
     inputs = {g.untyped_storage().data_ptr() for g in grads if g is not None}

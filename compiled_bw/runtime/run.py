@@ -26,7 +26,7 @@ from ..capture.saved import SavedHooksInUse, gradient_edge, install_slots
 from ..capture.trace import Options, TraceFailed, trace_backward
 from ..capture.walk import WalkUnsupported, tensor_meta, walk_graph
 from ..passes import run_passes
-from . import engine_state
+from . import dispatch_tls, engine_state
 from .cache import Compiled, Fallback
 
 _ENGINE = torch.autograd.Variable._execution_engine
@@ -56,7 +56,8 @@ class _Deliver(torch.autograd.Function):
 class Step:
     """What opaque calls and engine-state queries read at run time (capture/opaque.py,
     runtime/engine_state.py): this step's nodes, input metadata and hooks."""
-    __slots__ = ("_will_ids", "current", "hooks", "in_meta", "nodes", "notes", "plan", "sites")
+    __slots__ = ("_will_ids", "current", "hooks", "in_meta", "nodes", "notes", "plan", "sites",
+                 "tls")
 
     def __init__(self, w, plan) -> None:
         self.nodes = w.nodes
@@ -67,6 +68,7 @@ class Step:
         self.current = None
         self.notes: list = []
         self._will_ids = None
+        self.tls = None          # dispatcher TLS when the graph starts (dispatch_tls.py)
 
     def will_execute_ids(self) -> set:
         if self._will_ids is None:
@@ -184,6 +186,7 @@ def _run(state, entry: Compiled, w, opts, grad_tensors, slots):
     step = Step(w, plan)
 
     def run():
+        step.tls = dispatch_tls.snapshot()
         with current_step(step), engine_state.running(step):
             outs = entry.fn(box)
         if opts.accumulate:
