@@ -296,7 +296,7 @@ def test_activation_checkpointing_both_modes():
     # non-reentrant checkpointing uses saved-tensor hooks: the whole call falls back, and the
     # reentrant one's inner backward (run by eager's CheckpointFunction) runs eager too
     st = differential(build, step, captures=0, fallbacks=6, strict=False)
-    assert sorted(set(r.split(" (")[0] for r in st.fallback_reasons)) == [
+    assert sorted({r.split(" (")[0] for r in st.fallback_reasons}) == [
         "reentrant backward", "saved tensors already carry hooks"]
 
 
