@@ -25,7 +25,7 @@ import compiled_bw
 from .models import MODELS
 
 MODES = {
-    "eager": lambda: contextlib.nullcontext(),
+    "eager": contextlib.nullcontext,
     "cbw-eager": lambda: compiled_bw.enable(backend="eager"),
 }
 
@@ -50,7 +50,7 @@ def bench_model(name, modes, steps):
         compiled_bw.reset()
         try:
             res[m]["first"], g = _backward_time(model, x, MODES[m])
-            res[m]["maxdiff"] = max((a - b).abs().max().item() for a, b in zip(ref, g))
+            res[m]["maxdiff"] = max((a - b).abs().max().item() for a, b in zip(ref, g, strict=True))
         except Exception as e:  # noqa: BLE001 -- one failing cell never stops the harness
             res[m]["error"] = f"{type(e).__name__}: {e}"[:120]
     compiled_bw.reset()

@@ -6,17 +6,18 @@
 
 See README.md and shared DESIGN.md for the pipeline: capture/ -> passes/ -> backends/ -> runtime/.
 """
+from .api import Stats, enable, explain, last_graph, reset, stats
+from .backends import register_backend
 from .capture import custom as _custom
 from .capture import hooks as _hooks
+from .errors import CompiledBwError, Unsupported
 from .runtime import engine_state as _engine_state
 
+# Registration entry points are wrapped at import: hooks and custom Functions created before
+# this line are not seen (capture/hooks.py, capture/custom.py).
 _hooks.install()
 _custom.install()
 _engine_state.install()
-
-from .api import Stats, enable, explain, last_graph, reset, stats
-from .backends import register_backend
-from .errors import CompiledBwError, Unsupported
 
 __all__ = [
            "CompiledBwError",

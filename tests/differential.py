@@ -33,7 +33,7 @@ def assert_same(a, b, where="result"):
     fa, sa = pytree.tree_flatten(a)
     fb, sb = pytree.tree_flatten(b)
     assert sa == sb, f"{where}: structure differs:\n eager {sa}\n ours  {sb}"
-    for k, (x, y) in enumerate(zip(fa, fb)):
+    for k, (x, y) in enumerate(zip(fa, fb, strict=True)):
         w = f"{where}[{k}]"
         if isinstance(x, torch.Tensor):
             assert isinstance(y, torch.Tensor), f"{w}: eager gave a tensor, we gave {y!r}"
@@ -62,7 +62,7 @@ def differential(build, step, *, steps=3, backend="eager", seed=0, captures=1,
     with compiled_bw.enable(backend=backend, strict=strict):
         ours = _run(build, step, steps, seed)
     st = compiled_bw.stats()
-    for i, ((ke, ve), (ko, vo)) in enumerate(zip(eager, ours)):
+    for i, ((ke, ve), (ko, vo)) in enumerate(zip(eager, ours, strict=True)):
         assert ke == ko, (f"step {i}: eager {ke} {ve if ke == 'raised' else ''} "
                           f"vs ours {ko} {vo if ko == 'raised' else ''}")
         if ke == "raised":

@@ -220,7 +220,7 @@ def test_deep_chain_3000_ops():
         (x,) = ps
         x.grad = None
         y = x
-        for i in range(1000):
+        for _ in range(1000):
             y = (y * 0.999).sin() + 0.001
         y.sum().backward()
         return grads(ps)

@@ -135,7 +135,7 @@ def call_backward(node, grads: list) -> list:
         raise RuntimeError(f"function {name} returned an incorrect number of gradients "
                            f"(expected {n}, got {len(r)})")
     outs = []
-    for i, (x, is_var) in enumerate(zip(r, info.is_var)):
+    for i, (x, is_var) in enumerate(zip(r, info.is_var, strict=True)):
         if not is_var:
             if x is not None:
                 raise RuntimeError(f"function {name} returned a gradient different than None at "

@@ -210,7 +210,7 @@ def _check_tuple(old: tuple, res, hook) -> tuple:
     if len(res) != len(old):
         raise RuntimeError(f"hook '{_name(hook)}' has returned an incorrect number of values "
                            f"(got {len(res)}, but expected {len(old)})")
-    return tuple(None if r is None else check_single(o, r, hook) for o, r in zip(old, res))
+    return tuple(None if r is None else check_single(o, r, hook) for o, r in zip(old, res, strict=True))
 
 
 def run_pre(h: NodeHooks, grads: list, node_hooks: bool = True) -> list:

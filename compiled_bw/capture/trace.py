@@ -126,7 +126,7 @@ def _run_engine(w, opts, root_grads: list, opaque_names: list):
 
     def send(edges, grads) -> None:
         # ENGINE.md 1.4: every valid edge counts down; pruned nodes get nothing.
-        for (c, nr), g in zip(edges, grads):
+        for (c, nr), g in zip(edges, grads, strict=True):
             if c < 0:
                 continue
             deps[c] -= 1

@@ -32,7 +32,7 @@ class restored:
         self.changed: list = []
 
     def __enter__(self):
-        for k, was in zip(KEYS, self.snap):
+        for k, was in zip(KEYS, self.snap, strict=True):
             now = _is_excluded(k)
             if now != was:
                 _set_excluded(k, was)

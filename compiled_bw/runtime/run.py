@@ -206,7 +206,7 @@ def _run(state, entry: Compiled, w, opts, grad_tensors, slots):
             state.note(note)
     if not opts.retain_graph and slots is not None:
         executed = set(plan.executed)
-        for slot, (i, _, _) in zip(slots, w.saved_node + w.slot_only):
+        for slot, (i, _, _) in zip(slots, w.saved_node + w.slot_only, strict=True):
             if i in executed:
                 slot.release()
     return None if opts.accumulate else tuple(result)
