@@ -24,6 +24,8 @@ from .errors import Unsupported
 from .runtime.cache import Cache
 from .runtime.run import FallbackToEager, compiled_call
 
+_current_dispatch_mode = torch.utils._python_dispatch._get_current_dispatch_mode
+
 log = logging.getLogger("compiled_bw")
 
 
@@ -97,9 +99,15 @@ def _install() -> None:
 
 def _engine_run_backward(t_outputs, *args, **kwargs):
     stack = getattr(_tls, "stack", None)
-    if not stack:
+    if not stack or _torch_internal_call():
         return _original_engine_run_backward(t_outputs, *args, **kwargs)
     return _intercepted(stack[-1], t_outputs, *args, **kwargs)
+
+
+def _torch_internal_call() -> bool:
+    """torch's own tracing (Dynamo, AOTAutograd's joint graph, make_fx) calls autograd.grad on
+    fake/functional tensors under a dispatch mode: those calls are not the user's backward."""
+    return _current_dispatch_mode() is not None or torch.compiler.is_compiling()
 
 
 def _intercepted(cfg, t_outputs, grad_tensors, keep_graph, create_graph, inputs=(),

@@ -123,9 +123,13 @@ def materialize(node, info: FwdInfo, grads: list) -> list:
 
 def call_backward(node, grads: list) -> list:
     """PyNode::apply minus the engine: returns one grad (or None) per tensor forward input."""
-    name = type(node).__name__
     info = fwd_info(node)
-    r = node.apply(*materialize(node, info, grads))
+    return finish(node, info, node.apply(*materialize(node, info, grads)))
+
+
+def finish(node, info: FwdInfo, r) -> list:
+    """PyNode::apply's checks on what a backward returned (python_function.cpp)."""
+    name = type(node).__name__
     if not isinstance(r, tuple):
         r = (r,)
     n = len(info.is_var)

@@ -7,6 +7,8 @@ values (they go into the signature), and how the node is run:
   OPAQUE  one call_function node that runs this step's real node at run time;
   LEAF    AccumulateGrad: a graph output, delivered through the real engine;
   CUSTOM  a custom autograd.Function: one opaque call with PyNode's semantics (custom.py);
+  AOT     the backward of a torch.compile'd forward: spliced into the graph (aot.py), or, when
+          its backward module is unavailable, CUSTOM (reason kept);
   TRACE_CUSTOM  a custom Function that opted in (`compiled_bw_traceable = True` on the
           Function class): its backward is traced into the graph like a C++ formula;
   UNSUPPORTED  fall back to eager autograd (reason given).
@@ -15,11 +17,12 @@ from __future__ import annotations
 
 import dataclasses
 
+from .aot import aot_plan, is_aot_node_class
 from .custom import is_custom_node, is_traceable
 from .node_table import GENERATED
 
 TRACE, OPAQUE, LEAF, UNSUPPORTED = "trace", "opaque", "leaf", "unsupported"
-CUSTOM, TRACE_CUSTOM = "custom", "trace_custom"
+CUSTOM, TRACE_CUSTOM, AOT = "custom", "trace_custom", "aot"
 
 # Note [Hidden saved state]
 # torch's codegen exposes no getter for some saved fields (node_table.py lists them per class,
@@ -90,6 +93,9 @@ def _classify(cls: type) -> NodeKind:
     if name == "AccumulateGrad":
         return NodeKind(name, LEAF, (), ())
     if is_custom_node(cls):
+        if is_aot_node_class(cls):
+            why = aot_plan(cls).reason
+            return NodeKind(name, CUSTOM if why else AOT, ("tensors",), (), reason=why)
         how = TRACE_CUSTOM if is_traceable(cls) else CUSTOM
         return NodeKind(name, how, ("tensors",), ())
     if name in GENERATED:

@@ -85,6 +85,8 @@ def install_slots(nodes: list, saved_node: list) -> list:
         if mine is None:
             mine = meta[SLOTS_KEY] = {}
         slot = mine.get(key[1:])
+        if slot is None and attr == "novc":    # AOT's plain list: nothing to hook
+            slot = mine[key[1:]] = Slot()
         if slot is None:
             raw = getattr(node, "_raw_saved_" + attr)
             if pos >= 0:

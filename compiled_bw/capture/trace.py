@@ -13,12 +13,13 @@ import dataclasses
 
 import torch
 from torch._subclasses import fake_tensor
-from torch.fx.experimental.proxy_tensor import make_fx
+from torch.fx.experimental.proxy_tensor import get_proxy_mode, make_fx
 from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
 from . import custom
+from .aot import aot_plan, trace_aot
 from .heap import StdHeap
-from .nodes import CUSTOM, LEAF, TRACE, TRACE_CUSTOM
+from .nodes import AOT, CUSTOM, LEAF, TRACE, TRACE_CUSTOM
 from .opaque import OpaqueSite, current_step, opaque, register_site
 from .opaque import label as opaque_label
 from .saved import sequence_nr
@@ -107,9 +108,11 @@ class TraceStep:
         self.sites: list = []
 
 
-def _run_engine(w, opts, root_grads: list, opaque_names: list):
-    """Runs on fake tensors under make_fx; returns (outputs list, plan parts)."""
+def _run_engine(w, opts, root_grads: list, opaque_names: list, placeholders: dict):
+    """Runs on fake tensors under make_fx; returns (outputs list, plan parts).
+    placeholders: saved-tensor key (node, attr, pos) -> graph placeholder."""
     n = len(w.nodes)
+    aot_seen: list = []
     needed, captures = _needed_and_captured(w, opts)
     captured = [False] * n
     for c in captures:
@@ -186,10 +189,13 @@ def _run_engine(w, opts, root_grads: list, opaque_names: list):
             buf = _hook_call(w, i, kind.name, "pre", buf, [])
             opaque_names.append(f"{kind.name} hooks")
         outs = None
-        if kind.how in (TRACE, TRACE_CUSTOM):
+        if kind.how == AOT:
+            outs = _aot_call(w, i, kind, node, buf, placeholders, len(aot_seen))
+            aot_seen.append(i)
+        elif kind.how in (TRACE, TRACE_CUSTOM):
             outs = _traced_call(w, i, kind, node, buf)
         if outs is None:   # custom Function, or a node fake tensors cannot run
-            site_kind = "custom" if kind.how in (CUSTOM, TRACE_CUSTOM) else "node"
+            site_kind = "custom" if kind.how in (CUSTOM, TRACE_CUSTOM, AOT) else "node"
             outs = _opaque_call(w, i, kind.name, site_kind, buf)
             opaque_names.append(kind.name)
             outs = _validate(w, i, kind.name, outs)
@@ -221,6 +227,21 @@ def _hook_call(w, i: int, name: str, phase: str, grads: list, extra: list) -> li
     sid = register_site(site)
     res = iter(opaque(sid, list(grads) + list(extra), opaque_label(site)))
     return [None if sp is None else next(res) for sp in specs]
+
+
+def _aot_call(w, i: int, kind, node, buf: list, placeholders: dict, k: int):
+    """An AOT backward spliced in (capture/aot.py); None (-> opaque call) if it cannot be."""
+    plan = aot_plan(type(node))
+    info = custom.fwd_info(node)
+    saved = [placeholders.get((i, "tensors", j)) for j in range(len(node._raw_saved_tensors))]
+    no_vc = [placeholders.get((i, "novc", j)) for j in range(len(node._tensors_no_vc_check or ()))]
+    graph = get_proxy_mode().tracer.graph
+    try:
+        out = trace_aot(plan, node, saved, no_vc, custom.materialize(node, info, buf),
+                        f"aot{k}_", graph)
+        return _validate(w, i, kind.name, custom.finish(node, info, out))
+    except _FAKE_FAILURES:
+        return None
 
 
 def _traced_call(w, i: int, kind, node, buf: list):
@@ -279,9 +300,10 @@ def trace_backward(w, opts: Options, root_grads: list, slots: list):
         grads = [next(it) if d else None for d in root_defined]
         for slot, ph in zip(slots, flat[n_roots:], strict=True):
             slot.placeholder = ph
+        placeholders = dict(zip(w.saved_node, flat[n_roots:], strict=True))
         try:
             outs, leaf_outputs, capture_outputs, executed, will = _run_engine(
-                w, opts, grads, opaque_names)
+                w, opts, grads, opaque_names, placeholders)
         finally:
             for slot in slots:
                 slot.placeholder = None

@@ -12,17 +12,28 @@ import operator
 
 import torch
 
+from .aot import saved_of
 from .custom import ctx_state, fwd_info
 from .hooks import COUNTS, RETAINED, leaf_hooks, node_hooks, retained_by_node
-from .nodes import CUSTOM, LEAF, OPAQUE, TRACE, TRACE_CUSTOM, UNSUPPORTED, hidden_state_unknown, node_kind
+from .nodes import (
+    AOT,
+    CUSTOM,
+    LEAF,
+    OPAQUE,
+    TRACE,
+    TRACE_CUSTOM,
+    UNSUPPORTED,
+    hidden_state_unknown,
+    node_kind,
+)
 from .saved import input_metadata, sequence_nr
 
 # Note [What the signature holds]
 # Per node, in discovery order: its class, its edges (child index, input_nr; -1 = invalid),
 # every saved non-tensor value, the metadata of every saved tensor, its `_input_metadata`
-# (the metadata that validate_outputs checks its parents' grads against), and its
-# sequence_nr relative to the first root (execution order).  Per leaf: shape, stride, dtype,
-# device, requires_grad.  Plus the roots and the call options (added by the caller).
+# (the metadata that validate_outputs checks its parents' grads against).  Per leaf: shape, stride, dtype,
+# device, requires_grad.  Then the execution order: the permutation that sorts the nodes'
+# sequence numbers.  Plus the roots and the call options (added by the caller).
 # Hidden per-class state is handled by nodes.py (Note [Hidden saved state]).
 
 _STRIDED = torch.strided
@@ -98,7 +109,8 @@ def walk_graph(root_edges: list) -> Walk:
     sig: list = []
     per_node: list = []
     stack: list = []
-    base_seq = sequence_nr(root_edges[0][0])
+    seqs: list = []       # sequence_nr of the non-leaf nodes, in processing order
+    seq_nodes: list = []
     check_hooks = COUNTS.tensor or COUNTS.node or len(RETAINED)
     retained = retained_by_node() if len(RETAINED) else None
 
@@ -133,7 +145,7 @@ def walk_graph(root_edges: list) -> Walk:
         meta = tuple([(tuple(m.shape), m.dtype, m.device) for m in input_metadata(node)])
         if how == LEAF:   # sequence_nr is UINT64_MAX for every AccumulateGrad
             var = node.variable
-            entry = [i, kind.name, e, meta, -1, tensor_meta(var), var.requires_grad]
+            entry = [i, kind.name, e, meta, tensor_meta(var), var.requires_grad]
             if var._backward_hooks:   # run by us only where grad() captures the leaf
                 h = w.hooks[i] = leaf_hooks(var)
                 entry.append(h.signature())
@@ -141,13 +153,15 @@ def walk_graph(root_edges: list) -> Walk:
             w.leaves[i] = var
             per_node.append((i, kind, e, meta))
             continue
-        entry = [i, kind.name, e, meta, sequence_nr(node) - base_seq]
+        seqs.append(sequence_nr(node))
+        seq_nodes.append(i)
+        entry = [i, kind.name, e, meta]
         if check_hooks:
             h = node_hooks(node, retained)
             if h is not None:
                 w.hooks[i] = h
                 entry.append(h.signature())
-        if how == CUSTOM or how == TRACE_CUSTOM:
+        if how == CUSTOM or how == TRACE_CUSTOM or how == AOT:
             _custom_entry(w, i, node, how, meta, entry)
             sig.append(tuple(entry))
             per_node.append((i, kind, e, meta))
@@ -187,6 +201,10 @@ def walk_graph(root_edges: list) -> Walk:
     for i, kind in enumerate(kinds):
         if kind.edge_rules and kind.how == TRACE and hidden_state_unknown(kind, w.edges[i]):
             kinds[i] = _as_opaque(kind)
+    # Execution order (ENGINE.md 1.5) depends only on the relative order of sequence numbers:
+    # the signature holds that permutation, not the numbers (they grow every step).
+    order = sorted(range(len(seqs)), key=seqs.__getitem__)
+    sig.append(("execution order", tuple(seq_nodes[k] for k in order)))
     w.signature = tuple(sig)
     return w
 
@@ -208,6 +226,18 @@ def _custom_entry(w, i: int, node, how: str, meta: tuple, entry: list) -> None:
                               f"outputs but {len(meta)} grad slots")
     entry[1] = type(node)          # class identity: two classes never share a graph
     entry.append(info.is_var)
+    if how == AOT:
+        ts, no_vc, symints, opaque = saved_of(node)
+        if opaque:
+            raise WalkUnsupported(f"{name}: AOT backward with opaque objects")
+        entry.append(symints)
+        for attr, tensors in (("tensors", ts), ("novc", no_vc)):
+            for j, t in enumerate(tensors):
+                entry.append(None if t is None else tensor_meta(t))
+                if t is not None:
+                    w.saved.append(t)
+                    w.saved_node.append((i, attr, j))
+        return
     ts = node.saved_tensors        # unpacks: eager's version-counter / freed checks
     if how == TRACE_CUSTOM:
         try:

@@ -64,11 +64,13 @@ def describe_change(old: tuple, new: tuple) -> str:
     if len(osig) != len(nsig):
         return f"graph size changed: {len(osig)} -> {len(nsig)} nodes"
     for a, b in zip(osig, nsig, strict=False):
+        if a != b and a[0] == "execution order":
+            return "execution order of the nodes changed"
         if a != b:
             name = b[1]
             if a[1] != b[1]:
                 return f"node {b[0]}: {a[1]} -> {b[1]}"
-            labels = ["index", "class", "edges", "input metadata", "execution order"]
+            labels = ["index", "class", "edges", "input metadata"]
             for k, (x, y) in enumerate(zip(a, b, strict=False)):
                 if x != y:
                     what = labels[k] if k < len(labels) else f"saved value {k - len(labels)}"
