@@ -104,3 +104,55 @@ def test_lazy_backward_is_never_compiled():
     with compiled_bw.enable(strict=True):
         out.backward()
     assert cf.compiled_bw is None
+
+
+def test_unavailable_backward_module_runs_one_opaque_call_with_a_note():
+    from compiled_bw.capture import aot
+
+    def build():
+        torch._dynamo.reset()
+        m = _mlp()
+        return [m, torch.compile(m, backend="aot_eager"), torch.randn(5, 8)]
+
+    def step(st):
+        m, cm, x = st
+        m.zero_grad(set_to_none=True)
+        out = cm(x).pow(2).mean()
+        node = out.grad_fn
+        while not hasattr(type(node), "_forward_cls"):
+            node = node.next_functions[0][0]
+        cls = type(node)
+        aot._PLANS[cls] = aot.AotPlan(cls._forward_cls, None, "AOT backward module not available (test)")
+        out.backward()
+        return grads(m)
+    st = differential(build, step)
+    assert "custom CompiledFunctionBackward" in compiled_bw.last_graph().code
+    assert any("module not available (test)" in n for n in st.notes), st.notes
+
+
+def test_snapshot_of_spliced_mlp():
+    import expecttest  # noqa: F401 -- the snapshot lives in test_graph_snapshots.py's style
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(4, 3), nn.ReLU())
+    cm = torch.compile(m, backend="aot_eager")
+    compiled_bw.reset()
+    with compiled_bw.enable(strict=True):
+        cm(torch.randn(2, 4)).sum().backward()
+    text = compiled_bw.last_graph().print_readable(False, include_stride=False, include_device=False)
+    tc = expecttest.TestCase()
+    tc.assertExpectedInline(text.strip(), """\
+class <lambda>(torch.nn.Module):
+    def forward(self, grad_root0: "f32[]", saved_compiledfunctionbackward1_tensors_0: "f32[2, 4]", saved_compiledfunctionbackward1_tensors_1: "f32[2, 3]"):
+        # No stacktrace found for following nodes
+        expand: "f32[2, 3]" = torch.ops.aten.expand.default(grad_root0, [2, 3]);  grad_root0 = None
+        aot0_empty_strided: "f32[2, 3]" = torch.ops.aten.empty_strided.default([2, 3], [3, 1], dtype = torch.float32, layout = torch.strided, device = device(type='cpu'), pin_memory = False)
+        aot0_copy_: "f32[2, 3]" = torch.ops.aten.copy_.default(aot0_empty_strided, expand);  aot0_empty_strided = expand = None
+        aot0_threshold_backward: "f32[2, 3]" = torch.ops.aten.threshold_backward.default(aot0_copy_, saved_compiledfunctionbackward1_tensors_1, 0);  aot0_copy_ = saved_compiledfunctionbackward1_tensors_1 = None
+        aot0_t: "f32[3, 2]" = torch.ops.aten.t.default(aot0_threshold_backward)
+        aot0_mm: "f32[3, 4]" = torch.ops.aten.mm.default(aot0_t, saved_compiledfunctionbackward1_tensors_0);  aot0_t = saved_compiledfunctionbackward1_tensors_0 = None
+        aot0_t_1: "f32[4, 3]" = torch.ops.aten.t.default(aot0_mm);  aot0_mm = None
+        aot0_sum_1: "f32[1, 3]" = torch.ops.aten.sum.dim_IntList(aot0_threshold_backward, [0], True);  aot0_threshold_backward = None
+        aot0_view: "f32[3]" = torch.ops.aten.view.default(aot0_sum_1, [3]);  aot0_sum_1 = None
+        aot0_t_2: "f32[3, 4]" = torch.ops.aten.t.default(aot0_t_1);  aot0_t_1 = None
+        return [aot0_t_2, aot0_view]""")

@@ -197,7 +197,7 @@ def _run_engine(w, opts, root_grads: list, opaque_names: list, placeholders: dic
         if outs is None:   # custom Function, or a node fake tensors cannot run
             site_kind = "custom" if kind.how in (CUSTOM, TRACE_CUSTOM, AOT) else "node"
             outs = _opaque_call(w, i, kind.name, site_kind, buf)
-            opaque_names.append(kind.name)
+            opaque_names.append(f"{kind.name} ({kind.reason})" if kind.reason else kind.name)
             outs = _validate(w, i, kind.name, outs)
         if h is not None and h.post:
             outs = _hook_call(w, i, kind.name, "post", outs, buf)

@@ -142,6 +142,9 @@ def compiled_call(state, t_outputs, grad_tensors, keep_graph, create_graph, inpu
         state.stats.compile_seconds += time.perf_counter() - t0
         if isinstance(entry, Compiled):
             state.stats.captures += 1
+            for name in entry.plan.opaque_names:
+                if "(" in name:         # run opaquely for a reason worth knowing
+                    state.note(f"opaque call: {name}")
             state.record_capture(entry)
     else:
         state.stats.cache_hits += 1
