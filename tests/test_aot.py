@@ -131,7 +131,7 @@ def test_unavailable_backward_module_runs_one_opaque_call_with_a_note():
 
 
 def test_snapshot_of_spliced_mlp():
-    import expecttest  # noqa: F401 -- the snapshot lives in test_graph_snapshots.py's style
+    import expecttest
     torch._dynamo.reset()
     torch.manual_seed(0)
     m = nn.Sequential(nn.Linear(4, 3), nn.ReLU())
