@@ -67,12 +67,10 @@ def bench_model(factory, modes: dict, steps: int) -> dict:
         st = compiled_bw.stats()
         stats[name] = (st.captures, st.fallbacks, sorted(set(st.fallback_reasons)))
     live = [m for m in modes if "error" not in res[m]]
-    before = {m: None for m in live}
     for _ in range(steps):
         for m in live:
             dt, _g = _backward(model, x, modes[m])
             res[m]["times"].append(dt)
-    del before
     base = statistics.median(res["eager"]["times"])
     out = {"nodes_overhead_us": _walk_overhead_us(model, x)}
     for m in modes:
