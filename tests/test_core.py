@@ -336,3 +336,36 @@ def test_custom_function_compiles_as_opaque_call():
         return grads(ps)
     differential(build, step)
     assert "compiled_bw.opaque" in compiled_bw.last_graph().code
+
+
+def test_no_reference_to_the_graph_or_activations_survives_the_backward():
+    import gc
+    import weakref
+
+    class Twice(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, a):
+            ctx.save_for_backward(a)
+            return a * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            (a,) = ctx.saved_tensors
+            return g * 2
+
+    m = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+    x = torch.randn(5, 8)
+    outs, acts = [], []
+    compiled_bw.reset()
+    with compiled_bw.enable(strict=True):
+        for _ in range(5):
+            h = m(x)
+            out = Twice.apply(h)
+            out.register_hook(lambda g: g)
+            outs.append(weakref.ref(out))
+            acts.append(weakref.ref(h))
+            out.pow(2).mean().backward()
+    del out, h
+    gc.collect()
+    assert not any(r() is not None for r in outs + acts), "a step's graph or activation leaked"
+    assert compiled_bw.stats().captures == 1
