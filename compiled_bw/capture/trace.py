@@ -274,6 +274,24 @@ def _opaque_call(w, i: int, name: str, site_kind: str, buf: list) -> list:
     return [None if s is None else next(res) for s in specs]
 
 
+def _check_no_trace_time_values(gm) -> None:
+    """Every graph output must be computed by the graph, and no tensor made at trace time may be
+    baked in: a fake tensor (or a subclass wrapping one) in the graph would be returned as a
+    gradient.  (Subclass constructors must be graph nodes -- not supported yet.)"""
+    for node in gm.graph.nodes:
+        if node.op == "get_attr":
+            val = getattr(gm, node.target, None)
+            if isinstance(val, torch.Tensor) and (
+                    isinstance(val, fake_tensor.FakeTensor) or type(val) is not torch.Tensor):
+                raise TraceFailed(f"the trace baked in a {type(val).__name__} made at trace time",
+                                  eager_error=False)
+        if node.op == "output":
+            for a in torch.fx.node.map_arg(node.args[0], lambda n: n) or ():
+                if not isinstance(a, torch.fx.Node):
+                    raise TraceFailed(f"a graph output is a trace-time constant ({type(a).__name__})",
+                                      eager_error=False)
+
+
 def _name_inputs(gm, w, n_roots: int) -> None:
     """Readable placeholder names: grad_root0, saved_mm2_self (node index 2, attr `self`)."""
     names = [f"grad_root{k}" for k in range(n_roots)]
@@ -320,6 +338,7 @@ def trace_backward(w, opts: Options, root_grads: list, slots: list):
         raise
     except Exception as e:  # anything else: eager runs and shows the real behaviour
         raise TraceFailed(f"trace failed: {type(e).__name__}: {e}", eager_error=False) from e
+    _check_no_trace_time_values(gm)
     _name_inputs(gm, w, n_roots)
     plan = Plan(root_defined, result["leaf_outputs"], result["capture_outputs"],
                 result["executed"], result["will"], tuple(sites), tuple(opaque_names))

@@ -48,6 +48,7 @@ def tensor_meta(t: torch.Tensor) -> tuple:
         raise WalkUnsupported(f"non-strided tensor ({t.layout}) in the graph")
     cls = type(t)
     if cls is not torch.Tensor and cls is not torch.nn.Parameter:
+        # Subclasses need their constructors proxied in the graph (issue 4): not yet.
         raise WalkUnsupported(f"tensor subclass {cls.__name__} in the graph")
     if t.dtype.is_complex:
         return (t.shape, t.stride(), t.dtype, t.device, t.is_conj(), t.is_neg())
