@@ -10,7 +10,7 @@ from .capture import hooks as _hooks
 
 _hooks.install()
 
-from .api import Stats, enable, explain, last_graph, reset, stats
+from .api import Stats, enable, explain, last_compiled, last_graph, reset, stats
 from .backends import register_backend
 from .errors import CompiledBwError, Unsupported
 
@@ -20,6 +20,7 @@ __all__ = [
            "Unsupported",
            "enable",
            "explain",
+           "last_compiled",
            "last_graph",
            "register_backend",
            "reset",

@@ -336,3 +336,19 @@ def test_unsupported_custom_function_falls_back():
         return grads(ps)
     st = differential(build, step, captures=0, fallbacks=3)
     assert "DoubleBackward" in st.fallback_reasons[0]
+
+
+def test_opaque_output_layout_feeds_a_traced_view():
+    # MulBackward0 by a constant tensor runs opaque; its real output takes the transposed
+    # layout of the incoming grad, and ViewBackward0's traced `view` must still apply
+    # (Note [Opaque output layout]).
+    def build():
+        return [torch.randn(24, requires_grad=True), torch.randn(6, 4).t()]
+
+    def step(st):
+        base, w = st
+        base.grad = None
+        c = base.view(4, 6) * 1.5
+        (c * w).sum().backward()
+        return [base.grad]
+    differential(build, step)
