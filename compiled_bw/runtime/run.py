@@ -13,6 +13,17 @@ behave exactly as in eager, and `queue_callback` / `_current_graph_task_id()` wo
 run inside the graph.  The graph finishes before any leaf is touched, so an error in it
 leaves every `.grad` as it was.  Trade-off: leaves accumulate after the whole graph rather
 than interleaved with it (only observable from hooks that read other leaves' `.grad`).
+
+Note [Box ownership]
+With retain_graph=False, eager autograd frees each node's saved tensors when the node has
+run.  Our graph frees its inputs after their last use (the backends' boxed calling
+convention), which frees memory only if the Box holds the only reference.  So before the
+graph runs: the Walk's list is dropped, and the Slot (Note [Slots]) of every saved tensor
+of a node the graph computes is released, so the autograd graph no longer owns it either.
+Saved tensors of nodes run opaquely stay in their Slots until the run is over: the real node
+unpacks them at run time.  With retain_graph=True, the Slots keep everything.  Cost: if an
+opaque node then changes the graph's structure (StructureChanged), eager autograd cannot
+rerun this backward; we raise, and later calls with this signature run eager.
 """
 from __future__ import annotations
 
@@ -25,6 +36,7 @@ from ..capture.opaque import StructureChanged, current_step
 from ..capture.saved import SavedHooksInUse, gradient_edge, install_slots
 from ..capture.trace import Options, TraceFailed, trace_backward
 from ..capture.walk import WalkUnsupported, tensor_meta, walk_graph
+from ..errors import CompiledBwError
 from ..passes import run_passes
 from .cache import Compiled, Fallback
 
@@ -136,7 +148,16 @@ def compiled_call(state, t_outputs, grad_tensors, keep_graph, create_graph, inpu
         raise FallbackToEager(entry.reason, entry.is_error)
     if slots is None and not opts.retain_graph:
         slots = _install(w)
-    return _run(entry, w, opts, list(grad_tensors), slots)
+    try:
+        return _run(entry, w, opts, list(grad_tensors), slots)
+    except StructureChanged as e:
+        state.cache.put(root_key, key, Fallback(f"structure changed at run time: {e}"))
+        if slots is None or opts.retain_graph or not entry.box_owned:
+            raise FallbackToEager(str(e)) from None
+        raise CompiledBwError(
+            f"compiled_bw: {e}. The compiled backward had already freed saved tensors, so "
+            "eager autograd cannot rerun it; later calls with this graph run eager autograd. "
+            "Use retain_graph=True or run this backward outside compiled_bw.enable().") from None
 
 
 def _install(w):
@@ -160,7 +181,13 @@ def _capture(state, w, opts, grad_tensors, slots):
     example = [g for g in grad_tensors if g is not None] + list(w.saved)
     with current_step(Step(w, plan.opaque_sites)):   # backends may re-run fake impls
         fn = state.compile_fn(gm, example)
-    return Compiled(fn, plan, gm)
+    return Compiled(fn, plan, gm, _box_owned(w, plan))
+
+
+def _box_owned(w, plan) -> tuple:
+    """Positions in w.saved whose Slots can be emptied before the run (Note [Box ownership])."""
+    computed = set(plan.executed) - {s.node_index for s in plan.opaque_sites}
+    return tuple(k for k, (i, _, _) in enumerate(w.saved_node) if i in computed)
 
 
 def _run(entry: Compiled, w, opts, grad_tensors, slots):
@@ -168,6 +195,10 @@ def _run(entry: Compiled, w, opts, grad_tensors, slots):
     box = [g for g in grad_tensors if g is not None]
     box.extend(w.saved)
     w.saved = None
+    del grad_tensors
+    if not opts.retain_graph and slots is not None:
+        for k in entry.box_owned:     # Note [Box ownership]
+            slots[k].release()
     result: list = []
 
     def run():
@@ -184,8 +215,6 @@ def _run(entry: Compiled, w, opts, grad_tensors, slots):
         with torch.enable_grad():
             out = _Deliver.apply(_ANCHOR, run, *leaves)
         _ENGINE.run_backward((out,), (torch.empty(0),), False, False, (), True, True)
-    except StructureChanged as e:
-        raise FallbackToEager(str(e)) from None
     finally:
         _tls.running = False
     if not opts.retain_graph and slots is not None:
