@@ -27,6 +27,7 @@ from .models import MODELS
 MODES = {
     "eager": lambda: contextlib.nullcontext(),
     "cbw-eager": lambda: compiled_bw.enable(backend="eager"),
+    "cbw-inductor": lambda: compiled_bw.enable(backend="inductor"),
 }
 
 
