@@ -79,3 +79,51 @@ def cnn():
 
 
 MODELS = {"overhead": overhead, "gemm": gemm, "pointwise": pointwise, "cnn": cnn}
+
+
+class _Gate(torch.autograd.Function):
+    """A custom Function (opaque in compiled_bw's graph)."""
+
+    @staticmethod
+    def forward(ctx, x, w):
+        ctx.save_for_backward(x, w)
+        return x * torch.sigmoid(w)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, w = ctx.saved_tensors
+        s = torch.sigmoid(w)
+        return g * s, (g * x * s * (1 - s)).sum(0)
+
+
+class CustomAndHooks(nn.Module):
+    """Custom autograd.Functions and module full backward hooks between Linear layers."""
+
+    def __init__(self, d=128, blocks=4):
+        super().__init__()
+        self.lins = nn.ModuleList(nn.Linear(d, d) for _ in range(blocks))
+        self.gates = nn.ParameterList(nn.Parameter(torch.zeros(d)) for _ in range(blocks))
+        self.calls = 0
+        for lin in self.lins:
+            lin.register_full_backward_hook(self._count)
+
+    def _count(self, module, grad_input, grad_output):
+        self.calls += 1
+
+    def forward(self, x):
+        for lin, g in zip(self.lins, self.gates, strict=True):
+            x = _Gate.apply(lin(x).relu(), g)
+        return x
+
+
+def custom_hooks():
+    return CustomAndHooks(), torch.randn(256, 128)
+
+
+def compiled_forward():
+    """A torch.compile'd forward (aot_eager): its backward is spliced into compiled_bw's graph."""
+    m = nn.Sequential(*[MLPBlock(256) for _ in range(2)])
+    return torch.compile(m, backend="aot_eager"), torch.randn(512, 256)
+
+
+MODELS.update({"custom_hooks": custom_hooks, "compiled_forward": compiled_forward})

@@ -6,13 +6,18 @@
 
 See README.md and shared DESIGN.md for the pipeline: capture/ -> passes/ -> backends/ -> runtime/.
 """
-from .capture import hooks as _hooks
-
-_hooks.install()
-
 from .api import Stats, enable, explain, last_compiled, last_graph, reset, stats
 from .backends import register_backend
+from .capture import custom as _custom
+from .capture import hooks as _hooks
 from .errors import CompiledBwError, Unsupported
+from .runtime import engine_state as _engine_state
+
+# Registration entry points are wrapped at import: hooks and custom Functions created before
+# this line are not seen (capture/hooks.py, capture/custom.py).
+_hooks.install()
+_custom.install()
+_engine_state.install()
 
 __all__ = [
            "CompiledBwError",

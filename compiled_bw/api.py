@@ -24,6 +24,8 @@ from .errors import Unsupported
 from .runtime.cache import Cache
 from .runtime.run import FallbackToEager, compiled_call
 
+_current_dispatch_mode = torch.utils._python_dispatch._get_current_dispatch_mode
+
 log = logging.getLogger("compiled_bw")
 
 
@@ -35,6 +37,7 @@ class Stats:
     fallback_reasons: list = dataclasses.field(default_factory=list)
     compile_seconds: float = 0.0
     recompile_reasons: list = dataclasses.field(default_factory=list)
+    notes: list = dataclasses.field(default_factory=list)   # compiled, with a documented deviation
 
 
 class _Global:
@@ -67,6 +70,10 @@ class _State:
         self.stats.recompile_reasons.append(reason)
         config.emit("recompiles", "capturing the backward: %s", reason)
 
+    def note(self, text: str) -> None:
+        self.stats.notes.append(text)
+        config.emit("fallbacks", "note: %s", text)
+
     def record_capture(self, entry) -> None:
         _G.last_graph = entry.gm
         _G.last_plan = entry.plan
@@ -94,9 +101,15 @@ def _install() -> None:
 
 def _engine_run_backward(t_outputs, *args, **kwargs):
     stack = getattr(_tls, "stack", None)
-    if not stack:
+    if not stack or _torch_internal_call():
         return _original_engine_run_backward(t_outputs, *args, **kwargs)
     return _intercepted(stack[-1], t_outputs, *args, **kwargs)
+
+
+def _torch_internal_call() -> bool:
+    """torch's own tracing (Dynamo, AOTAutograd's joint graph, make_fx) calls autograd.grad on
+    fake/functional tensors under a dispatch mode: those calls are not the user's backward."""
+    return _current_dispatch_mode() is not None or torch.compiler.is_compiling()
 
 
 def _intercepted(cfg, t_outputs, grad_tensors, keep_graph, create_graph, inputs=(),

@@ -37,7 +37,7 @@ def assert_same(a, b, where="result"):
     fa, sa = pytree.tree_flatten(a)
     fb, sb = pytree.tree_flatten(b)
     assert sa == sb, f"{where}: structure differs:\n eager {sa}\n ours  {sb}"
-    for k, (x, y) in enumerate(zip(fa, fb)):
+    for k, (x, y) in enumerate(zip(fa, fb, strict=True)):
         w = f"{where}[{k}]"
         if isinstance(x, torch.Tensor):
             assert isinstance(y, torch.Tensor), f"{w}: eager gave a tensor, we gave {y!r}"
@@ -55,18 +55,24 @@ def selected_backend() -> str:
 
 
 def differential(build, step, *, steps=3, backend=None, seed=0, captures=1,
-                 fallbacks=0, strict=None):
-    """Returns compiled_bw.stats() of the compiled run after asserting equality."""
+                 fallbacks=0, strict=None, allow_errors=False):
+    """Returns compiled_bw.stats() of the compiled run after asserting equality.
+
+    An exception in a step is compared like a value, but only allowed when the test says the
+    error is its point (allow_errors=True): a program that always raises compares nothing.
+    """
     if backend is None:
         backend = selected_backend()
     eager = _run(build, step, steps, seed)
+    raised = [v for k, v in eager if k == "raised"]
+    assert allow_errors or not raised, f"eager raised {raised[0]}; pass allow_errors=True if intended"
     compiled_bw.reset()
     if strict is None:
         strict = fallbacks == 0
     with compiled_bw.enable(backend=backend, strict=strict):
         ours = _run(build, step, steps, seed)
     st = compiled_bw.stats()
-    for i, ((ke, ve), (ko, vo)) in enumerate(zip(eager, ours)):
+    for i, ((ke, ve), (ko, vo)) in enumerate(zip(eager, ours, strict=True)):
         assert ke == ko, (f"step {i}: eager {ke} {ve if ke == 'raised' else ''} "
                           f"vs ours {ko} {vo if ko == 'raised' else ''}")
         if ke == "raised":

@@ -133,11 +133,10 @@ class <lambda>(torch.nn.Module):
     def forward(self, grad_root0: "f32[]", saved_mul2_other: "i64[]"):
         # No stacktrace found for following nodes
         expand: "f32[4]" = torch.ops.aten.expand.default(grad_root0, [4]);  grad_root0 = None
-        opaque = torch.ops.compiled_bw.opaque.default(0, [expand]);  expand = None
+        opaque = torch.ops.compiled_bw.opaque.default(0, [expand], 'node CopySlices');  expand = None
         getitem: "f32[4]" = opaque[0];  opaque = None
-        opaque_1 = torch.ops.compiled_bw.opaque.default(1, [getitem]);  getitem = None
-        getitem_1: "f32[4]" = opaque_1[0];  opaque_1 = None
-        return [getitem_1]""")
+        mul: "f32[4]" = torch.ops.aten.mul.Tensor(getitem, saved_mul2_other);  getitem = saved_mul2_other = None
+        return [mul]""")
 
     def test_cat_with_non_grad_input_is_opaque(self):
         x = torch.randn(2, requires_grad=True)
@@ -146,11 +145,10 @@ class <lambda>(torch.nn.Module):
     def forward(self, grad_root0: "f32[]", saved_mul2_other: "i64[]"):
         # No stacktrace found for following nodes
         expand: "f32[3]" = torch.ops.aten.expand.default(grad_root0, [3]);  grad_root0 = None
-        opaque = torch.ops.compiled_bw.opaque.default(0, [expand]);  expand = None
+        opaque = torch.ops.compiled_bw.opaque.default(0, [expand], 'node CatBackward0');  expand = None
         getitem: "f32[2]" = opaque[0];  opaque = None
-        opaque_1 = torch.ops.compiled_bw.opaque.default(1, [getitem]);  getitem = None
-        getitem_1: "f32[2]" = opaque_1[0];  opaque_1 = None
-        return [getitem_1]""")
+        mul: "f32[2]" = torch.ops.aten.mul.Tensor(getitem, saved_mul2_other);  getitem = saved_mul2_other = None
+        return [mul]""")
 
     def test_data_dependent_node_is_opaque(self):
         x = torch.randn(5, requires_grad=True)
@@ -177,3 +175,43 @@ class <lambda>(torch.nn.Module):
         getitem_1: "f32[4]" = native_layer_norm_backward[1]
         getitem_2: "f32[4]" = native_layer_norm_backward[2];  native_layer_norm_backward = None
         return [getitem_1, getitem_2]""")
+
+    def test_custom_function_is_one_opaque_call(self):
+        class Double(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                return x * 2
+
+            @staticmethod
+            def backward(ctx, g):
+                return g * 2
+        x = torch.randn(3, requires_grad=True)
+        self.assertExpectedInline(captured(lambda: Double.apply(x.exp()).sum().backward()), """\
+class <lambda>(torch.nn.Module):
+    def forward(self, grad_root0: "f32[]", saved_exp2_result: "f32[3]"):
+        # No stacktrace found for following nodes
+        expand: "f32[3]" = torch.ops.aten.expand.default(grad_root0, [3]);  grad_root0 = None
+        opaque = torch.ops.compiled_bw.opaque.default(0, [expand], 'custom DoubleBackward');  expand = None
+        getitem: "f32[3]" = opaque[0];  opaque = None
+        mul: "f32[3]" = torch.ops.aten.mul.Tensor(getitem, saved_exp2_result);  getitem = saved_exp2_result = None
+        return [mul]""")
+
+    def test_tensor_hook_and_node_post_hook_are_opaque_calls(self):
+        x = torch.randn(3, requires_grad=True)
+
+        def prog():
+            y = x.exp()
+            y.register_hook(lambda g: g * 2)
+            y.grad_fn.register_hook(lambda gi, go: None)
+            y.sum().backward()
+        self.assertExpectedInline(captured(prog), """\
+class <lambda>(torch.nn.Module):
+    def forward(self, grad_root0: "f32[]", saved_exp1_result: "f32[3]"):
+        # No stacktrace found for following nodes
+        expand: "f32[3]" = torch.ops.aten.expand.default(grad_root0, [3]);  grad_root0 = None
+        opaque = torch.ops.compiled_bw.opaque.default(0, [expand], 'pre ExpBackward0');  expand = None
+        getitem: "f32[3]" = opaque[0];  opaque = None
+        mul: "f32[3]" = torch.ops.aten.mul.Tensor(getitem, saved_exp1_result);  saved_exp1_result = None
+        opaque_1 = torch.ops.compiled_bw.opaque.default(1, [mul, getitem], 'post ExpBackward0');  mul = getitem = None
+        getitem_1: "f32[3]" = opaque_1[0];  opaque_1 = None
+        return [getitem_1]""")

@@ -1,7 +1,9 @@
-"""Hooks under the core capture: leaf hooks run exactly as eager (delivery through the real
-engine); hooks on interior nodes fall back to eager with a reason naming the node."""
+"""Hooks: leaf hooks run in the real engine (delivery), interior hooks as opaque calls in the
+graph; both exactly as eager, compiled."""
 import torch
 from differential import differential
+
+import compiled_bw
 
 
 def test_leaf_tensor_and_post_accumulate_hooks_compiled():
@@ -20,7 +22,7 @@ def test_leaf_tensor_and_post_accumulate_hooks_compiled():
     differential(build, step)
 
 
-def test_interior_tensor_hook_falls_back():
+def test_interior_tensor_hook_compiled():
     def build():
         return [torch.randn(3, requires_grad=True), []]
 
@@ -31,11 +33,11 @@ def test_interior_tensor_hook_falls_back():
         y.register_hook(lambda g: log.append("y") or g * 3)
         y.sum().backward()
         return [x.grad, list(log)]
-    st = differential(build, step, captures=0, fallbacks=3)
-    assert "ExpBackward0" in st.fallback_reasons[0]
+    differential(build, step)
+    assert "compiled_bw.opaque" in compiled_bw.last_graph().code
 
 
-def test_retain_grad_falls_back():
+def test_retain_grad_compiled():
     def build():
         return [torch.randn(3, requires_grad=True)]
 
@@ -46,10 +48,10 @@ def test_retain_grad_falls_back():
         y.retain_grad()
         y.sin().sum().backward()
         return [x.grad, y.grad]
-    differential(build, step, captures=0, fallbacks=3)
+    differential(build, step)
 
 
-def test_node_hooks_fall_back():
+def test_node_hooks_compiled():
     def build():
         return [torch.randn(3, requires_grad=True), []]
 
@@ -61,8 +63,7 @@ def test_node_hooks_fall_back():
         y.grad_fn.register_hook(lambda gi, go: log.append("post"))
         y.sum().backward()
         return [x.grad, list(log)]
-    st = differential(build, step, captures=0, fallbacks=3)
-    assert "hook registered on node ExpBackward0" in st.fallback_reasons[0]
+    differential(build, step)
 
 
 def test_hook_that_raises_leaves_grads_untouched():

@@ -51,17 +51,28 @@ def test_grad_strides_follow_eagers_formulas():
     differential(build, step, backend="inductor")
 
 
+class _Scale(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 1.5
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 1.5          # keeps the (transposed) layout of g, as eager's formulas do
+
+
 def test_opaque_output_in_grad_layout():
-    # MulBackward0 by a constant runs opaque; its real output follows the transposed grad
+    # The custom Function runs opaque; its real output follows the transposed grad
     # (Note [Opaque output layout]), and the traced `t` after it must see that layout.
     def build():
         return [torch.randn(4, 6, requires_grad=True)]
 
     def step(ps):
         (x,) = ps
-        h = x.t() * 1.5
+        h = _Scale.apply(x.t())
         return torch.autograd.grad((h.tanh() ** 2).sum(), [x, h])
     differential(build, step, backend="inductor")
+    assert "compiled_bw.opaque" in compiled_bw.last_graph().code
 
 
 def test_compiled_callable_is_boxed_and_frees_its_inputs():
@@ -90,7 +101,7 @@ def test_compiled_callable_is_boxed_and_frees_its_inputs():
 
 def test_missing_backend_dependency_disables_only_that_backend(monkeypatch):
     monkeypatch.setitem(backends.LAZY, "broken", (".no_such_module", "compile"))
-    with (pytest.raises(ValueError, match="backend 'broken' is unavailable.*backend='eager'"),
+    with (pytest.raises(ValueError, match=r"backend 'broken' is unavailable.*backend='eager'"),
           compiled_bw.enable(backend="broken")):
         pass
     x = torch.randn(3, requires_grad=True)

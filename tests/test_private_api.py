@@ -68,3 +68,20 @@ def test_node_table_matches_this_torch():
     assert out == committed, ("derivatives.yaml of this torch differs from the committed "
                               "node table: run python tools/gen_node_table.py > "
                               "compiled_bw/capture/node_table.py and review the diff")
+
+
+def test_dispatch_tls_restores_autograd_inside_custom_ops():
+    from compiled_bw.runtime import dispatch_tls
+    assert len(dispatch_tls.KEYS) >= 4, "DispatchKey names moved (runtime/dispatch_tls.py)"
+    snap = dispatch_tls.snapshot()
+    seen = []
+
+    @torch.library.custom_op("compiled_bw_test::probe", mutates_args=())
+    def probe(x: torch.Tensor) -> torch.Tensor:
+        with dispatch_tls.restored(snap), torch.enable_grad():
+            a = torch.ones(2, requires_grad=True)
+            seen.append((a * 2).requires_grad)
+        return x.clone()
+    probe(torch.ones(1))
+    assert seen == [True], "autograd still excluded inside a custom op after restore"
+    assert dispatch_tls.snapshot() == snap

@@ -52,8 +52,8 @@ def test_never_moves_across_an_opaque_call_or_a_mutation():
     def f(g, a):
         h = g.sin()
         h.add_(1)                        # a mutation: a barrier
-        k = opaque(register_site(OpaqueSite(0, "X", ((0, 0),), (((8, 8), torch.float32,
-                                                                torch.device("cpu")),))), [h])[0]
+        spec = ((8, 8), torch.float32, torch.device("cpu"))
+        k = opaque(register_site(OpaqueSite(0, "X", "node", ((0, 0),), (spec,))), [h], "node X")[0]
         return [k * a.sum()]
     with current_step(TraceStep()):
         before, after = _reorder(f, (8, 8), (64, 64))

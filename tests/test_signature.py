@@ -62,7 +62,7 @@ def test_saved_tensor_modified_in_place_raises_eagers_error():
         z = y.exp()
         z.add_(1)          # ExpBackward0 saved its result: eager raises at backward
         z.sum().backward()
-    st = differential(build, step, captures=0, fallbacks=3, strict=True)
+    st = differential(build, step, captures=0, fallbacks=3, strict=True, allow_errors=True)
     assert "inplace" in st.fallback_reasons[0]
 
 
@@ -79,3 +79,19 @@ def test_dtype_change_recaptures():
         (x @ w.to(x.dtype)).tanh().sum().backward()
         return [w.grad]
     differential(build, step, captures=2)
+
+
+def test_inplace_between_two_backwards_of_a_retained_graph_raises():
+    x = torch.randn(3, requires_grad=True)
+    with compiled_bw.enable(strict=True):
+        y = x * 2
+        z = (y.sin()).sum()
+        z.backward(retain_graph=True)
+        with torch.no_grad():
+            y.add_(1)                      # SinBackward0 saved y
+        try:
+            z.backward()
+        except RuntimeError as e:
+            assert "modified by an inplace operation" in str(e)
+        else:
+            raise AssertionError("no error: a stale saved tensor was used")

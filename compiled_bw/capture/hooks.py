@@ -1,28 +1,33 @@
-"""Seeing hooks on interior autograd nodes, which Python cannot list.
+"""Hooks: seeing them (Python cannot list a C++ node's hooks) and running them as eager does.
 
-Consumes registrations (wrapped at import: `Tensor.register_hook`, `Tensor.retain_grad`, and
+Consumes registrations, observed by wrapping the entry points at import: `Tensor.register_hook`
+(records the hook dict of a non-leaf tensor on its grad_fn at the slot, when the dict is
+created -- ENGINE.md 4.1), `Tensor.retain_grad` (a weak set of retained non-leaf tensors), and
 `torch.autograd.function._HookMixin._register_hook`, through which every
-`grad_fn.register_hook/register_prehook` passes); produces `interior_hooks(node)`, used by the
-walk.  Leaf hooks need none of this: leaves are delivered through the real engine's
-AccumulateGrad nodes, which run them (runtime/run.py, Note [Delivery through the real engine]).
-Registrations made before compiled_bw was imported, or from C++, are not seen: import
-compiled_bw before building the graph.  Until hooks are compiled (issue 3), the walk falls
-back to eager autograd for any interior node that has one.
+`grad_fn.register_hook/register_prehook` passes (counted; a node's dicts are then read with a
+probe).  Produces, per node, a NodeHooks (this step's hook objects) and its signature part
+(hook code identities, so a different set of hooks recaptures), and `run_pre` / `run_post`,
+which apply ENGINE.md 4.1-4.3, 4.6 and 4.9 (chaining and return checks).  Leaf hooks run in the
+real engine (runtime/run.py Note [Delivery through the real engine]), except for leaves that
+grad() only captures.  Registrations made before compiled_bw was imported are not seen.
 """
 from __future__ import annotations
+
+import weakref
 
 import torch
 from torch.autograd import function as _function
 
-HOOKED_KEY = "compiled_bw.tensor_hooks"
+TENSOR_HOOKS_KEY = "compiled_bw.tensor_hooks"   # node.metadata: list of (slot, OrderedDict)
 
 
 class _Counts:
-    tensor = 0   # register_hook / retain_grad on non-leaf tensors
+    tensor = 0   # hook dicts created on non-leaf tensors
     node = 0     # grad_fn.register_hook / register_prehook
 
 
 COUNTS = _Counts()
+RETAINED: weakref.WeakSet = weakref.WeakSet()
 
 
 class _Probe(Exception):
@@ -39,22 +44,20 @@ _orig_retain_grad = torch.Tensor.retain_grad
 _orig_node_register = _function._HookMixin._register_hook
 
 
-def _mark(t: torch.Tensor) -> None:
-    fn = t.grad_fn
-    if fn is not None:
-        COUNTS.tensor += 1
-        fn.metadata[HOOKED_KEY] = True
-
-
 def register_hook(self, hook):
+    fresh = self._backward_hooks is None
     handle = _orig_register_hook(self, hook)
-    _mark(self)
+    fn = self.grad_fn
+    if fresh and fn is not None and self._backward_hooks is not None:
+        COUNTS.tensor += 1
+        fn.metadata.setdefault(TENSOR_HOOKS_KEY, []).append((self.output_nr, self._backward_hooks))
     return handle
 
 
 def retain_grad(self):
     _orig_retain_grad(self)
-    _mark(self)
+    if self.grad_fn is not None:
+        RETAINED.add(self)
 
 
 def _node_register(backward_hooks, hook):
@@ -67,25 +70,169 @@ def _node_register(backward_hooks, hook):
 def install() -> None:
     if torch.Tensor.register_hook is not register_hook:
         register_hook.__doc__ = _orig_register_hook.__doc__
+        retain_grad.__doc__ = _orig_retain_grad.__doc__
         torch.Tensor.register_hook = register_hook
         torch.Tensor.retain_grad = retain_grad
         _function._HookMixin._register_hook = staticmethod(_node_register)
 
 
-def _node_hooks(node) -> bool:
-    for register in (node.register_hook, node.register_prehook):
-        try:
-            register(_probe_hook)
-        except _Probe as p:
-            if p.hooks:
-                return True
-    return False
+def _probe(register):
+    try:
+        register(_probe_hook)
+    except _Probe as p:
+        return p.hooks or None
+    raise AssertionError("compiled_bw: hook probe was not intercepted")
 
 
-def interior_hooks(node) -> str | None:
-    """Why `node` cannot be compiled yet because of hooks, or None."""
-    if COUNTS.tensor and HOOKED_KEY in node.metadata:
-        return f"tensor hook or retain_grad on an output of {type(node).__name__}"
-    if COUNTS.node and _node_hooks(node):
-        return f"hook registered on node {type(node).__name__}"
-    return None
+class NodeHooks:
+    """This step's hooks of one node."""
+    __slots__ = ("post", "pre", "retains", "tensor")
+
+    def __init__(self) -> None:
+        self.tensor: dict = {}     # slot -> [OrderedDict, ...] in registration order
+        self.retains: dict = {}    # slot -> retained tensor
+        self.pre = None            # OrderedDict of node pre-hooks
+        self.post = None           # OrderedDict of node post-hooks
+
+    def signature(self) -> tuple:
+        return (tuple((s, tuple(_ident(h) for d in ds for h in d.values()))
+                      for s, ds in sorted(self.tensor.items())),
+                tuple(sorted(self.retains)),
+                None if self.pre is None else tuple(_ident(h) for h in self.pre.values()),
+                None if self.post is None else tuple(_ident(h) for h in self.post.values()))
+
+    def has_pre(self) -> bool:
+        return bool(self.tensor or self.retains or self.pre)
+
+
+def _ident(hook):
+    """A hook's identity for the signature: its code (a lambda made anew each step is the
+    same hook), else its type."""
+    f = getattr(hook, "__func__", hook)
+    return getattr(f, "__code__", type(f))
+
+
+def retained_by_node() -> dict:
+    """id(grad_fn) -> [(slot, tensor)] for live retained non-leaf tensors."""
+    res: dict = {}
+    for t in list(RETAINED):
+        fn = t.grad_fn
+        if fn is not None and t.retains_grad:
+            res.setdefault(id(fn), []).append((t.output_nr, t))
+    return res
+
+
+def node_hooks(node, retained: dict | None) -> NodeHooks | None:
+    """The hooks of an interior node (None if it has none)."""
+    h = None
+    if COUNTS.tensor:
+        recs = node.metadata.get(TENSOR_HOOKS_KEY)
+        if recs:
+            h = NodeHooks()
+            for slot, d in recs:
+                if d:
+                    h.tensor.setdefault(slot, []).append(d)
+    if retained:
+        for slot, t in retained.get(id(node), ()):
+            h = h or NodeHooks()
+            h.retains[slot] = t
+    if COUNTS.node:
+        pre, post = _probe(node.register_prehook), _probe(node.register_hook)
+        if pre or post:
+            h = h or NodeHooks()
+            h.pre, h.post = pre, post
+    if h is not None and not (h.tensor or h.retains or h.pre or h.post):
+        return None
+    return h
+
+
+def leaf_hooks(var) -> NodeHooks | None:
+    """Tensor hooks of a leaf, run by us only where grad() captures it (ENGINE.md 4.10)."""
+    d = var._backward_hooks
+    if not d:
+        return None
+    h = NodeHooks()
+    h.tensor[0] = [d]
+    return h
+
+
+# ---- running them (real tensors) ----------------------------------------------------------
+
+def _name(hook) -> str:
+    return getattr(hook, "__name__", "<unknown>")
+
+
+def _type_str(t: torch.Tensor) -> str:
+    return t.type()
+
+
+def check_single(old, new, hook):
+    """ENGINE.md 4.9, per value: returns the value that replaces `old`."""
+    if new is None:
+        return None
+    if not isinstance(new, torch.Tensor):
+        raise TypeError(f"expected Variable, but hook returned '{type(new).__name__}'")
+    if old is None:
+        raise RuntimeError("can't replace a None gradient with a non-None value")
+    if new.dtype != old.dtype or new.device.type != old.device.type:
+        if new.device.type != old.device.type:
+            raise RuntimeError(f"hook '{_name(hook)}' has changed the type of value (was "
+                               f"{old.device.type.upper()} tensor got {new.device.type.upper()} tensor)")
+        raise RuntimeError(f"hook '{_name(hook)}' has changed the type of value (was "
+                           f"{_type_str(old)} got {_type_str(new)})")
+    if new.shape != old.shape:
+        raise RuntimeError(f"hook '{_name(hook)}' has changed the size of value")
+    return new
+
+
+def run_tensor_hooks(dicts: list, g):
+    for d in dicts:
+        for hook in list(d.values()):     # snapshot: hooks may remove themselves
+            res = hook(g)
+            if res is not None:
+                g = check_single(g, res, hook)
+    return g
+
+
+def retain(t: torch.Tensor, g) -> None:
+    """ENGINE.md 4.2."""
+    if g is None:
+        return
+    if t.grad is None:
+        t.grad = g.clone(memory_format=torch.contiguous_format)
+    else:
+        t.grad = t.grad + g
+
+
+def _check_tuple(old: tuple, res, hook) -> tuple:
+    if not isinstance(res, tuple):
+        raise TypeError(f"expected tuple, but hook returned '{type(res).__name__}'")
+    if len(res) != len(old):
+        raise RuntimeError(f"hook '{_name(hook)}' has returned an incorrect number of values "
+                           f"(got {len(res)}, but expected {len(old)})")
+    return tuple(None if r is None else check_single(o, r, hook) for o, r in zip(old, res, strict=True))
+
+
+def run_pre(h: NodeHooks, grads: list, node_hooks: bool = True) -> list:
+    """Tensor hooks per slot, then retains_grad, then node pre-hooks (ENGINE.md 4.1-4.3)."""
+    grads = list(grads)
+    for slot, dicts in h.tensor.items():
+        grads[slot] = run_tensor_hooks(dicts, grads[slot])
+    for slot, t in h.retains.items():
+        retain(t, grads[slot])
+    if node_hooks and h.pre:
+        for hook in list(h.pre.values()):
+            res = hook(tuple(grads))
+            if res is not None:
+                grads = list(_check_tuple(tuple(grads), res, hook))
+    return grads
+
+
+def run_post(h: NodeHooks, outs: list, ins: list) -> list:
+    """Node post-hooks: hook(grad_inputs=outputs, grad_outputs=inputs) (ENGINE.md 4.6)."""
+    outs = tuple(outs)
+    for hook in list(h.post.values()):
+        res = hook(outs, tuple(ins))
+        if res is not None:
+            outs = _check_tuple(outs, res, hook)
+    return list(outs)

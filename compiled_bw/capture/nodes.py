@@ -6,28 +6,57 @@ values (they go into the signature), and how the node is run:
   TRACE   call the C++ node under make_fx, its aten ops land in the graph;
   OPAQUE  one call_function node that runs this step's real node at run time;
   LEAF    AccumulateGrad: a graph output, delivered through the real engine;
+  CUSTOM  a custom autograd.Function: one opaque call with PyNode's semantics (custom.py);
+  AOT     the backward of a torch.compile'd forward: spliced into the graph (aot.py), or, when
+          its backward module is unavailable, CUSTOM (reason kept);
+  TRACE_CUSTOM  a custom Function that opted in (`compiled_bw_traceable = True` on the
+          Function class): its backward is traced into the graph like a C++ formula;
   UNSUPPORTED  fall back to eager autograd (reason given).
 """
 from __future__ import annotations
 
 import dataclasses
 
+from .aot import aot_plan, is_aot_node_class
+from .custom import is_custom_node, is_traceable
 from .node_table import GENERATED
 
 TRACE, OPAQUE, LEAF, UNSUPPORTED = "trace", "opaque", "leaf", "unsupported"
+CUSTOM, TRACE_CUSTOM, AOT = "custom", "trace_custom", "aot"
 
 # Note [Hidden saved state]
-# torch's codegen exposes no getter for some saved fields (node_table.py lists them per class).
-# The signature cannot see them, so a graph traced with one value could be reused with another.
-#  - 'input_meta' fields (ScalarType, TypeAndSize, TensorOptions, sizes of a forward input)
-#    equal the `_input_metadata` of the next node the input's edge points to, which IS in the
-#    signature -- but only when that edge is valid.  So: TRACE when every next edge is valid,
-#    else OPAQUE (the real node, with its real fields, runs at run time).
+# torch's codegen exposes no getter for some saved fields (node_table.py lists them per class,
+# with the forward input each describes and the inputs whose grad formulas use it).  The
+# signature cannot see them, so a graph traced with one value could be reused with another.
+#  - 'input_meta' fields (ScalarType, TypeAndSize, TensorOptions, sizes of a forward input X)
+#    equal the `_input_metadata` of the next node X's edge points to, which IS in the
+#    signature -- when that edge is valid.  A field only matters if a formula that uses it
+#    runs, i.e. if the edge of an input whose formula uses it is valid.  So the node is traced
+#    unless some field is used (a user edge is valid) but not derivable (its source edge is
+#    invalid): then it runs OPAQUE (the real node, with its real fields, at run time).
+#    E.g. `x * 2.0` (MulBackward0, `other` needs no grad) traces; `cat([a, b_nograd])` whose
+#    offsets depend on b's size runs opaque.
 #  - 'layout' (mm/addmm & co.): only non-strided (sparse) forward inputs change it; the walk
 #    falls back to eager whenever it meets a non-strided tensor, so strided is the only value.
 #  - 'geometry' (as_strided), 'optbool' (native_dropout's `train`): never derivable -> OPAQUE.
-NEEDS_VALID_EDGES = "input_meta"
 NEVER_TRACE = ("geometry", "optbool")
+
+
+def _edge_rules(args: tuple, hidden: tuple) -> tuple:
+    """Per hidden 'input_meta' field: (source edge indices, user edge indices); 'all' when the
+    inputs include a tensor list (its edges are not known statically)."""
+    rules = []
+    single = all(not is_list for _, is_list in args)
+    pos = {name: k for k, (name, _) in enumerate(args)}
+    for kind, src, users in hidden:
+        if kind != "input_meta":
+            continue
+        if not single or src is None or src not in pos:
+            rules.append(("all", "all"))
+        else:
+            rules.append(((pos[src],), tuple(pos[u] for u in users if u in pos)))
+    return tuple(rules)
+
 
 # Non-generated C++ nodes that are pure functions of their inputs and saved state, run opaque.
 KNOWN_OPAQUE = {"CopySlices", "CopyBackwards", "UndefinedGradBackward", "Error", "DelayedError"}
@@ -39,7 +68,7 @@ class NodeKind:
     how: str
     tensor_attrs: tuple[str, ...]     # names X with `_saved_X` and `_raw_saved_X`
     value_attrs: tuple[str, ...]      # names X with only `_saved_X`
-    needs_valid_edges: bool = False   # see Note [Hidden saved state]
+    edge_rules: tuple = ()            # see Note [Hidden saved state]
     reason: str = ""
 
 
@@ -63,15 +92,29 @@ def _classify(cls: type) -> NodeKind:
     ))
     if name == "AccumulateGrad":
         return NodeKind(name, LEAF, (), ())
-    if name == "BackwardCFunction" or hasattr(cls, "_forward_cls"):
-        return NodeKind(name, UNSUPPORTED, (), (),
-                        reason=f"custom autograd.Function node {name} (not yet supported)")
+    if is_custom_node(cls):
+        if is_aot_node_class(cls):
+            why = aot_plan(cls).reason
+            return NodeKind(name, CUSTOM if why else AOT, ("tensors",), (), reason=why)
+        how = TRACE_CUSTOM if is_traceable(cls) else CUSTOM
+        return NodeKind(name, how, ("tensors",), ())
     if name in GENERATED:
-        hidden = GENERATED[name]
-        if any(h in NEVER_TRACE for h in hidden):
+        args, hidden = GENERATED[name]
+        if any(kind in NEVER_TRACE for kind, _, _ in hidden):
             return NodeKind(name, OPAQUE, tensor_attrs, value_attrs)
         return NodeKind(name, TRACE, tensor_attrs, value_attrs,
-                        needs_valid_edges=NEEDS_VALID_EDGES in hidden)
+                        edge_rules=_edge_rules(args, hidden))
     if name in KNOWN_OPAQUE:
         return NodeKind(name, OPAQUE, tensor_attrs, value_attrs)
     return NodeKind(name, UNSUPPORTED, (), (), reason=f"unknown autograd node kind {name}")
+
+
+def hidden_state_unknown(kind: NodeKind, edges: tuple) -> bool:
+    """True if a hidden field this node's formulas would use is not in the signature."""
+    for src, users in kind.edge_rules:
+        valid = [c >= 0 for c, _ in edges]
+        used = any(valid) if users == "all" else any(valid[u] for u in users if u < len(valid))
+        known = all(valid) if src == "all" else all(valid[k] for k in src if k < len(valid))
+        if used and not known:
+            return True
+    return False

@@ -1,10 +1,16 @@
-"""Opaque calls: one graph node that runs this step's real autograd node at run time.
+"""Opaque calls: one graph node that runs this step's real Python/C++ objects at run time.
 
-Consumes a node index and its output spec (known at trace time from the input metadata of
-the nodes its edges point to); produces a call to the custom op `compiled_bw::opaque`, whose
-fake implementation makes outputs from that spec and whose real implementation calls the
-node object of the step being run (runtime/run.py sets `current_step`).  Being a
-torch.library op, any backend (Inductor included) keeps it as an extern call.
+Consumes an OpaqueSite (known at trace time: which node, what kind of call, the metadata of its
+outputs); produces a call to the custom op `compiled_bw::opaque`, whose fake implementation
+makes outputs from that metadata and whose real implementation runs, for the step being run
+(runtime/run.py sets `current_step`), one of:
+  node    a built-in node fake tensors cannot run: node(*grads), then validate_outputs;
+  custom  a custom autograd.Function: PyNode's semantics (capture/custom.py), validate_outputs;
+  pre     a node's tensor hooks, retains_grad and node pre-hooks (capture/hooks.py);
+  post    a node's post-hooks.
+Being a torch.library op, every backend (Inductor included) keeps it as an extern call.
+Outputs are fresh tensors (a custom op may not return its inputs): a value a call passes
+through unchanged is cloned.
 """
 from __future__ import annotations
 
@@ -13,6 +19,8 @@ import threading
 
 import torch
 
+from ..runtime import dispatch_tls
+from . import custom, hooks
 from .validate import validate_outputs
 
 
@@ -20,8 +28,10 @@ from .validate import validate_outputs
 class OpaqueSite:
     node_index: int
     name: str
-    edges: tuple           # (child | -1, input_nr) per output
-    out_specs: tuple       # per output: None (dropped) or (shape, dtype, device)
+    kind: str              # "node" | "custom" | "pre" | "pre-capture" | "post"
+    edges: tuple           # node/custom: (child | -1, input_nr) per output
+    out_specs: tuple       # per output: None (undefined) or (shape, dtype, device)
+    n_first: int = 0       # post: how many of the grads are the node's outputs
     out_strides: tuple | None = None   # per kept output; Note [Opaque output layout]
 
 
@@ -39,7 +49,8 @@ class OpaqueSite:
 
 def _dense(t: torch.Tensor) -> bool:
     expected = 1
-    for stride, size in sorted((st, sz) for sz, st in zip(t.shape, t.stride()) if sz != 1):
+    for stride, size in sorted((st, sz) for sz, st in zip(t.shape, t.stride(), strict=True)
+                                if sz != 1):
         if stride != expected:
             return False
         expected *= size
@@ -64,11 +75,11 @@ def _guess_strides(specs, grads) -> tuple:
 
 
 def _same_layout(t: torch.Tensor, strides: tuple) -> bool:
-    return all(size <= 1 or st == want for size, st, want in zip(t.shape, t.stride(), strides))
+    return all(size <= 1 or st == want for size, st, want in zip(t.shape, t.stride(), strides, strict=True))
 
 
 class StructureChanged(RuntimeError):
-    """A real node returned an undefined grad where the traced graph expects a tensor."""
+    """A call returned an undefined grad where the traced graph holds a tensor."""
 
 
 _tls = threading.local()
@@ -76,7 +87,8 @@ _tls = threading.local()
 
 class current_step:
     """Context: what opaque calls read, on this thread: `step.sites` (the graph's OpaqueSites,
-    indexed by the int the graph passes) and, at run time, `step.nodes` / `step.in_meta`."""
+    indexed by the int the graph passes) and, at run time, the step's nodes, input metadata
+    and hooks."""
 
     def __init__(self, step) -> None:
         self.step = step
@@ -88,6 +100,10 @@ class current_step:
 
     def __exit__(self, *exc) -> None:
         _tls.step = self.prev
+
+
+def label(site: OpaqueSite) -> str:
+    return f"{site.kind} {site.name}"
 
 
 def current_sites() -> list:
@@ -103,34 +119,58 @@ def register_site(site: OpaqueSite) -> int:
     return len(sites) - 1
 
 
+def _as_list(outs) -> list:
+    return [outs] if isinstance(outs, torch.Tensor) or outs is None else list(outs)
+
+
+def _run(s: OpaqueSite, step, grads: list) -> list:
+    node = step.nodes[s.node_index]
+    if s.kind == "node":
+        return validate_outputs(s.name, _as_list(node(*grads)), s.edges, step.in_meta)
+    if s.kind == "custom":
+        return validate_outputs(s.name, custom.call_backward(node, grads), s.edges, step.in_meta)
+    h = step.hooks[s.node_index]
+    if s.kind == "pre":
+        return hooks.run_pre(h, grads)
+    if s.kind == "pre-capture":
+        return hooks.run_pre(h, grads, node_hooks=False)
+    return hooks.run_post(h, grads[:s.n_first], grads[s.n_first:])
+
+
 @torch.library.custom_op("compiled_bw::opaque", mutates_args=())
-def opaque(site: int, grads: list[torch.Tensor | None]) -> list[torch.Tensor]:
+def opaque(site: int, grads: list[torch.Tensor | None], label: str) -> list[torch.Tensor]:
+    """label: what the call runs, for readers of the graph (e.g. 'custom DoubleBackward')."""
     step = _tls.step
     s = step.sites[site]
-    node = step.nodes[s.node_index]
-    outs = node(*grads)
-    outs = [outs] if isinstance(outs, torch.Tensor) or outs is None else list(outs)
-    outs = validate_outputs(s.name, outs, s.edges, step.in_meta)
+    prev = step.current
+    step.current = step.nodes[s.node_index]
+    try:
+        with dispatch_tls.restored(step.tls):   # user code here may use autograd itself
+            outs = _run(s, step, grads)
+    finally:
+        step.current = prev
+    inputs = {g.untyped_storage().data_ptr() for g in grads if g is not None}
     res = []
     strides = iter(s.out_strides)
     for o, spec in zip(outs, s.out_specs, strict=True):
         if spec is None:
             continue
         if o is None:
-            raise StructureChanged(f"{s.name} returned an undefined gradient where the "
-                                   "captured graph expects a tensor")
+            # The graph was traced with a tensor here.  Zeros are the same gradient; the
+            # difference (an undefined grad skips accumulation) is recorded, see runtime/run.py.
+            step.notes.append(f"{s.name}: undefined grad replaced by zeros ({s.kind} call)")
+            shape, dtype, device = spec
+            o = torch.zeros(shape, dtype=dtype, device=device)
         want = next(strides)
         # custom ops may not return (views of) their inputs; layout: Note [Opaque output layout]
-        if not _same_layout(o, want) or any(
-                g is not None and o.untyped_storage().data_ptr() == g.untyped_storage().data_ptr()
-                for g in grads):
+        if not _same_layout(o, want) or o.untyped_storage().data_ptr() in inputs:
             o = torch.empty_strided(o.shape, want, dtype=o.dtype, device=o.device).copy_(o)
         res.append(o)
     return res
 
 
 @opaque.register_fake
-def _opaque_fake(site: int, grads: list[torch.Tensor | None]) -> list[torch.Tensor]:
+def _opaque_fake(site: int, grads: list[torch.Tensor | None], label: str) -> list[torch.Tensor]:
     s = _tls.step.sites[site]
     if s.out_strides is None:
         s.out_strides = _guess_strides(s.out_specs, grads)

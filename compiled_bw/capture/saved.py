@@ -47,22 +47,33 @@ def gradient_edge(t: torch.Tensor) -> tuple:
 
 
 class Slot:
-    __slots__ = ("placeholder", "released", "value")
+    __slots__ = ("placeholder", "released", "value", "version")
 
     def __init__(self) -> None:
         self.value = None
         self.placeholder = None
         self.released = False
+        self.version = 0
 
     def pack(self, t):
         self.value = t
+        self.version = t._version
+        return None
 
     def unpack(self, _packed):
         if self.placeholder is not None:
             return self.placeholder
         if self.released:
             raise RuntimeError(ERR_BACKWARD_TWICE)
-        return self.value
+        t = self.value
+        if t._version != self.version:   # unpack hooks bypass SavedVariable's own check
+            raise RuntimeError(
+                "one of the variables needed for gradient computation has been modified by an "
+                f"inplace operation: [{t.type()} {list(t.shape)}] is at version {t._version}; "
+                f"expected version {self.version} instead. Hint: enable anomaly detection to "
+                "find the operation that failed to compute its gradient, with "
+                "torch.autograd.set_detect_anomaly(True).")
+        return t
 
     def release(self) -> None:
         self.value = None
@@ -85,6 +96,8 @@ def install_slots(nodes: list, saved_node: list) -> list:
         if mine is None:
             mine = meta[SLOTS_KEY] = {}
         slot = mine.get(key[1:])
+        if slot is None and attr == "novc":    # AOT's plain list: nothing to hook
+            slot = mine[key[1:]] = Slot()
         if slot is None:
             raw = getattr(node, "_raw_saved_" + attr)
             if pos >= 0:

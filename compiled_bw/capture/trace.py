@@ -13,12 +13,15 @@ import dataclasses
 
 import torch
 from torch._subclasses import fake_tensor
-from torch.fx.experimental.proxy_tensor import make_fx
+from torch.fx.experimental.proxy_tensor import get_proxy_mode, make_fx
 from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
+from . import custom
+from .aot import aot_plan, trace_aot
 from .heap import StdHeap
-from .nodes import LEAF, OPAQUE
+from .nodes import AOT, CUSTOM, LEAF, TRACE, TRACE_CUSTOM
 from .opaque import OpaqueSite, current_step, opaque, register_site
+from .opaque import label as opaque_label
 from .saved import sequence_nr
 from .validate import validate_outputs
 
@@ -52,7 +55,8 @@ class Plan:
     root_defined: tuple              # per root grad: passed as a graph input?
     leaf_outputs: tuple              # (leaf node index, output position | None), to deliver
     capture_outputs: tuple           # per grad() input: output position | None
-    executed: tuple                  # node indices whose saved tensors a run consumes
+    executed: tuple                  # node indices run (apply), in eager's order
+    will_execute: tuple              # node indices run or captured (_will_engine_execute_node)
     opaque_sites: tuple              # OpaqueSite per `compiled_bw::opaque` call in the graph
     opaque_names: tuple              # node class names run opaquely
 
@@ -104,9 +108,11 @@ class TraceStep:
         self.sites: list = []
 
 
-def _run_engine(w, opts, root_grads: list, opaque_names: list):
-    """Runs on fake tensors under make_fx; returns (outputs list, plan parts)."""
+def _run_engine(w, opts, root_grads: list, opaque_names: list, placeholders: dict):
+    """Runs on fake tensors under make_fx; returns (outputs list, plan parts).
+    placeholders: saved-tensor key (node, attr, pos) -> graph placeholder."""
     n = len(w.nodes)
+    aot_seen: list = []
     needed, captures = _needed_and_captured(w, opts)
     captured = [False] * n
     for c in captures:
@@ -123,7 +129,7 @@ def _run_engine(w, opts, root_grads: list, opaque_names: list):
 
     def send(edges, grads) -> None:
         # ENGINE.md 1.4: every valid edge counts down; pruned nodes get nothing.
-        for (c, nr), g in zip(edges, grads):
+        for (c, nr), g in zip(edges, grads, strict=True):
             if c < 0:
                 continue
             deps[c] -= 1
@@ -162,27 +168,45 @@ def _run_engine(w, opts, root_grads: list, opaque_names: list):
         i = heap.pop()
         node, kind = w.nodes[i], w.kinds[i]
         buf = buffers.pop(i, None) or [None] * len(w.in_meta[i])
+        h = w.hooks.get(i)
         if captured[i]:
-            for pos, nr in captures[i]:
-                capture_pos[pos] = emit(buf[nr])
+            if needed[i]:            # ENGINE.md 1.6: the raw slot, before tensor hooks
+                for pos, nr in captures[i]:
+                    capture_pos[pos] = emit(buf[nr])
+            else:                    # only tensor + retains_grad hooks run, hooked value kept
+                if h is not None and (h.tensor or h.retains):
+                    buf = _hook_call(w, i, kind.name, "pre-capture", buf, [])
+                for pos, nr in captures[i]:
+                    capture_pos[pos] = emit(buf[nr])
         if not needed[i]:
             continue
         executed.append(i)
-        if kind.how == LEAF:
+        if kind.how == LEAF:         # its hooks run in the real engine (delivery)
             if opts.accumulate:
                 leaf_outputs.append((i, emit(buf[0])))
             continue
+        if h is not None and h.has_pre():
+            buf = _hook_call(w, i, kind.name, "pre", buf, [])
+            opaque_names.append(f"{kind.name} hooks")
         outs = None
-        if kind.how != OPAQUE:
-            outs = _traced_call(w, i, kind.name, node, buf)
-        if outs is None:   # a node fake tensors cannot run: the real node runs at run time
-            outs = _opaque_call(w, i, kind.name, buf)
-            opaque_names.append(kind.name)
+        if kind.how == AOT:
+            outs = _aot_call(w, i, kind, node, buf, placeholders, len(aot_seen))
+            aot_seen.append(i)
+        elif kind.how in (TRACE, TRACE_CUSTOM):
+            outs = _traced_call(w, i, kind, node, buf)
+        if outs is None:   # custom Function, or a node fake tensors cannot run
+            site_kind = "custom" if kind.how in (CUSTOM, TRACE_CUSTOM, AOT) else "node"
+            outs = _opaque_call(w, i, kind.name, site_kind, buf)
+            opaque_names.append(f"{kind.name} ({kind.reason})" if kind.reason else kind.name)
             outs = _validate(w, i, kind.name, outs)
+        if h is not None and h.post:
+            outs = _hook_call(w, i, kind.name, "post", outs, buf)
+            opaque_names.append(f"{kind.name} post-hooks")
         send(w.edges[i], outs)
     if buffers:
         raise TraceFailed("could not compute gradients for some functions")
-    return outputs, tuple(leaf_outputs), tuple(capture_pos), tuple(executed)
+    will = tuple(k for k in range(n) if needed[k] or captured[k])
+    return outputs, tuple(leaf_outputs), tuple(capture_pos), tuple(executed), will
 
 
 def _validate(w, i: int, name: str, outs) -> list:
@@ -192,12 +216,41 @@ def _validate(w, i: int, name: str, outs) -> list:
         raise TraceFailed(f"validate_outputs of {name}: {e}") from None
 
 
-def _traced_call(w, i: int, name: str, node, buf: list):
+def _hook_call(w, i: int, name: str, phase: str, grads: list, extra: list) -> list:
+    """One opaque call running node i's hooks; outputs keep the grads' metadata (4.9 checks
+    that hooks do not change it).  'pre-capture' runs tensor hooks and retains_grad only."""
+    specs = tuple(None if g is None else (tuple(g.shape), g.dtype, g.device) for g in grads)
+    kind = "post" if phase == "post" else "pre"
+    site = OpaqueSite(i, name, kind, (), specs, n_first=len(grads))
+    if phase == "pre-capture":
+        site.kind = "pre-capture"
+    sid = register_site(site)
+    res = iter(opaque(sid, list(grads) + list(extra), opaque_label(site)))
+    return [None if sp is None else next(res) for sp in specs]
+
+
+def _aot_call(w, i: int, kind, node, buf: list, placeholders: dict, k: int):
+    """An AOT backward spliced in (capture/aot.py); None (-> opaque call) if it cannot be."""
+    plan = aot_plan(type(node))
+    info = custom.fwd_info(node)
+    saved = [placeholders.get((i, "tensors", j)) for j in range(len(node._raw_saved_tensors))]
+    no_vc = [placeholders.get((i, "novc", j)) for j in range(len(node._tensors_no_vc_check or ()))]
+    graph = get_proxy_mode().tracer.graph
+    try:
+        out = trace_aot(plan, node, saved, no_vc, custom.materialize(node, info, buf),
+                        f"aot{k}_", graph)
+        return _validate(w, i, kind.name, custom.finish(node, info, out))
+    except _FAKE_FAILURES:
+        return None
+
+
+def _traced_call(w, i: int, kind, node, buf: list):
     """The node's formula traced into the graph, validated; None if fake tensors cannot run
     it or its output shapes depend on data (then it becomes an opaque call)."""
+    name = kind.name
     try:
         with torch.no_grad():
-            outs = node(*buf)
+            outs = custom.call_backward(node, buf) if kind.how == TRACE_CUSTOM else node(*buf)
         outs = [outs] if isinstance(outs, torch.Tensor) or outs is None else list(outs)
         for o in outs:
             if o is not None and any(isinstance(d, torch.SymInt) for d in o.shape):
@@ -207,7 +260,7 @@ def _traced_call(w, i: int, name: str, node, buf: list):
         return None
 
 
-def _opaque_call(w, i: int, name: str, buf: list) -> list:
+def _opaque_call(w, i: int, name: str, site_kind: str, buf: list) -> list:
     specs = []
     for c, nr in w.edges[i]:
         if c < 0:
@@ -215,8 +268,9 @@ def _opaque_call(w, i: int, name: str, buf: list) -> list:
         else:
             shape, dtype, device = w.in_meta[c][nr]
             specs.append((tuple(shape), dtype, device))
-    sid = register_site(OpaqueSite(i, name, w.edges[i], tuple(specs)))
-    res = iter(opaque(sid, list(buf)))
+    site = OpaqueSite(i, name, site_kind, w.edges[i], tuple(specs))
+    sid = register_site(site)
+    res = iter(opaque(sid, list(buf), opaque_label(site)))
     return [None if s is None else next(res) for s in specs]
 
 
@@ -246,14 +300,15 @@ def trace_backward(w, opts: Options, root_grads: list, slots: list):
         grads = [next(it) if d else None for d in root_defined]
         for slot, ph in zip(slots, flat[n_roots:], strict=True):
             slot.placeholder = ph
+        placeholders = dict(zip(w.saved_node, flat[n_roots:], strict=True))
         try:
-            outs, leaf_outputs, capture_outputs, executed = _run_engine(
-                w, opts, grads, opaque_names)
+            outs, leaf_outputs, capture_outputs, executed, will = _run_engine(
+                w, opts, grads, opaque_names, placeholders)
         finally:
             for slot in slots:
                 slot.placeholder = None
         result.update(leaf_outputs=leaf_outputs, capture_outputs=capture_outputs,
-                      executed=executed)
+                      executed=executed, will=will)
         return outs
 
     trace_step = TraceStep()
@@ -267,5 +322,5 @@ def trace_backward(w, opts: Options, root_grads: list, slots: list):
         raise TraceFailed(f"trace failed: {type(e).__name__}: {e}", eager_error=False) from e
     _name_inputs(gm, w, n_roots)
     plan = Plan(root_defined, result["leaf_outputs"], result["capture_outputs"],
-                result["executed"], tuple(sites), tuple(opaque_names))
+                result["executed"], result["will"], tuple(sites), tuple(opaque_names))
     return gm, plan

@@ -17,7 +17,7 @@ class ValidateError(RuntimeError):
 def _expandable(expected: torch.Size, got: torch.Size) -> bool:
     if len(expected) > len(got):
         return False
-    for s, t in zip(reversed(expected), reversed(got)):
+    for s, t in zip(reversed(expected), reversed(got), strict=False):
         if s != 1 and s != t:
             return False
     return True
@@ -30,7 +30,7 @@ def validate_outputs(name: str, outs, edges, in_meta) -> list:
             f"Function {name} returned an invalid number of gradients - expected "
             f"{len(edges)}, but got {len(outs)}")
     res = []
-    for i, ((c, nr), g) in enumerate(zip(edges, outs)):
+    for i, ((c, nr), g) in enumerate(zip(edges, outs, strict=True)):
         if c < 0 or g is None:
             res.append(None)
             continue

@@ -12,16 +12,28 @@ import operator
 
 import torch
 
-from .hooks import COUNTS, interior_hooks
-from .nodes import LEAF, OPAQUE, TRACE, UNSUPPORTED, node_kind
+from .aot import saved_of
+from .custom import ctx_state, fwd_info
+from .hooks import COUNTS, RETAINED, leaf_hooks, node_hooks, retained_by_node
+from .nodes import (
+    AOT,
+    CUSTOM,
+    LEAF,
+    OPAQUE,
+    TRACE,
+    TRACE_CUSTOM,
+    UNSUPPORTED,
+    hidden_state_unknown,
+    node_kind,
+)
 from .saved import input_metadata, sequence_nr
 
 # Note [What the signature holds]
 # Per node, in discovery order: its class, its edges (child index, input_nr; -1 = invalid),
 # every saved non-tensor value, the metadata of every saved tensor, its `_input_metadata`
-# (the metadata that validate_outputs checks its parents' grads against), and its
-# sequence_nr relative to the first root (execution order).  Per leaf: shape, stride, dtype,
-# device, requires_grad.  Plus the roots and the call options (added by the caller).
+# (the metadata that validate_outputs checks its parents' grads against).  Per leaf: shape, stride, dtype,
+# device, requires_grad.  Then the execution order: the permutation that sorts the nodes'
+# sequence numbers.  Plus the roots and the call options (added by the caller).
 # Hidden per-class state is handled by nodes.py (Note [Hidden saved state]).
 
 _STRIDED = torch.strided
@@ -45,6 +57,7 @@ def tensor_meta(t: torch.Tensor) -> tuple:
 class Walk:
     __slots__ = (
         "edges",
+        "hooks",
         "in_meta",
         "kinds",
         "leaves",
@@ -53,6 +66,7 @@ class Walk:
         "saved",
         "saved_node",
         "signature",
+        "slot_only",
     )
 
     def __init__(self) -> None:
@@ -62,7 +76,9 @@ class Walk:
         self.in_meta: list = []        # per node: tuple of (shape, dtype, device) per input slot
         self.saved: list = []          # real saved tensors, flattened (graph inputs)
         self.saved_node: list = []     # (node index, attr, list position | -1), parallel to `saved`
+        self.slot_only: list = []      # keys of saved tensors real nodes unpack (not inputs)
         self.leaves: dict = {}         # node index -> leaf tensor (AccumulateGrad.variable)
+        self.hooks: dict = {}          # node index -> NodeHooks
         self.signature: tuple = ()
         self.root_edges: list = []     # (node index, input_nr) per root
 
@@ -93,8 +109,10 @@ def walk_graph(root_edges: list) -> Walk:
     sig: list = []
     per_node: list = []
     stack: list = []
-    base_seq = sequence_nr(root_edges[0][0])
-    check_hooks = COUNTS.tensor or COUNTS.node
+    seqs: list = []       # sequence_nr of the non-leaf nodes, in processing order
+    seq_nodes: list = []
+    check_hooks = COUNTS.tensor or COUNTS.node or len(RETAINED)
+    retained = retained_by_node() if len(RETAINED) else None
 
     for node, nr in root_edges:
         i = index.get(node)
@@ -127,15 +145,27 @@ def walk_graph(root_edges: list) -> Walk:
         meta = tuple([(tuple(m.shape), m.dtype, m.device) for m in input_metadata(node)])
         if how == LEAF:   # sequence_nr is UINT64_MAX for every AccumulateGrad
             var = node.variable
-            sig.append((i, kind.name, e, meta, -1, tensor_meta(var), var.requires_grad))
+            entry = [i, kind.name, e, meta, tensor_meta(var), var.requires_grad]
+            if var._backward_hooks:   # run by us only where grad() captures the leaf
+                h = w.hooks[i] = leaf_hooks(var)
+                entry.append(h.signature())
+            sig.append(tuple(entry))
             w.leaves[i] = var
             per_node.append((i, kind, e, meta))
             continue
+        seqs.append(sequence_nr(node))
+        seq_nodes.append(i)
+        entry = [i, kind.name, e, meta]
         if check_hooks:
-            why = interior_hooks(node)
-            if why:
-                raise WalkUnsupported(why + " (hooks on interior nodes are not compiled yet)")
-        entry = [i, kind.name, e, meta, sequence_nr(node) - base_seq]
+            h = node_hooks(node, retained)
+            if h is not None:
+                w.hooks[i] = h
+                entry.append(h.signature())
+        if how == CUSTOM or how == TRACE_CUSTOM or how == AOT:
+            _custom_entry(w, i, node, how, meta, entry)
+            sig.append(tuple(entry))
+            per_node.append((i, kind, e, meta))
+            continue
         if vget is not None:
             vals = vget(node)
             if one_value:
@@ -169,14 +199,60 @@ def walk_graph(root_edges: list) -> Walk:
     w.in_meta = [p[3] for p in per_node]
     w.kinds = kinds = [p[1] for p in per_node]
     for i, kind in enumerate(kinds):
-        if kind.needs_valid_edges and kind.how == TRACE and any(c < 0 for c, _ in w.edges[i]):
+        if kind.edge_rules and kind.how == TRACE and hidden_state_unknown(kind, w.edges[i]):
             kinds[i] = _as_opaque(kind)
+    # Execution order (ENGINE.md 1.5) depends only on the relative order of sequence numbers:
+    # the signature holds that permutation, not the numbers (they grow every step).
+    order = sorted(range(len(seqs)), key=seqs.__getitem__)
+    sig.append(("execution order", tuple(seq_nodes[k] for k in order)))
     w.signature = tuple(sig)
     return w
 
 
 def _first(p):
     return p[0]
+
+
+def _custom_entry(w, i: int, node, how: str, meta: tuple, entry: list) -> None:
+    """Signature part and saved tensors of a custom autograd.Function node."""
+    name = type(node).__name__
+    info = fwd_info(node)
+    if info is None:
+        raise WalkUnsupported(
+            f"custom Function node {name} was created before compiled_bw was imported (its "
+            "forward was not recorded); import compiled_bw before building the model")
+    if len(info.out_info) != len(meta):
+        raise WalkUnsupported(f"custom Function node {name}: {len(info.out_info)} forward "
+                              f"outputs but {len(meta)} grad slots")
+    entry[1] = type(node)          # class identity: two classes never share a graph
+    entry.append(info.is_var)
+    if how == AOT:
+        ts, no_vc, symints, opaque = saved_of(node)
+        if opaque:
+            raise WalkUnsupported(f"{name}: AOT backward with opaque objects")
+        entry.append(symints)
+        for attr, tensors in (("tensors", ts), ("novc", no_vc)):
+            for j, t in enumerate(tensors):
+                entry.append(None if t is None else tensor_meta(t))
+                if t is not None:
+                    w.saved.append(t)
+                    w.saved_node.append((i, attr, j))
+        return
+    ts = node.saved_tensors        # unpacks: eager's version-counter / freed checks
+    if how == TRACE_CUSTOM:
+        try:
+            entry.append(ctx_state(node))
+        except TypeError as e:
+            raise WalkUnsupported(str(e)) from None
+        for j, t in enumerate(ts):
+            if t is None:
+                entry.append(None)
+                continue
+            entry.append(tensor_meta(t))
+            w.saved.append(t)
+            w.saved_node.append((i, "tensors", j))
+    else:   # the real node unpacks them at run time; Slots only release them afterwards
+        w.slot_only.extend((i, "tensors", j) for j, t in enumerate(ts) if t is not None)
 
 
 _OPAQUE_VARIANTS: dict = {}

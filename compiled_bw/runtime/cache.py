@@ -64,13 +64,15 @@ def describe_change(old: tuple, new: tuple) -> str:
         return f"root grads changed: {_short(ometa)} -> {_short(nmeta)}"
     if len(osig) != len(nsig):
         return f"graph size changed: {len(osig)} -> {len(nsig)} nodes"
-    for a, b in zip(osig, nsig):
+    for a, b in zip(osig, nsig, strict=False):
+        if a != b and a[0] == "execution order":
+            return "execution order of the nodes changed"
         if a != b:
             name = b[1]
             if a[1] != b[1]:
                 return f"node {b[0]}: {a[1]} -> {b[1]}"
-            labels = ["index", "class", "edges", "input metadata", "execution order"]
-            for k, (x, y) in enumerate(zip(a, b)):
+            labels = ["index", "class", "edges", "input metadata"]
+            for k, (x, y) in enumerate(zip(a, b, strict=False)):
                 if x != y:
                     what = labels[k] if k < len(labels) else f"saved value {k - len(labels)}"
                     return f"node {b[0]} {name}: {what} {_short(x)} -> {_short(y)}"

@@ -21,9 +21,8 @@ convention), which frees memory only if the Box holds the only reference.  So be
 graph runs: the Walk's list is dropped, and the Slot (Note [Slots]) of every saved tensor
 of a node the graph computes is released, so the autograd graph no longer owns it either.
 Saved tensors of nodes run opaquely stay in their Slots until the run is over: the real node
-unpacks them at run time.  With retain_graph=True, the Slots keep everything.  Cost: if an
-opaque node then changes the graph's structure (StructureChanged), eager autograd cannot
-rerun this backward; we raise, and later calls with this signature run eager.
+unpacks them at run time (so do nodes whose hooks run opaquely: they stay too).  With
+retain_graph=True, the Slots keep everything.
 """
 from __future__ import annotations
 
@@ -32,12 +31,12 @@ import time
 
 import torch
 
-from ..capture.opaque import StructureChanged, current_step
+from ..capture.opaque import current_step
 from ..capture.saved import SavedHooksInUse, gradient_edge, install_slots
 from ..capture.trace import Options, TraceFailed, trace_backward
 from ..capture.walk import WalkUnsupported, tensor_meta, walk_graph
-from ..errors import CompiledBwError
 from ..passes import run_passes
+from . import dispatch_tls, engine_state
 from .cache import Compiled, Fallback
 
 _ENGINE = torch.autograd.Variable._execution_engine
@@ -65,13 +64,26 @@ class _Deliver(torch.autograd.Function):
 
 
 class Step:
-    """What opaque calls read at run time: this step's nodes and input metadata."""
-    __slots__ = ("in_meta", "nodes", "sites")
+    """What opaque calls and engine-state queries read at run time (capture/opaque.py,
+    runtime/engine_state.py): this step's nodes, input metadata and hooks."""
+    __slots__ = ("_will_ids", "current", "hooks", "in_meta", "nodes", "notes", "plan", "sites",
+                 "tls")
 
-    def __init__(self, w, sites) -> None:
+    def __init__(self, w, plan) -> None:
         self.nodes = w.nodes
         self.in_meta = w.in_meta
-        self.sites = sites
+        self.hooks = w.hooks
+        self.plan = plan
+        self.sites = plan.opaque_sites if plan is not None else []
+        self.current = None
+        self.notes: list = []
+        self._will_ids = None
+        self.tls = None          # dispatcher TLS when the graph starts (dispatch_tls.py)
+
+    def will_execute_ids(self) -> set:
+        if self._will_ids is None:
+            self._will_ids = {id(self.nodes[i]) for i in self.plan.will_execute}
+        return self._will_ids
 
 
 def in_compiled_run() -> bool:
@@ -135,11 +147,14 @@ def compiled_call(state, t_outputs, grad_tensors, keep_graph, create_graph, inpu
         state.log_recompile(reason)
         slots = _install(w)
         t0 = time.perf_counter()
-        entry = _capture(state, w, opts, list(grad_tensors), slots)
+        entry = _capture(state, w, opts, list(grad_tensors), slots[:len(w.saved_node)])
         state.cache.put(root_key, key, entry)
         state.stats.compile_seconds += time.perf_counter() - t0
         if isinstance(entry, Compiled):
             state.stats.captures += 1
+            for name in entry.plan.opaque_names:
+                if "(" in name:         # run opaquely for a reason worth knowing
+                    state.note(f"opaque call: {name}")
             state.record_capture(entry)
     else:
         state.stats.cache_hits += 1
@@ -148,21 +163,12 @@ def compiled_call(state, t_outputs, grad_tensors, keep_graph, create_graph, inpu
         raise FallbackToEager(entry.reason, entry.is_error)
     if slots is None and not opts.retain_graph:
         slots = _install(w)
-    try:
-        return _run(entry, w, opts, list(grad_tensors), slots)
-    except StructureChanged as e:
-        state.cache.put(root_key, key, Fallback(f"structure changed at run time: {e}"))
-        if slots is None or opts.retain_graph or not entry.box_owned:
-            raise FallbackToEager(str(e)) from None
-        raise CompiledBwError(
-            f"compiled_bw: {e}. The compiled backward had already freed saved tensors, so "
-            "eager autograd cannot rerun it; later calls with this graph run eager autograd. "
-            "Use retain_graph=True or run this backward outside compiled_bw.enable().") from None
+    return _run(state, entry, w, opts, list(grad_tensors), slots)
 
 
 def _install(w):
     try:
-        return install_slots(w.nodes, w.saved_node)
+        return install_slots(w.nodes, w.saved_node + w.slot_only)
     except SavedHooksInUse as e:
         raise FallbackToEager(f"saved tensors already carry hooks (saved_tensors_hooks?): {e}") from None
 
@@ -179,7 +185,7 @@ def _capture(state, w, opts, grad_tensors, slots):
             return Fallback(f"leaf {i} has requires_grad=False (set after the forward)")
     gm = run_passes(gm)
     example = [g for g in grad_tensors if g is not None] + list(w.saved)
-    with current_step(Step(w, plan.opaque_sites)):   # backends may re-run fake impls
+    with current_step(Step(w, plan)):   # backends may re-run fake impls
         fn = state.compile_fn(gm, example)
     return Compiled(fn, plan, gm, _box_owned(w, plan))
 
@@ -190,7 +196,7 @@ def _box_owned(w, plan) -> tuple:
     return tuple(k for k, (i, _, _) in enumerate(w.saved_node) if i in computed)
 
 
-def _run(entry: Compiled, w, opts, grad_tensors, slots):
+def _run(state, entry: Compiled, w, opts, grad_tensors, slots):
     plan = entry.plan
     box = [g for g in grad_tensors if g is not None]
     box.extend(w.saved)
@@ -200,9 +206,11 @@ def _run(entry: Compiled, w, opts, grad_tensors, slots):
         for k in entry.box_owned:     # Note [Box ownership]
             slots[k].release()
     result: list = []
+    step = Step(w, plan)
 
     def run():
-        with current_step(Step(w, plan.opaque_sites)):
+        step.tls = dispatch_tls.snapshot()
+        with current_step(step), engine_state.running(step):
             outs = entry.fn(box)
         if opts.accumulate:
             return [None if p is None else outs[p] for _, p in plan.leaf_outputs]
@@ -217,9 +225,11 @@ def _run(entry: Compiled, w, opts, grad_tensors, slots):
         _ENGINE.run_backward((out,), (torch.empty(0),), False, False, (), True, True)
     finally:
         _tls.running = False
+        for note in step.notes:
+            state.note(note)
     if not opts.retain_graph and slots is not None:
         executed = set(plan.executed)
-        for slot, (i, _, _) in zip(slots, w.saved_node):
+        for slot, (i, _, _) in zip(slots, w.saved_node + w.slot_only, strict=True):
             if i in executed:
                 slot.release()
     return None if opts.accumulate else tuple(result)

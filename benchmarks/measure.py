@@ -1,0 +1,86 @@
+"""Measure one model under several modes, side by side in one process.
+
+Consumes a model factory and mode names; produces per mode: median steady-state backward time
+(modes interleaved A B C A B C ... so machine drift cancels) and its ratio to eager, the first
+backward (capture + compile), compiled_bw's per-step overhead on a cache hit (walk + signature
++ lookup), captures / cache hits / fallbacks, and the max abs grad difference vs eager.  A mode
+that raises is recorded as n/a (reason); the harness goes on.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+
+import torch
+
+import compiled_bw
+from compiled_bw.capture.saved import gradient_edge
+from compiled_bw.capture.walk import walk_graph
+
+TOL = 1e-3   # max abs grad difference above which a cell is marked FAIL
+
+
+def _loss(model, x):
+    return model(x).float().pow(2).mean()
+
+
+def _backward(model, x, ctx_factory):
+    model.zero_grad(set_to_none=True)
+    loss = _loss(model, x)
+    with ctx_factory():
+        t0 = time.perf_counter()
+        loss.backward()
+        dt = time.perf_counter() - t0
+    return dt, [p.grad.detach().clone() for p in model.parameters() if p.grad is not None]
+
+
+def _walk_overhead_us(model, x, reps=5) -> float:
+    """Median cost of the cache-hit path's walk + signature + dict lookup, in µs."""
+    times = []
+    cache: dict = {}
+    for _ in range(reps):
+        loss = _loss(model, x)
+        t0 = time.perf_counter()
+        w = walk_graph([gradient_edge(loss)])
+        cache.get((w.signature, tuple(w.root_edges)))
+        times.append(time.perf_counter() - t0)
+        del loss, w
+    return statistics.median(times) * 1e6
+
+
+def bench_model(factory, modes: dict, steps: int) -> dict:
+    torch.manual_seed(0)
+    model, x = factory()
+    _, ref = _backward(model, x, modes["eager"])
+    res = {m: {"times": []} for m in modes}
+    stats = {}
+    for name, ctx in modes.items():
+        compiled_bw.reset()
+        try:
+            res[name]["first_ms"], g = _backward(model, x, ctx)
+            res[name]["maxdiff"] = max(((a - b).abs().max().item() for a, b in zip(ref, g, strict=True)),
+                                       default=0.0)
+            for _ in range(2):      # warm up: later steps must be cache hits
+                _backward(model, x, ctx)
+        except Exception as e:  # noqa: BLE001 -- one failing cell never stops the harness
+            res[name]["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:100]}"
+        st = compiled_bw.stats()
+        stats[name] = (st.captures, st.fallbacks, sorted(set(st.fallback_reasons)))
+    live = [m for m in modes if "error" not in res[m]]
+    for _ in range(steps):
+        for m in live:
+            dt, _g = _backward(model, x, modes[m])
+            res[m]["times"].append(dt)
+    base = statistics.median(res["eager"]["times"])
+    out = {"nodes_overhead_us": _walk_overhead_us(model, x)}
+    for m in modes:
+        r = res[m]
+        if "error" in r:
+            out[m] = {"error": r["error"]}
+            continue
+        med = statistics.median(r["times"])
+        captures, fallbacks, reasons = stats[m]
+        out[m] = {"median_ms": med * 1e3, "ratio": med / base, "first_ms": r["first_ms"] * 1e3,
+                  "maxdiff": r["maxdiff"], "fail": r["maxdiff"] > TOL,
+                  "captures": captures, "fallbacks": fallbacks, "fallback_reasons": reasons}
+    return out

@@ -1,0 +1,35 @@
+"""Benchmark modes: how one backward is run.  name -> (context factory, needs_reset).
+
+eager         eager autograd (the baseline every ratio is relative to)
+torch-ca      torch's compiled autograd, the anchor we must beat:
+              torch._dynamo.compiled_autograd._enable(torch.compile(backend="inductor"))
+cbw-eager     compiled_bw, eager backend (the reference: runs the captured FX graph)
+cbw-inductor  compiled_bw, Inductor backend (when this torch has Inductor)
+"""
+from __future__ import annotations
+
+import contextlib
+
+import compiled_bw
+from compiled_bw.backends import BACKENDS, LAZY
+
+
+def _torch_compiled_autograd():
+    import torch
+    import torch._dynamo.compiled_autograd as ca
+    return ca._enable(torch.compile(backend="inductor"))
+
+
+def available_modes() -> dict:
+    modes = {
+        "eager": contextlib.nullcontext,
+        "torch-ca": _torch_compiled_autograd,
+        "cbw-eager": lambda: compiled_bw.enable(backend="eager"),
+    }
+    if "inductor" in BACKENDS or "inductor" in LAZY:
+        modes["cbw-inductor"] = lambda: compiled_bw.enable(backend="inductor")
+    return modes
+
+
+DEFAULT = ("eager", "torch-ca", "cbw-eager", "cbw-inductor")
+QUICK = ("eager", "cbw-eager", "cbw-inductor")

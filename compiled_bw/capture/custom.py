@@ -1,0 +1,152 @@
+"""Custom autograd.Function nodes: what the forward recorded, and the engine's call at backward.
+
+Consumes a custom Function's node (a BackwardCFunction subclass); produces, at run time, the
+grads the eager engine's PyNode::apply would produce for it (python_function.cpp): undefined
+grads materialized as zeros of the forward output's shape (unless ctx.set_materialize_grads
+(False); non-differentiable outputs per `_materialize_non_diff_grads`), the user's backward
+called with this step's ctx, trailing None grads dropped, the count checked, and grads for
+non-tensor forward inputs rejected, with eager's messages.
+
+PyNode keeps `is_variable_input`, `output_info` and `materialize_grads` in C++ with no Python
+getter, so `install()` wraps `torch.autograd.Function.apply` (and `set_materialize_grads`) to
+record them on the node (`node.metadata`).  A node created before compiled_bw was imported
+has no record: the walk falls back to eager for it, with that reason.
+"""
+from __future__ import annotations
+
+import inspect
+
+import torch
+from torch.autograd import function as _function
+
+FWD_KEY = "compiled_bw.fwd"
+MATERIALIZE_KEY = "compiled_bw.materialize_grads"
+TRACEABLE_ATTR = "compiled_bw_traceable"
+
+
+class FwdInfo:
+    """What PyNode knows from the forward: per forward arg, is it a tensor; per output slot,
+    (shape, dtype, device) for materializing zeros, and whether the output is differentiable."""
+    __slots__ = ("is_var", "out_diff", "out_info")
+
+    def __init__(self, is_var: tuple, out_info: tuple, out_diff: tuple) -> None:
+        self.is_var = is_var
+        self.out_info = out_info
+        self.out_diff = out_diff
+
+
+_orig_apply = _function.Function.__dict__["apply"].__func__
+_orig_set_materialize = _function.FunctionCtx.set_materialize_grads
+
+
+def _bound_args(cls, args, kwargs) -> tuple:
+    if _function._is_setup_context_defined(cls.setup_context):
+        bound = inspect.signature(cls.forward).bind(*args, **kwargs)
+        bound.apply_defaults()
+        return bound.args
+    return args
+
+
+def _record(cls, args, kwargs, out) -> None:
+    outs = out if isinstance(out, tuple) else (out,)
+    node = None
+    for o in outs:
+        if isinstance(o, torch.Tensor) and o.grad_fn is not None and \
+                isinstance(o.grad_fn, _function.BackwardCFunction) and \
+                type(o.grad_fn)._forward_cls is cls:
+            node = o.grad_fn
+            break
+    if node is None:
+        return
+    is_var = tuple(isinstance(a, torch.Tensor) for a in _bound_args(cls, args, kwargs))
+    info = tuple((o.shape, o.dtype, o.device) if isinstance(o, torch.Tensor) else None for o in outs)
+    diff = tuple(isinstance(o, torch.Tensor) and o.grad_fn is node for o in outs)
+    node.metadata[FWD_KEY] = FwdInfo(is_var, info, diff)
+
+
+def apply(cls, *args, **kwargs):
+    out = _orig_apply(cls, *args, **kwargs)
+    if torch.is_grad_enabled():
+        _record(cls, args, kwargs, out)
+    return out
+
+
+def set_materialize_grads(self, value: bool):
+    _orig_set_materialize(self, value)
+    self.metadata[MATERIALIZE_KEY] = bool(value)
+    return self
+
+
+def install() -> None:
+    if _function.Function.__dict__["apply"].__func__ is not apply:
+        apply.__doc__ = _orig_apply.__doc__
+        _function.Function.apply = classmethod(apply)
+        _function.FunctionCtx.set_materialize_grads = set_materialize_grads
+
+
+def is_custom_node(cls) -> bool:
+    return issubclass(cls, _function.BackwardCFunction)
+
+
+def is_traceable(cls) -> bool:
+    return bool(getattr(cls._forward_cls, TRACEABLE_ATTR, False))
+
+
+def fwd_info(node) -> FwdInfo | None:
+    return node.metadata.get(FWD_KEY)
+
+
+def ctx_state(node) -> tuple:
+    """Non-tensor ctx attributes of a traceable Function (baked into its traced formula)."""
+    items = []
+    for k, v in sorted(vars(node).items()):
+        if isinstance(v, torch.Tensor):
+            raise TypeError(f"{type(node).__name__}: ctx.{k} is a tensor; a traceable Function "
+                            "must pass tensors through ctx.save_for_backward")
+        items.append((k, v if isinstance(v, (int, float, bool, str, type(None), tuple)) else repr(v)))
+    return tuple(items)
+
+
+def materialize(node, info: FwdInfo, grads: list) -> list:
+    """PyNode::to_py_args: undefined grads -> zeros of the forward output (unless disabled)."""
+    if not node.metadata.get(MATERIALIZE_KEY, True):
+        return list(grads)
+    non_diff_zeros = node._materialize_non_diff_grads
+    res = []
+    for i, g in enumerate(grads):
+        if g is None and info.out_info[i] is not None and (info.out_diff[i] or non_diff_zeros):
+            shape, dtype, device = info.out_info[i]
+            g = torch.zeros(shape, dtype=dtype, device=device)
+        res.append(g)
+    return res
+
+
+def call_backward(node, grads: list) -> list:
+    """PyNode::apply minus the engine: returns one grad (or None) per tensor forward input."""
+    info = fwd_info(node)
+    return finish(node, info, node.apply(*materialize(node, info, grads)))
+
+
+def finish(node, info: FwdInfo, r) -> list:
+    """PyNode::apply's checks on what a backward returned (python_function.cpp)."""
+    name = type(node).__name__
+    if not isinstance(r, tuple):
+        r = (r,)
+    n = len(info.is_var)
+    if len(r) > n and all(x is None for x in r[n:]):
+        r = r[:n]
+    if len(r) != n:
+        raise RuntimeError(f"function {name} returned an incorrect number of gradients "
+                           f"(expected {n}, got {len(r)})")
+    outs = []
+    for i, (x, is_var) in enumerate(zip(r, info.is_var, strict=True)):
+        if not is_var:
+            if x is not None:
+                raise RuntimeError(f"function {name} returned a gradient different than None at "
+                                   f"position {i + 1}, but the corresponding forward input was "
+                                   "not a Variable")
+            continue
+        if x is not None and not isinstance(x, torch.Tensor):
+            raise RuntimeError(f"expected Variable or None (got {type(x).__name__})")
+        outs.append(x)
+    return outs

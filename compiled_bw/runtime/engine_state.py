@@ -1,0 +1,56 @@
+"""Engine-state queries answered as eager would, while a compiled backward runs (ENGINE.md 9.2).
+
+Consumes the Step being run (thread-local, set by runtime/run.py); produces replacements for
+`torch._C._current_autograd_node` and `torch._C._will_engine_execute_node`, installed once at
+import.  Outside a compiled run they are the originals.  Inside one, the real engine is running
+our `_Deliver` node, so the originals would name it and know nothing of the user's graph:
+  _current_autograd_node()      -> the user node whose hook / custom backward is running;
+  _will_engine_execute_node(n)  -> whether our plan runs (or captures) n, as eager's exec_info.
+`_current_graph_task_id()` and `queue_callback` need nothing: the Deliver task is a real task
+that spans the whole compiled backward (register_multi_grad_hook and FSDP rely on both).
+"""
+from __future__ import annotations
+
+import threading
+
+import torch
+
+_tls = threading.local()
+_orig_current_node = torch._C._current_autograd_node
+_orig_will_execute = torch._C._will_engine_execute_node
+
+
+class running:
+    """Context: `step` is being run on this thread."""
+
+    def __init__(self, step) -> None:
+        self.step = step
+
+    def __enter__(self):
+        self.prev = getattr(_tls, "step", None)
+        _tls.step = self.step
+
+    def __exit__(self, *exc) -> None:
+        _tls.step = self.prev
+
+
+def _current_autograd_node():
+    step = getattr(_tls, "step", None)
+    if step is None or step.current is None:
+        return _orig_current_node()
+    return step.current
+
+
+def _will_engine_execute_node(node):
+    step = getattr(_tls, "step", None)
+    if step is None:
+        return _orig_will_execute(node)
+    if isinstance(node, torch.autograd.graph.GradientEdge):
+        node = node.node
+    return id(node) in step.will_execute_ids()
+
+
+def install() -> None:
+    if torch._C._current_autograd_node is not _current_autograd_node:
+        torch._C._current_autograd_node = _current_autograd_node
+        torch._C._will_engine_execute_node = _will_engine_execute_node

@@ -1,0 +1,318 @@
+"""Custom autograd.Functions (issue 3): one opaque call each, run with this step's ctx, with
+the engine's PyNode semantics.  Every test: 3 steps, eager vs compiled, grads and logs equal,
+compiled (not a fallback), one capture where the structure is stable."""
+import pytest
+import torch
+from differential import differential, grads
+
+import compiled_bw
+
+
+def _leaves(*shapes):
+    def build():
+        return [torch.randn(*s, requires_grad=True) for s in shapes] + [[]]
+    return build
+
+
+class Scale(torch.autograd.Function):
+    """Saved tensor, non-tensor ctx state, a non-tensor arg, a Python side effect."""
+    calls = 0
+
+    @staticmethod
+    def forward(ctx, x, w, scale):
+        ctx.save_for_backward(x, w)
+        ctx.scale = scale
+        return x * w * scale
+
+    @staticmethod
+    def backward(ctx, g):
+        Scale.calls += 1
+        x, w = ctx.saved_tensors
+        return g * w * ctx.scale, (g * x * ctx.scale).sum(0), None
+
+
+def test_saved_tensors_ctx_state_side_effects_every_step():
+    scales = iter([1.0, 2.5, -3.0] * 2)
+
+    def step(st):
+        x, w, log = st
+        for p in (x, w):
+            p.grad = None
+        before = Scale.calls
+        Scale.apply(x.tanh(), w, next(scales)).sum().backward()
+        log.append(Scale.calls - before)   # the user's backward ran exactly once per step
+        return [x.grad, w.grad, list(log)]
+    differential(_leaves((4, 3), (3,)), step)
+    assert "compiled_bw.opaque" in compiled_bw.last_graph().code
+
+
+class TwoOut(torch.autograd.Function):
+    """mark_non_differentiable, an output that needs no grad, materialized zeros."""
+
+    @staticmethod
+    def forward(ctx, x):
+        idx = (x > 0).float()
+        ctx.mark_non_differentiable(idx)
+        return x.exp(), idx, x * 2
+
+    @staticmethod
+    def backward(ctx, g_exp, g_idx, g_two):
+        ctx.seen = (g_exp is None, g_idx is None, g_two is None, float(g_idx.abs().sum()))
+        return g_exp * 2 + g_two
+
+
+def test_non_differentiable_and_unused_outputs_get_zeros():
+    def step(st):
+        x, log = st
+        x.grad = None
+        e, idx, _two = TwoOut.apply(x)
+        (e * idx).sum().backward()       # `two` unused: its grad is materialized as zeros
+        log.append(e.grad_fn.seen)
+        return [x.grad, list(log)]
+    differential(_leaves((5,)), step)
+
+
+class NoMaterialize(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.set_materialize_grads(False)
+        return x.sin(), x.cos()
+
+    @staticmethod
+    def backward(ctx, ga, gb):
+        ctx.got_none = (ga is None, gb is None)
+        out = torch.zeros_like(ga if ga is not None else gb)
+        if ga is not None:
+            out = out + ga * 3
+        if gb is not None:
+            out = out + gb
+        return out
+
+
+def test_set_materialize_grads_false_passes_none():
+    def step(st):
+        x, log = st
+        x.grad = None
+        a, _b = NoMaterialize.apply(x)
+        a.sum().backward()
+        log.append(a.grad_fn.got_none)
+        return [x.grad, list(log)]
+    differential(_leaves((3,)), step)
+
+
+class OnceDiff(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.square()
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return 2 * x * g
+
+
+def test_once_differentiable_and_used_several_times():
+    def step(st):
+        x, w, _log = st
+        x.grad = w.grad = None
+        y = OnceDiff.apply(x) + OnceDiff.apply(x * w) + OnceDiff.apply(OnceDiff.apply(w))
+        y.sum().backward()
+        return [x.grad, w.grad]
+    differential(_leaves((4,), (4,)), step)
+
+
+class WrongDtypeBroadcast(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, b):
+        return x + b
+
+    @staticmethod
+    def backward(ctx, g):
+        # float64 grad for a float32 input (cast), and an unreduced grad for a broadcast input
+        return g.double(), g
+
+
+def test_validate_outputs_cast_and_sum_to():
+    def step(st):
+        x, b, _log = st
+        x.grad = b.grad = None
+        WrongDtypeBroadcast.apply(x, b).sin().sum().backward()
+        return [x.grad, b.grad]
+    differential(_leaves((3, 4), (4,)), step)
+
+
+class Traceable(torch.autograd.Function):
+    compiled_bw_traceable = True
+
+    @staticmethod
+    def forward(ctx, x, alpha):
+        ctx.save_for_backward(x)
+        ctx.alpha = alpha
+        return x.sigmoid() * alpha
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        s = x.sigmoid()
+        return g * s * (1 - s) * ctx.alpha, None
+
+
+def test_opt_in_traceable_function_is_inlined():
+    alphas = iter([2.0, 2.0, 2.0, 2.0, 2.0, 2.0])
+
+    def step(st):
+        x, _log = st
+        x.grad = None
+        Traceable.apply(x * 1.5, next(alphas)).sum().backward()
+        return [x.grad]
+    differential(_leaves((6,)), step)
+    code = compiled_bw.last_graph().code
+    assert "compiled_bw.opaque" not in code and "aten.sigmoid" in code
+
+
+def test_traceable_ctx_state_change_recaptures():
+    alphas = iter([2.0, 3.0, 2.0] * 2)
+
+    def step(st):
+        x, _log = st
+        x.grad = None
+        Traceable.apply(x, next(alphas)).sum().backward()
+        return [x.grad]
+    st = differential(_leaves((6,)), step, captures=2)
+    assert st.cache_hits == 1
+
+
+class SameShapeA(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2
+
+
+class SameShapeB(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 3
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 3
+
+
+def test_two_classes_never_share_a_graph():
+    fns = iter([SameShapeA, SameShapeB, SameShapeA] * 2)
+
+    def step(st):
+        x, _log = st
+        x.grad = None
+        next(fns).apply(x).sum().backward()
+        return [x.grad]
+    differential(_leaves((3,)), step, captures=2)
+
+
+class TooMany(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, k):
+        return x * k
+
+    @staticmethod
+    def backward(ctx, g):
+        return g, g
+
+
+class TrailingNones(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2, None, None
+
+
+class TooFew(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, y):
+        return x * y
+
+    @staticmethod
+    def backward(ctx, g):
+        return (g,)
+
+
+@pytest.mark.parametrize("fn", ["too_many", "trailing_nones", "too_few"])
+def test_pynode_count_checks_raise_eagers_error(fn):
+    def step(st):
+        x, _log = st
+        x.grad = None
+        if fn == "too_many":
+            out = TooMany.apply(x, 2.0)      # grad for the non-tensor arg k
+        elif fn == "trailing_nones":
+            out = TrailingNones.apply(x)
+        else:
+            out = TooFew.apply(x, x * 1)
+        out.sum().backward()
+        return [x.grad]
+    differential(_leaves((3,)), step, allow_errors=fn != "trailing_nones")
+
+
+def test_function_applied_before_import_falls_back():
+    from compiled_bw.capture import custom
+    x = torch.randn(3, requires_grad=True)
+    y = SameShapeA.apply(x)
+    del y.grad_fn.metadata[custom.FWD_KEY]      # as if created before compiled_bw's import
+    compiled_bw.reset()
+    with compiled_bw.enable():
+        y.sum().backward()
+    st = compiled_bw.stats()
+    assert st.fallbacks == 1 and "before compiled_bw was imported" in st.fallback_reasons[0]
+    assert torch.equal(x.grad, torch.full((3,), 2.0))
+
+
+def test_grads_helper_smoke():
+    m = torch.nn.Linear(2, 2)
+    assert grads(m) == [None, None]
+
+
+def test_activation_checkpointing_both_modes():
+    import torch.utils.checkpoint as cp
+
+    def build():
+        m = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 4))
+        return [m, torch.randn(3, 4)]
+
+    def step(st):
+        m, x = st
+        m.zero_grad(set_to_none=True)
+        a = cp.checkpoint(m, x.requires_grad_(), use_reentrant=True)
+        b = cp.checkpoint(m, x * 2, use_reentrant=False)
+        (a * b).sum().backward()
+        return grads(m) + [x.grad]
+    # non-reentrant checkpointing uses saved-tensor hooks: the whole call falls back, and the
+    # reentrant one's inner backward (run by eager's CheckpointFunction) runs eager too
+    st = differential(build, step, captures=0, fallbacks=6, strict=False)
+    assert sorted({r.split(" (")[0] for r in st.fallback_reasons}) == [
+        "reentrant backward", "saved tensors already carry hooks"]
+
+
+def test_reentrant_checkpoint_is_an_opaque_custom_call():
+    import torch.utils.checkpoint as cp
+
+    def build():
+        m = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 4))
+        return [m, torch.randn(3, 4)]
+
+    def step(st):
+        m, x = st
+        m.zero_grad(set_to_none=True)
+        cp.checkpoint(m, x.requires_grad_(), use_reentrant=True).pow(2).sum().backward()
+        return grads(m) + [x.grad]
+    # the outer backward compiles (CheckpointFunction is one opaque call); the recomputation's
+    # own backward, called from inside it, runs eager (recorded as a fallback)
+    st = differential(build, step, captures=1, fallbacks=3, strict=False)
+    assert all(r.startswith("reentrant backward") for r in st.fallback_reasons)

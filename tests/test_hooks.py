@@ -1,0 +1,223 @@
+"""Every kind of backward hook (issue 3): same calls, same order, same effect as eager.
+
+Each program logs every hook call (name + a value) and returns the log with the grads; the
+differential helper compares both over 3 steps and checks the run compiled once.
+"""
+import torch
+from differential import differential, grads
+from torch import nn
+
+import compiled_bw
+
+
+def _x():
+    return [torch.randn(4, requires_grad=True), []]
+
+
+def test_tensor_hooks_on_nonleaf_chain_in_order():
+    def step(st):
+        x, log = st
+        x.grad = None
+        y = x.exp()
+        z = y * 3
+        y.register_hook(lambda g: log.append(("y1", round(g.sum().item(), 4))))
+        y.register_hook(lambda g: log.append(("y2", round(g.sum().item(), 4))) or g * 2)
+        y.register_hook(lambda g: log.append(("y3", round(g.sum().item(), 4))))
+        z.register_hook(lambda g: g + 1)
+        z.sum().backward()
+        return [x.grad, list(log)]
+    differential(_x, step)
+
+
+def test_leaf_hooks_and_post_accumulate_hooks():
+    def step(st):
+        x, log = st
+        x.grad = None
+        h1 = x.register_hook(lambda g: log.append(("x", round(g.sum().item(), 4))) or g * 0.5)
+        h2 = x.register_post_accumulate_grad_hook(lambda p: log.append(("post", round(p.grad.sum().item(), 4))))
+        (x.sin() * x).sum().backward()
+        h1.remove()
+        h2.remove()
+        return [x.grad, list(log)]
+    differential(_x, step)
+
+
+def test_node_pre_and_post_hooks_on_cpp_node():
+    def step(st):
+        x, log = st
+        x.grad = None
+        y = x.tanh()
+        y.grad_fn.register_prehook(lambda go: log.append("pre") or (go[0] * 2,))
+        y.grad_fn.register_hook(lambda gi, go: log.append(("post", round(gi[0].sum().item(), 4),
+                                                            round(go[0].sum().item(), 4))))
+        y.register_hook(lambda g: log.append("tensor"))
+        y.sum().backward()
+        return [x.grad, list(log)]
+    differential(_x, step)
+
+
+class Double(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2
+
+
+def test_node_hooks_on_custom_function_node():
+    def step(st):
+        x, log = st
+        x.grad = None
+        y = Double.apply(x.sin())
+        y.grad_fn.register_prehook(lambda go: log.append("pre"))
+        y.grad_fn.register_hook(lambda gi, go: log.append("post") or (gi[0] + 1,))
+        y.sum().backward()
+        return [x.grad, list(log)]
+    differential(_x, step)
+
+
+def test_retain_grad_on_intermediates():
+    def step(st):
+        x, _log = st
+        x.grad = None
+        y = x * 2
+        y.retain_grad()
+        y.register_hook(lambda g: g * 10)   # retains_grad sees the hooked value
+        z = y.sin()
+        z.retain_grad()
+        z.sum().backward()
+        return [x.grad, y.grad, z.grad]
+    differential(_x, step)
+
+
+def test_module_full_backward_hooks():
+    def build():
+        m = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+        return [m, torch.randn(3, 4), []]
+
+    def step(st):
+        m, x, log = st
+        m.zero_grad(set_to_none=True)
+        hs = [m[0].register_full_backward_hook(
+                  lambda mod, gi, go: log.append(("l0", [None if g is None else round(g.sum().item(), 4) for g in gi]))),
+              m[2].register_full_backward_pre_hook(
+                  lambda mod, go: log.append(("l2pre", round(go[0].sum().item(), 4))) or (go[0] * 2,))]
+        m(x.requires_grad_()).pow(2).sum().backward()
+        for h in hs:
+            h.remove()
+        return grads(m) + [x.grad, list(log)]
+    differential(build, step)
+
+
+def test_multi_grad_hook_all_and_any():
+    def build():
+        return [torch.randn(3, requires_grad=True), torch.randn(3, requires_grad=True), []]
+
+    def step(st):
+        a, b, log = st
+        a.grad = b.grad = None
+        u, v = a * 2, b.exp()
+        h1 = torch.autograd.graph.register_multi_grad_hook(
+            (u, v), lambda gs: log.append(("all", [None if g is None else round(g.sum().item(), 4) for g in gs])))
+        h2 = torch.autograd.graph.register_multi_grad_hook(
+            (u, v), lambda g: log.append(("any", round(g.sum().item(), 4))), mode="any")
+        (u * v).sum().backward()
+        h1.remove()
+        h2.remove()
+        return [a.grad, b.grad, list(log)]
+    differential(build, step)
+
+
+def test_queue_callback_runs_after_the_backward():
+    def step(st):
+        x, log = st
+        x.grad = None
+
+        def cb():
+            log.append(("callback", x.grad is not None, torch.is_grad_enabled()))
+
+        def hook(g):
+            log.append("hook")
+            torch.autograd.Variable._execution_engine.queue_callback(cb)
+        y = x * 3
+        y.register_hook(hook)
+        y.sum().backward()
+        log.append("returned")
+        return [x.grad, list(log)]
+    differential(_x, step)
+
+
+def test_changing_hooks_recapture():
+    def step(st):
+        x, log = st
+        x.grad = None
+        y = x.exp()
+        if len(log) % 2 == 0:                 # steps alternate: hook / no hook
+            y.register_hook(lambda g: g * 2)
+        log.append(len(log))
+        y.sum().backward()
+        return [x.grad]
+    differential(_x, step, steps=4, captures=2)
+
+
+def test_hook_that_raises_writes_no_grad():
+    def step(st):
+        x, _log = st
+        x.grad = torch.ones(4)
+        y = x * 2
+
+        def boom(g):
+            raise RuntimeError("boom from a tensor hook")
+        y.register_hook(boom)
+        try:
+            y.sum().backward()
+        except RuntimeError as e:
+            return [x.grad, str(e)]
+        return [x.grad]
+    differential(_x, step)
+
+
+def test_hooks_after_inplace_stay_on_their_node():
+    def step(st):
+        x, log = st
+        x.grad = None
+        y = x * 2
+        y.register_hook(lambda g: log.append("before inplace") or g * 3)
+        y.add_(1)
+        y.register_hook(lambda g: log.append("after inplace") or g + 1)
+        y.sum().backward()
+        return [x.grad, list(log)]
+    differential(_x, step)
+
+
+def test_grad_of_captured_leaf_and_intermediate_runs_their_tensor_hooks():
+    def step(st):
+        x, log = st
+        h = x.register_hook(lambda g: log.append("leaf") or g * 2)
+        y = x.sin()
+        y.register_hook(lambda g: log.append("y") or g * 5)
+        gx, gy = torch.autograd.grad((y * y).sum(), [x, y])
+        h.remove()
+        return [gx, gy, x.grad, list(log)]
+    differential(_x, step)
+
+
+def test_hook_return_checks_raise_eagers_errors():
+    def step(st):
+        x, _log = st
+        y = x.exp()
+        y.register_hook(lambda g: g[:2])       # changes the size
+        y.sum().backward()
+    differential(_x, step, allow_errors=True)
+
+
+def test_graph_shows_hooks_as_opaque_calls():
+    x = torch.randn(3, requires_grad=True)
+    compiled_bw.reset()
+    with compiled_bw.enable(strict=True):
+        y = x.exp()
+        y.register_hook(lambda g: g)
+        y.sum().backward()
+    assert compiled_bw.last_graph().code.count("compiled_bw.opaque") == 1
