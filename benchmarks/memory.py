@@ -1,8 +1,8 @@
 """Peak bytes of live tensors during the backward: eager autograd vs compiled_bw vs the anchor.
 
-Consumes the benchmark models (benchmarks/models.py, plus `act8`: activation-dominated) and
-modes (eager, cbw-eager, cbw-inductor, compiled-autograd); produces, per model and mode, the
-peak live bytes during the backward and its ratio to eager autograd's.
+Consumes the benchmark models (benchmarks/models.py, plus act8 and mlp8: activation-dominated)
+and modes (eager, cbw-eager, cbw-inductor, torch-ca = torch compiled autograd); produces, per
+model and mode, the peak live bytes during the backward and its ratio to eager autograd's.
 Run: python -m benchmarks.memory [--models act8,gemm] [--modes eager,cbw-eager,cbw-inductor]
 
 Method (CPU has no torch.cuda.max_memory_allocated): torch.profiler with profile_memory=True
@@ -68,7 +68,7 @@ MODES = {
     "eager": contextlib.nullcontext,
     "cbw-eager": lambda: compiled_bw.enable(backend="eager", strict=True),
     "cbw-inductor": lambda: compiled_bw.enable(backend="inductor", strict=True),
-    "compiled-autograd": _compiled_autograd,
+    "torch-ca": _compiled_autograd,
 }
 
 
@@ -137,7 +137,7 @@ def main(argv=None) -> int:
             base = peak if mode == "eager" else base
             ratio = f"{peak / base:9.3f}" if base else f"{'':9}"
             print(f"{name:10} {mode:18} {peak / 2**20:9.2f} {ratio}", flush=True)
-            if mode == "compiled-autograd":
+            if mode == "torch-ca":
                 torch._dynamo.reset()
     return 0
 

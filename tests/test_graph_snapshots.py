@@ -32,13 +32,13 @@ class <lambda>(torch.nn.Module):
         expand: "f32[3, 2]" = torch.ops.aten.expand.default(grad_root0, [3, 2]);  grad_root0 = None
         t: "f32[2, 8]" = torch.ops.aten.t.default(saved_addmm1_mat2);  saved_addmm1_mat2 = None
         mm: "f32[3, 8]" = torch.ops.aten.mm.default(expand, t);  t = None
-        threshold_backward: "f32[3, 8]" = torch.ops.aten.threshold_backward.default(mm, saved_relu3_result, 0);  mm = saved_relu3_result = None
         t_1: "f32[2, 3]" = torch.ops.aten.t.default(expand)
         mm_1: "f32[2, 8]" = torch.ops.aten.mm.default(t_1, saved_addmm1_mat1);  t_1 = saved_addmm1_mat1 = None
         t_2: "f32[8, 2]" = torch.ops.aten.t.default(mm_1);  mm_1 = None
         sum_1: "f32[1, 2]" = torch.ops.aten.sum.dim_IntList(expand, [0], True);  expand = None
         view: "f32[2]" = torch.ops.aten.view.default(sum_1, [2]);  sum_1 = None
         t_3: "f32[2, 8]" = torch.ops.aten.t.default(t_2);  t_2 = None
+        threshold_backward: "f32[3, 8]" = torch.ops.aten.threshold_backward.default(mm, saved_relu3_result, 0);  mm = saved_relu3_result = None
         t_4: "f32[8, 3]" = torch.ops.aten.t.default(threshold_backward)
         mm_2: "f32[8, 4]" = torch.ops.aten.mm.default(t_4, saved_addmm6_mat1);  t_4 = saved_addmm6_mat1 = None
         t_5: "f32[4, 8]" = torch.ops.aten.t.default(mm_2);  mm_2 = None
