@@ -41,3 +41,41 @@ def test_retain_graph_keeps_saved_tensors_for_a_second_backward():
         y.backward()
     for p, g in zip(model.parameters(), g1, strict=True):
         torch.testing.assert_close(p.grad, 2 * g)
+
+
+class _Probe(torch.autograd.Function):
+    """Identity whose backward records whether the storage behind `holder[0]` was freed."""
+
+    @staticmethod
+    def forward(ctx, x, holder, seen):
+        ctx.holder, ctx.seen = holder, seen
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, g):
+        ctx.seen.append(ctx.holder[0]() is None)
+        return g, None, None
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_saved_tensor_is_freed_before_the_backward_ends(backend):
+    # `a` is saved only by SinBackward0, which runs before the (opaque) probe: eager frees it
+    # when that node has run; compiled_bw must too (nothing but the Box may hold it).
+    if backend == "inductor":
+        pytest.importorskip("torch._inductor.compile_fx")
+    import weakref
+
+    def step(x, ctx_factory):
+        seen, holder = [], []
+        a = _Probe.apply(x, holder, seen) * 2
+        holder.append(weakref.ref(a.untyped_storage()))   # the memory, not one alias of it
+        loss = a.sin().sum()
+        del a
+        with ctx_factory():
+            loss.backward()
+        return seen
+    x = torch.randn(64, requires_grad=True)
+    assert step(x, torch.enable_grad) == [True]     # eager autograd
+    compiled_bw.reset()
+    for _ in range(2):    # the capture step and a cache hit
+        assert step(x, lambda: compiled_bw.enable(backend=backend, strict=True)) == [True]
