@@ -4,14 +4,14 @@ eager         eager autograd (the baseline every ratio is relative to)
 torch-ca      torch's compiled autograd, the anchor we must beat:
               torch._dynamo.compiled_autograd._enable(torch.compile(backend="inductor"))
 cbw-eager     compiled_bw, eager backend (the reference: runs the captured FX graph)
-cbw-inductor  compiled_bw, Inductor backend (only when registered)
+cbw-inductor  compiled_bw, Inductor backend (when this torch has Inductor)
 """
 from __future__ import annotations
 
 import contextlib
 
 import compiled_bw
-from compiled_bw.backends import BACKENDS
+from compiled_bw.backends import BACKENDS, LAZY
 
 
 def _torch_compiled_autograd():
@@ -26,7 +26,7 @@ def available_modes() -> dict:
         "torch-ca": _torch_compiled_autograd,
         "cbw-eager": lambda: compiled_bw.enable(backend="eager"),
     }
-    if "inductor" in BACKENDS:
+    if "inductor" in BACKENDS or "inductor" in LAZY:
         modes["cbw-inductor"] = lambda: compiled_bw.enable(backend="inductor")
     return modes
 

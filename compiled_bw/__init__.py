@@ -6,7 +6,7 @@
 
 See README.md and shared DESIGN.md for the pipeline: capture/ -> passes/ -> backends/ -> runtime/.
 """
-from .api import Stats, enable, explain, last_graph, reset, stats
+from .api import Stats, enable, explain, last_compiled, last_graph, reset, stats
 from .backends import register_backend
 from .capture import custom as _custom
 from .capture import hooks as _hooks
@@ -25,6 +25,7 @@ __all__ = [
            "Unsupported",
            "enable",
            "explain",
+           "last_compiled",
            "last_graph",
            "register_backend",
            "reset",

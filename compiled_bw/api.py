@@ -1,4 +1,4 @@
-"""Public API: enable, stats, reset, last_graph, explain.
+"""Public API: enable, stats, reset, last_graph, last_compiled, explain.
 
 Consumes user calls of torch.autograd.backward / grad (hence Tensor.backward) while enabled on
 this thread; produces compiled runs (runtime/run.py) or eager runs with a recorded reason.
@@ -48,6 +48,7 @@ class _Global:
         self.stats = Stats()
         self.last_graph = None
         self.last_plan = None
+        self.last_fn = None
         self.lock = threading.Lock()
 
 
@@ -76,6 +77,7 @@ class _State:
     def record_capture(self, entry) -> None:
         _G.last_graph = entry.gm
         _G.last_plan = entry.plan
+        _G.last_fn = entry.fn
         config.emit("graph", "captured backward graph:\n%s", entry.gm.print_readable(False))
 
 
@@ -166,11 +168,18 @@ def reset() -> None:
     _G.stats = Stats()
     _G.last_graph = None
     _G.last_plan = None
+    _G.last_fn = None
 
 
 def last_graph() -> torch.fx.GraphModule | None:
     """The FX GraphModule of the most recent capture."""
     return _G.last_graph
+
+
+def last_compiled() -> Callable | None:
+    """The backend's compiled callable of the most recent capture (boxed: `fn(box)`).
+    For backend="inductor" its `.source_code` is the generated wrapper and kernels."""
+    return _G.last_fn
 
 
 def explain() -> str:

@@ -1,4 +1,35 @@
+import atexit
 import os
+import shutil
 import sys
+import tempfile
+
+import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
+
+# One Inductor cache per test session, set before anything imports torch._inductor: identical
+# graphs compiled by different tests (or steps) load the compiled artefact instead of
+# recompiling, and nothing leaks in from earlier runs or other checkouts.
+if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
+    _cache = tempfile.mkdtemp(prefix="compiled_bw_inductor_")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = _cache
+    atexit.register(shutil.rmtree, _cache, ignore_errors=True)
+
+
+# The differential files run twice in one pytest session: on the eager backend and on
+# Inductor (the backend is read by differential.selected_backend()).
+BOTH_BACKENDS = {"test_core", "test_signature"}
+
+
+@pytest.fixture(autouse=True)
+def cbw_backend(request, monkeypatch):
+    backend = getattr(request, "param", None)
+    if backend is not None:
+        monkeypatch.setenv("COMPILED_BW_TEST_BACKEND", backend)
+    return backend
+
+
+def pytest_generate_tests(metafunc):
+    if metafunc.module.__name__ in BOTH_BACKENDS and "cbw_backend" in metafunc.fixturenames:
+        metafunc.parametrize("cbw_backend", ["eager", "inductor"], indirect=True)

@@ -5,8 +5,12 @@ once under eager autograd and once under `compiled_bw.enable(...)`, each from th
 seed, and compares everything `step` returns (tensors: values within dtype tolerance, dtype,
 shape, strides; other values: equality) and every exception (type and message).  It also
 checks that the compiled run really compiled: no fallback, and the expected capture count.
+The backend is `backend=` if given, else $COMPILED_BW_TEST_BACKEND (default "eager"): CI runs
+the differential files once more with COMPILED_BW_TEST_BACKEND=inductor.
 """
 from __future__ import annotations
+
+import os
 
 import torch
 import torch.utils._pytree as pytree
@@ -46,13 +50,19 @@ def assert_same(a, b, where="result"):
             assert x == y, f"{w}: eager {x!r} vs ours {y!r}"
 
 
-def differential(build, step, *, steps=3, backend="eager", seed=0, captures=1,
+def selected_backend() -> str:
+    return os.environ.get("COMPILED_BW_TEST_BACKEND", "eager")
+
+
+def differential(build, step, *, steps=3, backend=None, seed=0, captures=1,
                  fallbacks=0, strict=None, allow_errors=False):
     """Returns compiled_bw.stats() of the compiled run after asserting equality.
 
     An exception in a step is compared like a value, but only allowed when the test says the
     error is its point (allow_errors=True): a program that always raises compares nothing.
     """
+    if backend is None:
+        backend = selected_backend()
     eager = _run(build, step, steps, seed)
     raised = [v for k, v in eager if k == "raised"]
     assert allow_errors or not raised, f"eager raised {raised[0]}; pass allow_errors=True if intended"

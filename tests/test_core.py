@@ -350,7 +350,7 @@ def test_no_reference_to_the_graph_or_activations_survives_the_backward():
 
         @staticmethod
         def backward(ctx, g):
-            (a,) = ctx.saved_tensors
+            (_a,) = ctx.saved_tensors
             return g * 2
 
     m = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
@@ -369,3 +369,30 @@ def test_no_reference_to_the_graph_or_activations_survives_the_backward():
     gc.collect()
     assert not any(r() is not None for r in outs + acts), "a step's graph or activation leaked"
     assert compiled_bw.stats().captures == 1
+
+
+class _TransposedGrad(torch.autograd.Function):
+    """Identity whose backward returns the grad in transposed memory layout."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, g):
+        return g.t().contiguous().t()
+
+
+def test_opaque_output_layout_feeds_a_traced_view():
+    # The custom Function runs opaque and returns a transposed-layout grad; ViewBackward0's
+    # traced `view` after it must still apply (Note [Opaque output layout]).
+    def build():
+        return [torch.randn(24, requires_grad=True)]
+
+    def step(st):
+        (base,) = st
+        base.grad = None
+        _TransposedGrad.apply(base.view(4, 6)).pow(2).sum().backward()
+        return [base.grad]
+    differential(build, step)
+    assert "compiled_bw.opaque" in compiled_bw.last_graph().code

@@ -32,6 +32,50 @@ class OpaqueSite:
     edges: tuple           # node/custom: (child | -1, input_nr) per output
     out_specs: tuple       # per output: None (undefined) or (shape, dtype, device)
     n_first: int = 0       # post: how many of the grads are the node's outputs
+    out_strides: tuple | None = None   # per kept output; Note [Opaque output layout]
+
+
+# Note [Opaque output layout]
+# Whatever consumes an opaque call's outputs was traced against the fake outputs, so the real
+# outputs must have the fake ones' strides too: a traced `view` of a contiguous fake fails on
+# a transposed real grad, and Inductor asserts and indexes extern outputs by their fake
+# strides.  The first fake call (during the capture) fixes each output's strides, like
+# TensorIterator would: those of a same-shaped, non-overlapping and dense incoming grad (eager
+# `grad * 2` keeps the grad's layout), else contiguous.  Later fake calls (backend retraces)
+# reuse them; the real call copies an output into them when the node produced others.
+# Observable difference from eager: a grad() result made directly by an opaque node whose
+# real layout differs from that guess comes out in the guessed layout.
+
+
+def _dense(t: torch.Tensor) -> bool:
+    expected = 1
+    for stride, size in sorted((st, sz) for sz, st in zip(t.shape, t.stride(), strict=True)
+                                if sz != 1):
+        if stride != expected:
+            return False
+        expected *= size
+    return t.numel() > 0
+
+
+def _contiguous_strides(shape) -> tuple:
+    strides, acc = [], 1
+    for size in reversed(shape):
+        strides.append(acc)
+        acc *= max(size, 1)
+    return tuple(reversed(strides))
+
+
+def _guess_strides(specs, grads) -> tuple:
+    out = []
+    for shape, _, _ in (sp for sp in specs if sp is not None):
+        like = next((g for g in grads if g is not None and tuple(g.shape) == tuple(shape)
+                     and _dense(g)), None)
+        out.append(tuple(like.stride()) if like is not None else _contiguous_strides(shape))
+    return tuple(out)
+
+
+def _same_layout(t: torch.Tensor, strides: tuple) -> bool:
+    return all(size <= 1 or st == want for size, st, want in zip(t.shape, t.stride(), strides, strict=True))
 
 
 class StructureChanged(RuntimeError):
@@ -60,6 +104,12 @@ class current_step:
 
 def label(site: OpaqueSite) -> str:
     return f"{site.kind} {site.name}"
+
+
+def current_sites() -> list:
+    """The OpaqueSites of the graph being traced, compiled or run on this thread."""
+    step = getattr(_tls, "step", None)
+    return [] if step is None else list(step.sites)
 
 
 def register_site(site: OpaqueSite) -> int:
@@ -101,6 +151,7 @@ def opaque(site: int, grads: list[torch.Tensor | None], label: str) -> list[torc
         step.current = prev
     inputs = {g.untyped_storage().data_ptr() for g in grads if g is not None}
     res = []
+    strides = iter(s.out_strides)
     for o, spec in zip(outs, s.out_specs, strict=True):
         if spec is None:
             continue
@@ -110,8 +161,10 @@ def opaque(site: int, grads: list[torch.Tensor | None], label: str) -> list[torc
             step.notes.append(f"{s.name}: undefined grad replaced by zeros ({s.kind} call)")
             shape, dtype, device = spec
             o = torch.zeros(shape, dtype=dtype, device=device)
-        elif o.untyped_storage().data_ptr() in inputs:
-            o = o.clone()
+        want = next(strides)
+        # custom ops may not return (views of) their inputs; layout: Note [Opaque output layout]
+        if not _same_layout(o, want) or o.untyped_storage().data_ptr() in inputs:
+            o = torch.empty_strided(o.shape, want, dtype=o.dtype, device=o.device).copy_(o)
         res.append(o)
     return res
 
@@ -119,5 +172,8 @@ def opaque(site: int, grads: list[torch.Tensor | None], label: str) -> list[torc
 @opaque.register_fake
 def _opaque_fake(site: int, grads: list[torch.Tensor | None], label: str) -> list[torch.Tensor]:
     s = _tls.step.sites[site]
-    return [torch.empty(shape, dtype=dtype, device=device)
-            for shape, dtype, device in (sp for sp in s.out_specs if sp is not None)]
+    if s.out_strides is None:
+        s.out_strides = _guess_strides(s.out_specs, grads)
+    specs = (sp for sp in s.out_specs if sp is not None)
+    return [torch.empty_strided(shape, strides, dtype=dtype, device=device)
+            for (shape, dtype, device), strides in zip(specs, s.out_strides, strict=True)]

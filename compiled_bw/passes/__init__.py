@@ -2,9 +2,10 @@
 import torch
 
 from .dce import dce
+from .reorder_for_memory import reorder_for_memory
 from .strip_detach import strip_detach
 
-PIPELINE = (strip_detach, dce)
+PIPELINE = (strip_detach, dce, reorder_for_memory)
 
 
 def run_passes(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:

@@ -16,6 +16,7 @@ class Compiled:
     fn: Callable            # boxed: fn(box) -> list of outputs
     plan: Any               # capture.trace.Plan
     gm: Any                 # the captured GraphModule (for last_graph / explain)
+    box_owned: tuple = ()   # saved-tensor positions the box alone owns while the graph runs
 
 
 @dataclasses.dataclass

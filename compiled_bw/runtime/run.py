@@ -13,6 +13,16 @@ behave exactly as in eager, and `queue_callback` / `_current_graph_task_id()` wo
 run inside the graph.  The graph finishes before any leaf is touched, so an error in it
 leaves every `.grad` as it was.  Trade-off: leaves accumulate after the whole graph rather
 than interleaved with it (only observable from hooks that read other leaves' `.grad`).
+
+Note [Box ownership]
+With retain_graph=False, eager autograd frees each node's saved tensors when the node has
+run.  Our graph frees its inputs after their last use (the backends' boxed calling
+convention), which frees memory only if the Box holds the only reference.  So before the
+graph runs: the Walk's list is dropped, and the Slot (Note [Slots]) of every saved tensor
+of a node the graph computes is released, so the autograd graph no longer owns it either.
+Saved tensors of nodes run opaquely stay in their Slots until the run is over: the real node
+unpacks them at run time (so do nodes whose hooks run opaquely: they stay too).  With
+retain_graph=True, the Slots keep everything.
 """
 from __future__ import annotations
 
@@ -177,7 +187,13 @@ def _capture(state, w, opts, grad_tensors, slots):
     example = [g for g in grad_tensors if g is not None] + list(w.saved)
     with current_step(Step(w, plan)):   # backends may re-run fake impls
         fn = state.compile_fn(gm, example)
-    return Compiled(fn, plan, gm)
+    return Compiled(fn, plan, gm, _box_owned(w, plan))
+
+
+def _box_owned(w, plan) -> tuple:
+    """Positions in w.saved whose Slots can be emptied before the run (Note [Box ownership])."""
+    computed = set(plan.executed) - {s.node_index for s in plan.opaque_sites}
+    return tuple(k for k, (i, _, _) in enumerate(w.saved_node) if i in computed)
 
 
 def _run(state, entry: Compiled, w, opts, grad_tensors, slots):
@@ -185,6 +201,10 @@ def _run(state, entry: Compiled, w, opts, grad_tensors, slots):
     box = [g for g in grad_tensors if g is not None]
     box.extend(w.saved)
     w.saved = None
+    del grad_tensors
+    if not opts.retain_graph and slots is not None:
+        for k in entry.box_owned:     # Note [Box ownership]
+            slots[k].release()
     result: list = []
     step = Step(w, plan)
 

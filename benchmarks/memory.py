@@ -1,0 +1,146 @@
+"""Peak bytes of live tensors during the backward: eager autograd vs compiled_bw vs the anchor.
+
+Consumes the benchmark models (benchmarks/models.py, plus act8 and mlp8: activation-dominated)
+and modes (eager, cbw-eager, cbw-inductor, torch-ca = torch compiled autograd); produces, per
+model and mode, the peak live bytes during the backward and its ratio to eager autograd's.
+Run: python -m benchmarks.memory [--models act8,gemm] [--modes eager,cbw-eager,cbw-inductor]
+
+Method (CPU has no torch.cuda.max_memory_allocated): torch.profiler with profile_memory=True
+makes the CPU allocator report every allocation and free with its running total of live
+bytes (`total_allocated`, counting only blocks allocated while profiling).  The forward and
+backward of one warmed-up step run under the profiler, so the forward's activations are
+counted and their frees seen; a marker allocation of odd size separates forward from backward.
+Peak = max running total after the marker, minus what was live before the forward started.
+This counts every CPU tensor allocation (Inductor's buffers included), not Python objects.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+
+import torch
+from torch import nn
+from torch.profiler import ProfilerActivity, profile
+
+import compiled_bw
+
+from .models import MODELS
+
+_MARKER = 12347   # bytes; an allocation of this size marks the start of the backward
+
+
+class Activations(nn.Module):
+    """8 layers of large pointwise activations, each with a weight of the activation's shape:
+    the saved activations dominate, and each layer's weight grad appears during the backward,
+    so freeing activations as their layer finishes is what keeps the peak at eager's."""
+
+    def __init__(self, layers: int = 8, n: int = 256 * 1024) -> None:
+        super().__init__()
+        self.ws = nn.ParameterList(nn.Parameter(torch.rand(n) + 0.5) for _ in range(layers))
+
+    def forward(self, x):
+        for w in self.ws:
+            x = torch.tanh(x * w)
+        return x
+
+
+def act8(n: int = 256 * 1024):
+    return Activations(8, n), torch.randn(n)
+
+
+def mlp8(d: int = 512, batch: int = 256):
+    """8 x (Linear(d, d) + tanh): GEMMs separate the layers, so no fused kernel spans two;
+    each layer frees its activations (0.5 MB) and allocates its weight grad (1 MB)."""
+    return nn.Sequential(*[m for _ in range(8) for m in (nn.Linear(d, d), nn.Tanh())]), \
+        torch.randn(batch, d)
+
+
+MEMORY_MODELS = {"act8": act8, "mlp8": mlp8, **MODELS}
+
+
+def _compiled_autograd():
+    from torch._dynamo import compiled_autograd
+    return compiled_autograd._enable(torch.compile(backend="inductor"))
+
+
+MODES = {
+    "eager": contextlib.nullcontext,
+    "cbw-eager": lambda: compiled_bw.enable(backend="eager", strict=True),
+    "cbw-inductor": lambda: compiled_bw.enable(backend="inductor", strict=True),
+    "torch-ca": _compiled_autograd,
+}
+
+
+def _allocations(prof) -> list:
+    """(time, size, running total) of every CPU allocation (+) and free (-), in time order."""
+    alloc = torch._C._profiler._EventType.Allocation
+    out, stack = [], list(prof.profiler.kineto_results.experimental_event_tree())
+    while stack:
+        e = stack.pop()
+        stack.extend(e.children)
+        if e.tag == alloc:
+            f = e.extra_fields
+            out.append((e.start_time_ns, f.alloc_size, f.total_allocated))
+    out.sort()
+    return out
+
+
+def _step(model, x, ctx_factory, loss_fn, marker: bool):
+    model.zero_grad(set_to_none=True)
+    loss = loss_fn(model(x))
+    m = torch.empty(_MARKER, dtype=torch.uint8) if marker else None
+    with ctx_factory():
+        loss.backward()
+    del loss, m
+
+
+def peak_backward_bytes(model, x, mode: str, warmup: int = 2,
+                        loss_fn=lambda y: y.float().pow(2).mean()) -> int:
+    """Peak live tensor bytes during one steady-state backward, above what was live before
+    its forward (so: the forward's saved activations + everything the backward allocates)."""
+    ctx_factory = MODES[mode]
+    for _ in range(warmup):             # captures and compiles happen here
+        _step(model, x, ctx_factory, loss_fn, marker=False)
+    model.zero_grad(set_to_none=True)
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        torch.empty(1, dtype=torch.uint8)     # the first event fixes the baseline
+        _step(model, x, ctx_factory, loss_fn, marker=True)
+    events = _allocations(prof)
+    assert events, "the profiler reported no allocations"
+    base = events[0][2] - events[0][1]
+    start = next((k for k, (_, size, _) in enumerate(events) if size == _MARKER), None)
+    assert start is not None, "marker allocation not found in the profile"
+    peak = max(total for _, _, total in events[start:])
+    return peak - base - _MARKER
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.memory", description=__doc__.splitlines()[0])
+    ap.add_argument("--models", default=",".join(MEMORY_MODELS))
+    ap.add_argument("--modes", default=",".join(MODES))
+    a = ap.parse_args(argv)
+    torch.set_num_threads(2)
+    modes = a.modes.split(",")
+    print(f"{'model':10} {'mode':18} {'peak MB':>9} {'vs eager':>9}")
+    for name in a.models.split(","):
+        base = None
+        for mode in modes:
+            torch.manual_seed(0)
+            model, x = MEMORY_MODELS[name]()
+            compiled_bw.reset()
+            try:
+                peak = peak_backward_bytes(model, x, mode)
+            except Exception as e:  # noqa: BLE001 -- one failing cell never stops the report
+                print(f"{name:10} {mode:18} n/a ({type(e).__name__}: {str(e)[:80]})")
+                continue
+            base = peak if mode == "eager" else base
+            ratio = f"{peak / base:9.3f}" if base else f"{'':9}"
+            print(f"{name:10} {mode:18} {peak / 2**20:9.2f} {ratio}", flush=True)
+            if mode == "torch-ca":
+                torch._dynamo.reset()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

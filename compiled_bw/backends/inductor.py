@@ -1,0 +1,80 @@
+"""The `inductor` backend: the captured aten graph compiled by Inductor directly, no Dynamo.
+
+Consumes a GraphModule from passes/ and example inputs (this step's Box); produces Inductor's
+boxed callable `f(box) -> tuple`, which empties the box and frees each input after its last
+use.  Imported lazily by backends/__init__.py (importing Inductor costs ~2 s), so a torch
+without Inductor disables only this backend.  See Note [Inductor without Dynamo].
+"""
+from __future__ import annotations
+
+import torch
+import torch.utils._pytree as pytree
+from torch._inductor import config as inductor_config
+from torch._inductor.compile_fx import compile_fx_inner
+from torch._inductor.decomposition import select_decomp_table
+from torch._inductor.output_code import CompiledFxGraph
+from torch.fx.experimental.proxy_tensor import make_fx
+
+from ..capture.opaque import current_sites
+
+# Note [Inductor without Dynamo]
+# 1. Retrace: functionalize (a few backward formulas mutate fresh buffers, e.g. index_put_)
+#    and apply Inductor's decomposition table, under fake mode, returning a tuple (what
+#    compile_fx_inner requires).  `compiled_bw::opaque` survives as a custom op: Inductor
+#    lowers it to an extern FallbackKernel call, so opaque nodes never split the graph.
+# 2. Output strides: eager's formulas decide the strides of every grad (grad() returns them
+#    as they are; hooks see them).  The captured graph's output `val`s hold those strides;
+#    we record them in the output node's meta the way compile_fx does for user outputs, so
+#    Inductor lays out each output buffer exactly like eager (config.keep_output_stride).
+# 3. compile_fx_inner, inside a TracingContext holding the retrace's fake mode: without
+#    a shape env the FX graph cache bypasses itself ("No shape env").  The cache key is the
+#    pickled GraphModule (code + __dict__), which the output strides in the node meta are not
+#    part of; `gm.compiled_bw_key` puts them, and the opaque sites' output specs, into it.
+# 4. The result (CompiledFxGraph) is boxed: it clears the list and frees every input after
+#    its last use.  `compile_fx` is a trap here: its result is flagged `_boxed_call` but is
+#    a `*args` function that frees nothing.
+
+
+def _tuple_outputs(gm: torch.fx.GraphModule):
+    def program(*args):
+        return tuple(gm(*args))
+    return program
+
+
+def _output_vals(gm: torch.fx.GraphModule) -> list:
+    out = gm.graph.find_nodes(op="output")[0]
+    return [n.meta.get("val") if isinstance(n, torch.fx.Node) else None
+            for n in pytree.arg_tree_leaves(*out.args)]
+
+
+def _pin_output_strides(gm: torch.fx.GraphModule, vals: list) -> tuple:
+    out = gm.graph.find_nodes(op="output")[0]
+    args = out.args[0]
+    assert len(args) == len(vals), f"retrace changed the output count: {len(vals)} -> {len(args)}"
+    strides = [v.stride() if isinstance(v, torch.Tensor) else None for v in vals]
+    out.meta["original_output_strides"] = strides
+    out.meta["user_visible_output_idxs"] = [
+        i for i, a in enumerate(args) if isinstance(a, torch.fx.Node) and strides[i] is not None]
+    return tuple(strides)
+
+
+def compile_inductor(gm: torch.fx.GraphModule, example_inputs: list):
+    vals = _output_vals(gm)
+    retraced = make_fx(torch.func.functionalize(_tuple_outputs(gm)),
+                       decomposition_table=select_decomp_table(),
+                       tracing_mode="fake")(*example_inputs)
+    strides = _pin_output_strides(retraced, vals)
+    retraced.compiled_bw_key = repr((strides, [(s.out_specs, s.out_strides) for s in current_sites()]))
+    fakes = [n.meta["val"] for n in retraced.graph.find_nodes(op="placeholder")]
+    fake_mode = torch._guards.detect_fake_mode(fakes)
+    with torch._guards.tracing(torch._guards.TracingContext(fake_mode)), \
+            inductor_config.patch(keep_output_stride=True):
+        fn = compile_fx_inner(retraced, fakes)
+    if isinstance(fn, CompiledFxGraph):
+        return fn
+    # A graph without calls comes back as make_boxed_func(gm.forward), which keeps the box.
+    def run(box: list):
+        args = list(box)
+        box.clear()
+        return fn(args)
+    return run

@@ -1,0 +1,110 @@
+"""The `inductor` backend (issue 5): opaque calls as extern kernels, boxed calls that free
+their inputs, eager's output strides, one compile per signature, isolation of the import.
+
+Grads are compared with eager autograd through tests/differential.py; CI also runs the
+differential files (test_core.py, test_signature.py) with COMPILED_BW_TEST_BACKEND=inductor.
+"""
+import gc
+import weakref
+
+import pytest
+import torch
+from differential import differential, grads
+
+import compiled_bw
+from compiled_bw import backends
+
+pytest.importorskip("torch._inductor.compile_fx")
+
+
+def test_opaque_call_is_an_extern_kernel_in_one_graph():
+    def build():
+        return [torch.randn(4, 5, requires_grad=True)]
+
+    def step(ps):
+        (x,) = ps
+        x.grad = None
+        y = x * 2
+        y[1:3].mul_(3)            # CopySlices: runs opaque
+        (y.sin() * x).sum().backward()
+        return grads(ps)
+    st = differential(build, step, backend="inductor")
+    assert (st.captures, st.cache_hits) == (1, 2)
+    assert st.compile_seconds > 0
+    assert "compiled_bw.opaque" in compiled_bw.last_graph().code
+    src = compiled_bw.last_compiled().source_code
+    assert "torch.ops.compiled_bw.opaque.default" in src   # an extern call ...
+    assert "cpp_fused" in src                              # ... between compiled kernels
+
+
+def test_grad_strides_follow_eagers_formulas():
+    # Eager's TensorIterator gives grads the layout of a permuted operand; Inductor must
+    # lay out its output buffers the same way (grad() returns them as they are).
+    def build():
+        return [torch.randn(2, 3, 4, 5, requires_grad=True),
+                torch.randn(2, 5, 4, 3).permute(0, 3, 2, 1).requires_grad_()]
+
+    def step(ps):
+        x, w = ps
+        y = x.sigmoid()
+        return torch.autograd.grad((y * w + w.exp() * y).sum(), [x, w, y])
+    differential(build, step, backend="inductor")
+
+
+class _Scale(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 1.5
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 1.5          # keeps the (transposed) layout of g, as eager's formulas do
+
+
+def test_opaque_output_in_grad_layout():
+    # The custom Function runs opaque; its real output follows the transposed grad
+    # (Note [Opaque output layout]), and the traced `t` after it must see that layout.
+    def build():
+        return [torch.randn(4, 6, requires_grad=True)]
+
+    def step(ps):
+        (x,) = ps
+        h = _Scale.apply(x.t())
+        return torch.autograd.grad((h.tanh() ** 2).sum(), [x, h])
+    differential(build, step, backend="inductor")
+    assert "compiled_bw.opaque" in compiled_bw.last_graph().code
+
+
+def test_compiled_callable_is_boxed_and_frees_its_inputs():
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from compiled_bw.backends.inductor import compile_inductor
+
+    def f(g, a, b):
+        return [(g * a.sin()) @ b, g.sum(0)]
+    inputs = [torch.randn(8, 8) for _ in range(3)]
+    gm = make_fx(f, tracing_mode="fake")(*inputs)
+    fn = compile_inductor(gm, inputs)
+    refs = [weakref.ref(t) for t in inputs]
+    box = inputs
+    del inputs
+    g, a, b = (r() for r in refs)
+    expected = f(g, a, b)
+    del g, a, b
+    out = fn(box)
+    assert box == []
+    gc.collect()
+    assert [r() for r in refs] == [None, None, None]
+    for x, y in zip(out, expected, strict=True):
+        torch.testing.assert_close(x, y)
+
+
+def test_missing_backend_dependency_disables_only_that_backend(monkeypatch):
+    monkeypatch.setitem(backends.LAZY, "broken", (".no_such_module", "compile"))
+    with (pytest.raises(ValueError, match=r"backend 'broken' is unavailable.*backend='eager'"),
+          compiled_bw.enable(backend="broken")):
+        pass
+    x = torch.randn(3, requires_grad=True)
+    with compiled_bw.enable(backend="eager", strict=True):
+        (x * x).sum().backward()
+    torch.testing.assert_close(x.grad, 2 * x.detach())

@@ -1,0 +1,81 @@
+"""Peak memory during the backward (issue 5): the Box is the only owner of the saved tensors
+while the compiled graph runs, and the graph frees each after its last use, so compiled_bw's
+peak stays at eager autograd's (method: benchmarks/memory.py, the CPU allocator's running
+total reported to torch.profiler).  Without Note [Box ownership] both models peak at ~1.4x.
+"""
+import pytest
+import torch
+
+import compiled_bw
+from benchmarks.memory import act8, mlp8, peak_backward_bytes
+
+# Inductor fuses act8's whole pointwise layer chain into one kernel, which allocates all 8
+# weight grads while all 8 activations are still alive: 16 MB vs eager's 12 (torch compiled
+# autograd: 16 MB too).  Needs fusion that counts graph inputs as freeable (not done yet).
+_FUSED_CHAIN = pytest.mark.xfail(strict=True, reason="Inductor fuses across layers (16 vs 12 MB)")
+
+
+@pytest.mark.parametrize("model,backend", [
+    (mlp8, "eager"), (mlp8, "inductor"), (act8, "eager"),
+    pytest.param(act8, "inductor", marks=_FUSED_CHAIN)])
+def test_peak_backward_memory_at_most_eagers(model, backend):
+    if backend == "inductor":
+        pytest.importorskip("torch._inductor.compile_fx")
+    torch.manual_seed(0)
+    m, x = model()
+    eager = peak_backward_bytes(m, x, "eager")
+    compiled_bw.reset()
+    ours = peak_backward_bytes(m, x, f"cbw-{backend}")    # strict: no silent fallback
+    st = compiled_bw.stats()
+    assert (st.captures, st.fallbacks) == (1, 0)
+    assert ours <= 1.05 * eager, f"peak {ours / 2**20:.2f} MB vs eager {eager / 2**20:.2f} MB"
+
+
+def test_retain_graph_keeps_saved_tensors_for_a_second_backward():
+    torch.manual_seed(0)
+    model, x = act8(1024)
+    with compiled_bw.enable(strict=True):
+        y = model(x).pow(2).mean()
+        y.backward(retain_graph=True)
+        g1 = [p.grad.clone() for p in model.parameters()]
+        y.backward()
+    for p, g in zip(model.parameters(), g1, strict=True):
+        torch.testing.assert_close(p.grad, 2 * g)
+
+
+class _Probe(torch.autograd.Function):
+    """Identity whose backward records whether the storage behind `holder[0]` was freed."""
+
+    @staticmethod
+    def forward(ctx, x, holder, seen):
+        ctx.holder, ctx.seen = holder, seen
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, g):
+        ctx.seen.append(ctx.holder[0]() is None)
+        return g, None, None
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_saved_tensor_is_freed_before_the_backward_ends(backend):
+    # `a` is saved only by SinBackward0, which runs before the (opaque) probe: eager frees it
+    # when that node has run; compiled_bw must too (nothing but the Box may hold it).
+    if backend == "inductor":
+        pytest.importorskip("torch._inductor.compile_fx")
+    import weakref
+
+    def step(x, ctx_factory):
+        seen, holder = [], []
+        a = _Probe.apply(x, holder, seen) * 2
+        holder.append(weakref.ref(a.untyped_storage()))   # the memory, not one alias of it
+        loss = a.sin().sum()
+        del a
+        with ctx_factory():
+            loss.backward()
+        return seen
+    x = torch.randn(64, requires_grad=True)
+    assert step(x, torch.enable_grad) == [True]     # eager autograd
+    compiled_bw.reset()
+    for _ in range(2):    # the capture step and a cache hit
+        assert step(x, lambda: compiled_bw.enable(backend=backend, strict=True)) == [True]
