@@ -385,8 +385,9 @@ void collect_node(CWalk& w, AutogradCompilerCall& cc, int i, Node* node,
       CompiledNodeArgs args(cc, call);
       try {
         node->compiled_args(args);
-      } catch (const c10::Error& e) {
-        raise(PyExc_RuntimeError, e.what_without_backtrace());
+      } catch (const c10::Error& e) {  // also eager's errors (saved tensor modified in place):
+        // the Python walk meets those again and reports them as eager would
+        raise(g_giveup, ci.name + "::compiled_args raised: " + e.what_without_backtrace());
       }
       auto ck = args.key();
       k.put<uint32_t>(ck.key_size);

@@ -20,6 +20,9 @@ slots (SavedVariableHooks) instead of Python Slots.  What C++ does not do is cal
 Python, in processing order so the saved-tensor order is the Python walk's:
 custom Function / AOT nodes (custom.py, aot.py), and classes whose compiled_args is unusable
 (probed once per class).  Hooks: C++ lists the nodes that have any, Python reads those only.
+On a cache hit with retain_graph=False no slots are installed at all: after the run,
+`Node::release_variables()` on each executed node frees the saved tensors exactly as eager's
+engine does (and a second backward raises eager's error); slots are only needed to trace.
 Deliberate differences from the Python signature: a node run opaquely for hidden state
 (nodes.py Note [Hidden saved state]) does not key on its sizes (the real node runs; the graph
 bakes none in), and the compiled_args bytes key on more than Python can see (finer).
@@ -36,7 +39,7 @@ import torch
 from .hooks import COUNTS, RETAINED, leaf_hooks, node_hooks, retained_by_node
 from .nodes import AOT, CUSTOM, LEAF, TRACE, TRACE_CUSTOM, UNSUPPORTED, hidden_state_unknown
 from .nodes import node_kind as _node_kind
-from .saved import input_metadata, install_slots
+from .saved import input_metadata, install_slots, raw_saved
 from .walk import WalkUnsupported, _as_opaque, _custom_entry, class_info, values_entry, walk_graph
 
 log = logging.getLogger("compiled_bw")
@@ -132,7 +135,7 @@ def _classify(node, addr: int) -> tuple:
     ok, why = ext.probe_compiled_args(node)
     attrs = []
     for a in kind.tensor_attrs:
-        raw = getattr(node, "_raw_saved_" + a)
+        raw = raw_saved(node, a)
         if isinstance(raw, (list, tuple)):
             attrs.append((a, -1))
             continue
@@ -149,7 +152,7 @@ def _classify(node, addr: int) -> tuple:
 
 def _list_svs(node, attr: str) -> list:
     addr = _S.ext.saved_variable_address
-    return [addr(sv) for sv in getattr(node, "_raw_saved_" + attr)]
+    return [addr(sv) for sv in raw_saved(node, attr)]
 
 
 class _Sink:
@@ -322,7 +325,7 @@ def walk(root_edges: list):
             return w
         except GiveUp as e:
             _S.py_walks += 1
-            reason = str(e)
+            reason = str(e).split(": ")[0]    # bounded: no per-tensor details
             n = _S.gave_up.get(reason, 0)
             _S.gave_up[reason] = n + 1
             if n == 0:

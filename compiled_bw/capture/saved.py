@@ -13,6 +13,10 @@ pack moves the tensor out of the SavedVariable into the Slot, unpack returns
     as eager frees saved tensors).
 A Slot references nothing but its tensor: a closure holding nodes would form a reference
 cycle through C++ that the GC cannot break.
+The C++ walk (capture/fastwalk.py) has C++ slots with the same behaviour (_fastwalk.cpp), and
+needs none on a cache hit (Node::release_variables after the run); both are driven through
+the same three calls (PySlots here, SlotList there): set_placeholders, clear_placeholders,
+release.
 """
 from __future__ import annotations
 
