@@ -5,6 +5,8 @@ of autograd nodes, the median cost of each part in µs and µs/node, and that co
 the eager backward time measured in the same process (interleaved, median of N) -- for the
 Python walk and, if it can be built, the C++ walk (capture/fastwalk.py), interleaved step by
 step on fresh graphs of the same model, so their ratio is measured under the same load.
+Parts are wall-clock medians; "thread CPU time" (time.thread_time of the three parts) is
+less disturbed by other jobs on a shared machine.
 Run: python benchmarks/overhead.py [--layers 12] [--d 256] [--steps 30] [--threads 1]
 """
 from __future__ import annotations
@@ -40,7 +42,9 @@ def _saved_bookkeeping(w) -> None:
 
 
 def _one(walker, model, x, cache: dict, i: int) -> tuple:
+    """Wall-clock parts (walk, lookup, saved bookkeeping), thread CPU time of all three, sizes."""
     loss = model(x).pow(2).mean()
+    c0 = time.thread_time()
     t0 = time.perf_counter()
     w = walker([gradient_edge(loss)])
     t1 = time.perf_counter()
@@ -49,9 +53,10 @@ def _one(walker, model, x, cache: dict, i: int) -> tuple:
     t2 = time.perf_counter()
     _saved_bookkeeping(w)
     t3 = time.perf_counter()
+    cpu = time.thread_time() - c0
     n, n_saved = len(w.nodes), len(w.saved)
     del loss, w
-    return t1 - t0, t2 - t1, t3 - t2, n, n_saved
+    return t1 - t0, t2 - t1, t3 - t2, cpu, n, n_saved
 
 
 def measure(layers: int = 12, d: int = 256, steps: int = 30, cpp: bool = True) -> dict:
@@ -61,7 +66,7 @@ def measure(layers: int = 12, d: int = 256, steps: int = 30, cpp: bool = True) -
     impls = {"python": walk_graph}
     if cpp and fastwalk.enable_fastwalk(True):
         impls["c++"] = fastwalk.fast_walk
-    times = {k: ([], [], []) for k in impls}
+    times = {k: ([], [], [], []) for k in impls}
     caches = {k: {} for k in impls}
     eager_t = []
     counts = {}
@@ -73,21 +78,22 @@ def measure(layers: int = 12, d: int = 256, steps: int = 30, cpp: bool = True) -
         del loss
         order = list(impls) if i % 2 == 0 else list(impls)[::-1]
         for k in order:
-            wt, lt, st, n, ns = _one(impls[k], model, x, caches[k], i)
+            wt, lt, st, cpu, n, ns = _one(impls[k], model, x, caches[k], i)
             counts[k] = (n, ns)
             if i >= 3:
-                for lst, v in zip(times[k], (wt, lt, st), strict=True):
+                for lst, v in zip(times[k], (wt, lt, st, cpu), strict=True):
                     lst.append(v)
     eager = statistics.median(eager_t[3:]) * 1e6
     out = {}
     for k in impls:
         assert len(caches[k]) == 1, f"{k}: signature not stable across steps"
-        med = {p: statistics.median(v) * 1e6 for p, v in zip(("walk", "lookup", "slots"), times[k],
-                                                              strict=True)}
-        total = sum(med.values())
+        med = {p: statistics.median(v) * 1e6
+               for p, v in zip(("walk", "lookup", "slots", "cpu"), times[k], strict=True)}
+        total = med["walk"] + med["lookup"] + med["slots"]
         n, ns = counts[k]
         out[k] = dict(nodes=n, saved=ns, total_us=total, us_per_node=total / n,
                       pct_of_eager=100 * total / eager, eager_us=eager,
+                      cpu_us_per_node=med["cpu"] / n,
                       **{p + "_us": v for p, v in med.items()})
     return out
 
@@ -109,7 +115,8 @@ def main() -> None:
     for k, r in res.items():
         print(f"  {k:>6}: walk+signature {r['walk_us']:.0f} µs, lookup {r['lookup_us']:.0f} µs, "
               f"saved bookkeeping {r['slots_us']:.0f} µs; total {r['total_us']:.0f} µs = "
-              f"{r['us_per_node']:.2f} µs/node = {r['pct_of_eager']:.1f}% of eager")
+              f"{r['us_per_node']:.2f} µs/node = {r['pct_of_eager']:.1f}% of eager "
+              f"(thread CPU time {r['cpu_us_per_node']:.2f} µs/node)")
     if "c++" in res:
         print(f"  python/c++ ratio: {res['python']['total_us'] / res['c++']['total_us']:.1f}x")
     elif not a.no_cpp:

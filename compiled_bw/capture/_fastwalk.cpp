@@ -35,6 +35,7 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <mutex>
 #include <sstream>
 #include <string>
@@ -314,6 +315,39 @@ uint64_t hash_bytes(const std::string& s) {  // 64-bit multiply-mix over 8-byte 
 
 // ---- the walk ------------------------------------------------------------------------------
 
+// Node* -> discovery index: open addressing, linear probing (no allocation per node).
+struct NodeIndex {
+  std::vector<std::pair<Node*, int32_t>> slots;
+  size_t mask, used = 0;
+  NodeIndex() : slots(2048, {nullptr, -1}), mask(2047) {}
+  static size_t h(Node* p) { return (size_t)(((uintptr_t)p >> 4) * 0x9E3779B97F4A7C15ull >> 20); }
+  // (index, fresh): the node's index, or `next` if it is new.
+  std::pair<int32_t, bool> find_or_add(Node* p, int32_t next) {
+    if (C10_UNLIKELY((used + 1) * 2 > slots.size())) grow();
+    for (size_t j = h(p) & mask;; j = (j + 1) & mask) {
+      auto& e = slots[j];
+      if (e.first == p) return {e.second, false};
+      if (!e.first) {
+        e = {p, next};
+        ++used;
+        return {next, true};
+      }
+    }
+  }
+  void grow() {
+    std::vector<std::pair<Node*, int32_t>> old(slots.size() * 2, {nullptr, -1});
+    old.swap(slots);
+    mask = slots.size() - 1;
+    for (auto& e : old)
+      if (e.first)
+        for (size_t j = h(e.first) & mask;; j = (j + 1) & mask)
+          if (!slots[j].first) {
+            slots[j] = e;
+            break;
+          }
+  }
+};
+
 // Where a saved tensor comes from: a C++ SavedVariable (sv != null) or a Python-read key.
 struct SavedSrc {
   const SavedVariable* sv;
@@ -342,10 +376,42 @@ struct CWalk {
   std::vector<std::pair<uint32_t, uint32_t>> ca_range;  // per node: its compiled_args bytes in key
 };
 
+// One CompiledNodeArgs (and NodeCall) for many nodes: NodeCall::node is re-pointed per node and
+// each node's bytes are the growth of the visitor's buffer.  CacheKey::key_size is a uint16_t,
+// so the offsets are tracked here and a fresh visitor starts every 32 KB.
+struct Visitor {
+  AutogradCompilerCall& cc;
+  NodeCall call;
+  std::optional<CompiledNodeArgs> args;
+  size_t used = 0;       // bytes in args' buffer
+  explicit Visitor(AutogradCompilerCall& c) : cc(c), call(0, c10::intrusive_ptr<Node>()) {}
+  // Appends node's compiled_args bytes to k (size-prefixed).
+  void visit(Node* node, const c10::intrusive_ptr<Node>& owner, const ClassInfo& ci, Key& k) {
+    if (!args || used > (1u << 15)) {
+      args.reset();
+      args.emplace(cc, call);
+      used = 0;
+    }
+    call.node = owner;
+    try {
+      node->compiled_args(*args);
+    } catch (const c10::Error& e) {  // also eager's errors (saved tensor modified in place):
+      // the Python walk meets those again and reports them as eager would
+      args.reset();
+      raise(g_giveup, ci.name + "::compiled_args raised: " + e.what_without_backtrace());
+    }
+    auto ck = args->key();
+    const uint32_t n = (uint16_t)(ck.key_size - (uint16_t)used);  // < 64 KB per node
+    k.put<uint32_t>(n);
+    k.put_bytes(ck.key + used, n);
+    used += n;
+  }
+};
+
 // One node's part of the key: its compiled_args bytes and sizes, then its saved tensors.  A
 // node whose saved tensors already carry our slots (a retained graph walked again) reuses the
 // bytes recorded at install: compiled_args would take its hooks path and write other bytes.
-void collect_node(CWalk& w, AutogradCompilerCall& cc, int i, Node* node,
+void collect_node(CWalk& w, AutogradCompilerCall& cc, Visitor& vis, int i, Node* node,
                   const c10::intrusive_ptr<Node>& owner, const ClassInfo& ci, bool opaque,
                   Key& k) {
   // The SavedVariables, in the Python walk's order: per attr, its element(s).
@@ -380,19 +446,7 @@ void collect_node(CWalk& w, AutogradCompilerCall& cc, int i, Node* node,
   if (cached) {
     k.put_bytes(cached->data() + cached_range.first, cached_range.second - cached_range.first);
   } else {
-    NodeCall call((uint32_t)i, owner);
-    {
-      CompiledNodeArgs args(cc, call);
-      try {
-        node->compiled_args(args);
-      } catch (const c10::Error& e) {  // also eager's errors (saved tensor modified in place):
-        // the Python walk meets those again and reports them as eager would
-        raise(g_giveup, ci.name + "::compiled_args raised: " + e.what_without_backtrace());
-      }
-      auto ck = args.key();
-      k.put<uint32_t>(ck.key_size);
-      k.put_bytes(ck.key, ck.key_size);
-    }
+    vis.visit(node, owner, ci, k);
     if (!cc.lifted_ivalue_args.args.empty()) raise(g_giveup, ci.name + ": lifted IValues");
     if (!opaque) {
       k.put<uint32_t>((uint32_t)cc.all_size_inputs.size());
@@ -448,17 +502,18 @@ void collect_node(CWalk& w, AutogradCompilerCall& cc, int i, Node* node,
 
 std::shared_ptr<CWalk> walk(py::list roots) {
   auto w = std::make_shared<CWalk>();
-  std::unordered_map<Node*, int32_t> index;
-  index.reserve(1024);
+  NodeIndex index;
   std::vector<int32_t> stack;
   Key k;
   auto see = [&](const c10::intrusive_ptr<Node>& n) -> int32_t {
-    auto [it, fresh] = index.try_emplace(n.get(), (int32_t)w->nodes.size());
+    auto [j, fresh] = index.find_or_add(n.get(), (int32_t)w->nodes.size());
     if (fresh) {
+      const char* p = reinterpret_cast<const char*>(n.get());
+      for (int l = 0; l < 6; ++l) __builtin_prefetch(p + 64 * l);  // read when it is popped
       w->nodes.push_back(n);
-      stack.push_back(it->second);
+      stack.push_back(j);
     }
-    return it->second;
+    return j;
   };
   for (auto r : roots) {
     auto t = r.cast<py::tuple>();
@@ -466,6 +521,7 @@ std::shared_ptr<CWalk> walk(py::list roots) {
     w->root_edges.append(py::make_tuple(i, t[1]));
   }
   AutogradCompilerCall cc(SizeInput::STATIC);
+  Visitor vis(cc);
   std::vector<uint64_t> seqs;
   std::vector<int32_t> seq_nodes;
   seqs.reserve(1024);
@@ -549,7 +605,7 @@ std::shared_ptr<CWalk> walk(py::list roots) {
       opq = hidden_state_unknown(*ci, kids);
     }
     w->opaque[i] = opq;
-    collect_node(*w, cc, i, node, owner, *ci, opq, k);
+    collect_node(*w, cc, vis, i, node, owner, *ci, opq, k);
   }
   // Execution order (ENGINE.md 1.5): the permutation sorting the sequence numbers.
   std::vector<uint32_t> order(seqs.size());
