@@ -98,6 +98,30 @@ def measure(layers: int = 12, d: int = 256, steps: int = 30, cpp: bool = True) -
     return out
 
 
+def measure_e2e(layers: int = 12, d: int = 256, steps: int = 20) -> dict:
+    """Median wall time of a whole cache-hit `loss.backward()` under compiled_bw.enable(eager),
+    Python walk vs C++ walk, interleaved step by step (each has its own cache entry)."""
+    torch.manual_seed(0)
+    model, x = build(layers, d)
+    modes = {"python": False, "c++": True}
+    if not fastwalk.enable_fastwalk(True):
+        modes.pop("c++")
+    times: dict = {k: [] for k in modes}
+    for i in range(steps + 2):
+        for k, on in (modes.items() if i % 2 == 0 else list(modes.items())[::-1]):
+            fastwalk.enable_fastwalk(on)
+            loss = model(x).pow(2).mean()
+            model.zero_grad(set_to_none=True)
+            t0 = time.perf_counter()
+            with compiled_bw.enable(backend="eager"):
+                loss.backward()
+            if i >= 2:
+                times[k].append(time.perf_counter() - t0)
+    st = compiled_bw.stats()
+    assert st.fallbacks == 0 and st.captures == len(modes), (st.captures, st.fallback_reasons)
+    return {k: statistics.median(v) * 1e3 for k, v in times.items()}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--layers", type=int, default=12)
@@ -105,8 +129,14 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--no-cpp", action="store_true", help="only the Python walk")
+    ap.add_argument("--e2e", action="store_true",
+                    help="also time whole cache-hit backward() calls (eager backend)")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
+    if a.e2e:
+        r = measure_e2e(a.layers, a.d, a.steps)
+        print("whole cache-hit backward() under compiled_bw.enable(backend='eager'): " +
+              ", ".join(f"{k} walk {v:.1f} ms" for k, v in r.items()))
     res = measure(a.layers, a.d, a.steps, cpp=not a.no_cpp)
     first = next(iter(res.values()))
     print(f"TransformerEncoder layers={a.layers} d={a.d}: {first['nodes']} autograd nodes, "

@@ -1,9 +1,11 @@
 // The C++ walk of compiled_bw (capture/fastwalk.py is its only user; see Note [Fast walk]
 // there).  Every use of torch-internal C++ API by compiled_bw lives in this file (torch 2.13):
-//   Node (next_edges, input_metadata, sequence_nr, hook lists), AccumulateGrad::variable,
-//   SavedVariable (has_hooks, register_hooks, SavedVariableHooks), THPCppFunction/THPFunction
-//   cdata, functionToPyObject, THPVariable_Wrap, and compiled autograd's key visitor
-//   (AutogradCompilerCall, NodeCall, CompiledNodeArgs, TensorArgs::lookup(SavedVariable)).
+//   Node (next_edges, input_metadata, sequence_nr, hook lists, release_variables),
+//   AccumulateGrad::variable, SavedVariable (has_hooks, unpack, register_hooks,
+//   retrieve_unpack_hook_data, SavedVariableHooks), THPCppFunction/THPFunction cdata,
+//   functionToPyObject, THPVariable_Wrap/Unpack, getPyInterpreter, and compiled autograd's key
+//   visitor (AutogradCompilerCall, NodeCall, CompiledNodeArgs, CacheKey, SizeInput,
+//   TensorArgs::lookup(SavedVariable)) from torch/csrc/dynamo/compiled_autograd.h.
 // tests/test_fastwalk.py::test_private_cpp_api names each of them when one moves.
 //
 // Per node, in the Python walk's discovery order, the key gets: index, class id, edges
@@ -18,8 +20,14 @@
 //     Python builds their signature entry (callback), in processing order.
 // then the execution order (the permutation sorting the sequence numbers).
 //
-// Slots (Note [Slots] in saved.py) for the saved tensors found here are C++ SavedVariableHooks
-// holding the tensor; Python-read saved tensors keep Python Slots.  SlotList drives both.
+// Saved tensors: a SavedVariable's byte offset in its node is learned once per class from the
+// Python binding (`_raw_saved_X`); compiled_args unpacks it (eager's version check) and
+// TensorArgs::lookup(sv) gives the tensor -- one graph input per SavedVariable, as in Python,
+// although compiled_args itself deduplicates by TensorImpl (its key keeps the dedup ids).
+// Slots (Note [Slots] in saved.py), installed only to trace, are C++ SavedVariableHooks holding
+// the tensor; Python-read saved tensors keep Python Slots; SlotList drives both.  A slotted
+// node's compiled_args would take its hooks path (other bytes), so its key part is kept on the
+// slots and reused.  Cache hits install nothing: release_variables after the run, as eager.
 #include <torch/extension.h>
 
 #include <torch/csrc/PyInterpreter.h>
@@ -36,10 +44,8 @@
 #include <cstring>
 #include <memory>
 #include <optional>
-#include <mutex>
 #include <sstream>
 #include <string>
-#include <typeindex>
 #include <unordered_map>
 #include <vector>
 
@@ -88,6 +94,7 @@ struct ClassInfo {
   std::vector<Rule> rules;
   std::vector<Attr> attrs;
   bool has_list = false;
+  py::object kind;  // the Python NodeKind
 };
 
 std::unordered_map<const std::type_info*, ClassInfo*> g_classes;  // type_info is unique per type
@@ -122,7 +129,6 @@ ClassInfo* class_info(Node* node, const c10::intrusive_ptr<Node>& owner) {
   }
   py::tuple r = g_classify(node_obj(owner), (size_t)node);
   auto* info = new ClassInfo();
-  info->id = (uint32_t)g_class_list.size();
   info->how = (How)r[0].cast<int>();
   info->name = r[1].cast<std::string>();
   info->reason = r[2].cast<std::string>();
@@ -141,7 +147,14 @@ ClassInfo* class_info(Node* node, const c10::intrusive_ptr<Node>& owner) {
     info->has_list |= at.offset < 0;
     info->attrs.push_back(std::move(at));
   }
-  g_classes.emplace(ti, info);
+  info->kind = r[5];
+  // classify may have released the GIL: another thread may have registered this type meanwhile
+  auto [it2, fresh] = g_classes.emplace(ti, info);
+  if (!fresh) {
+    delete info;
+    return it2->second;
+  }
+  info->id = (uint32_t)g_class_list.size();
   g_class_list.push_back(info);
   return info;
 }
@@ -751,6 +764,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
                           cc.tensor_args.inputs);
   });
   m.def("walk", &walk);
+  m.def("class_kind", [](uint32_t id) { return g_class_list.at(id)->kind; });
 
   py::class_<CWalk, std::shared_ptr<CWalk>>(m, "CWalk")
       .def_readonly("saved", &CWalk::saved)

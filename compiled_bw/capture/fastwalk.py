@@ -32,6 +32,7 @@ from __future__ import annotations
 import logging
 import os
 import struct
+import threading
 import time
 
 import torch
@@ -65,8 +66,7 @@ class _State:
 
 
 _S = _State()
-_KINDS: list = []         # class id (C++) -> NodeKind
-_PY_NODE_INFO: dict = {}  # node class -> NodeKind for classes read by Python
+_TLS = threading.local()  # .kinds: node index -> NodeKind of the nodes Python read, this walk
 
 
 def build_dir() -> str:
@@ -120,17 +120,17 @@ def counters() -> dict:
 # ---- callbacks from C++ --------------------------------------------------------------------
 
 def _classify(node, addr: int) -> tuple:
-    """Once per C++ node type: (how, name, reason, edge rules, ((attr, offset | -1), ...))."""
+    """Once per C++ node type: (how, name, reason, edge rules, ((attr, offset | -1), ...),
+    NodeKind)."""
     cls = type(node)
     kind = _node_kind(cls)
     how = kind.how
-    _KINDS.append(kind)
     if how == UNSUPPORTED:
-        return H_UNSUPPORTED, kind.name, kind.reason, (), ()
+        return H_UNSUPPORTED, kind.name, kind.reason, (), (), kind
     if how == LEAF:
-        return H_LEAF, kind.name, "", (), ()
+        return H_LEAF, kind.name, "", (), (), kind
     if how in (CUSTOM, TRACE_CUSTOM, AOT):
-        return H_PY, kind.name, "", (), ()
+        return H_PY, kind.name, "", (), (), kind
     ext = _S.ext
     ok, why = ext.probe_compiled_args(node)
     attrs = []
@@ -145,9 +145,9 @@ def _classify(node, addr: int) -> tuple:
         attrs.append((a, off))
     if not ok:
         log.info("compiled_bw fastwalk: %s read by Python (%s)", kind.name, why)
-        _PY_NODE_INFO[cls] = kind
-        return H_PY, kind.name, "", (), ()
-    return (H_TRACE if how == TRACE else H_OPAQUE), kind.name, "", kind.edge_rules, tuple(attrs)
+        return H_PY, kind.name, "", (), (), kind
+    return ((H_TRACE if how == TRACE else H_OPAQUE), kind.name, "", kind.edge_rules, tuple(attrs),
+            kind)
 
 
 def _list_svs(node, attr: str) -> list:
@@ -163,14 +163,11 @@ class _Sink:
         self.saved, self.saved_node, self.slot_only = saved, saved_node, slot_only
 
 
-_CUSTOM_KINDS: dict = {}   # filled per walk by _py_node: node index -> NodeKind (reset per walk)
-
-
 def _py_node(i: int, node, saved: list, py_keys: list, slot_only: list):
     """A node C++ leaves to Python: its signature entry (the part after index/edges/meta)."""
     cls = type(node)
     kind = _node_kind(cls)
-    _CUSTOM_KINDS[i] = kind
+    _TLS.kinds[i] = kind
     meta = tuple([(tuple(m.shape), m.dtype, m.device) for m in input_metadata(node)])
     entry = [i, kind.name, None, meta]
     sink = _Sink(saved, py_keys, slot_only)
@@ -268,7 +265,7 @@ class FastWalk:
             opaque = self.cw.opaque()
             edges = self.edges
             for i, cid in enumerate(self.cw.class_ids()):
-                kind = self._py_kinds.get(i) or _KINDS[cid]
+                kind = self._py_kinds.get(i) or _S.ext.class_kind(cid)
                 if kind.how == TRACE and (opaque[i] or (
                         i in self._py_kinds and kind.edge_rules and
                         hidden_state_unknown(kind, edges[i]))):
@@ -292,10 +289,9 @@ class FastWalk:
 
 def fast_walk(root_edges: list) -> FastWalk:
     """Raises WalkUnsupported (fallback reason), GiveUp (use the Python walk), RuntimeError."""
-    ext = _S.ext
-    _CUSTOM_KINDS.clear()
-    cw = ext.walk(root_edges)
-    w = FastWalk(cw, dict(_CUSTOM_KINDS))
+    _TLS.kinds = kinds = {}
+    cw = _S.ext.walk(root_edges)
+    w = FastWalk(cw, kinds)
     hook_entries = []
     if len(cw.hook_nodes) and (COUNTS.tensor or COUNTS.node or len(RETAINED)):
         retained = retained_by_node() if len(RETAINED) else None
@@ -360,9 +356,9 @@ def describe(old: CSig, new: CSig) -> str:
             if old.key[ostart:oend] != new.key[start:end]:
                 return "execution order of the nodes changed"
             break
-        name = _KINDS[cid].name
+        name = _S.ext.class_kind(cid).name
         if (oi, ocid) != (i, cid):
-            return f"node {i}: {_KINDS[ocid].name} -> {name}"
+            return f"node {i}: {_S.ext.class_kind(ocid).name} -> {name}"
         if old.key[ostart:ometa] != new.key[start:meta]:
             return f"node {i} {name}: edges changed"
         if old.key[ometa:orest] != new.key[meta:rest]:
