@@ -33,3 +33,25 @@ def cbw_backend(request, monkeypatch):
 def pytest_generate_tests(metafunc):
     if metafunc.module.__name__ in BOTH_BACKENDS and "cbw_backend" in metafunc.fixturenames:
         metafunc.parametrize("cbw_backend", ["eager", "inductor"], indirect=True)
+
+
+def _fastwalk_requested() -> bool:
+    return os.environ.get("COMPILED_BW_FASTWALK", "0") not in ("", "0")
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """COMPILED_BW_FASTWALK=1: say how many steps the C++ walk did (capture/fastwalk.py)."""
+    if not _fastwalk_requested():
+        return
+    from compiled_bw.capture import fastwalk
+    c = fastwalk.counters()
+    terminalreporter.write_line(
+        f"C++ walk: {c['fast_walks']} steps walked in C++, {c['py_walks']} by the Python walk "
+        f"(gave up: {c['gave_up']}){' UNAVAILABLE: ' + c['error'] if c['error'] else ''}")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if _fastwalk_requested():
+        from compiled_bw.capture import fastwalk
+        if fastwalk.counters()["error"]:
+            session.exitstatus = 1      # the C++ walk was asked for but could not be loaded

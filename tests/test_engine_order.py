@@ -8,9 +8,9 @@ import random
 
 import torch
 
-from compiled_bw.capture.saved import gradient_edge, install_slots, sequence_nr
+from compiled_bw.capture import fastwalk
+from compiled_bw.capture.saved import gradient_edge, sequence_nr
 from compiled_bw.capture.trace import Options, trace_backward
-from compiled_bw.capture.walk import walk_graph
 
 
 def _build(seed):
@@ -50,8 +50,8 @@ def _eager_order(seed):
 
 def _our_order(seed):
     loss, leaves = _build(seed)
-    w = walk_graph([gradient_edge(loss)])
-    slots = install_slots(w.nodes, w.saved_node)
+    w = fastwalk.walk([gradient_edge(loss)])
+    slots = fastwalk.install(w)
     _, plan = trace_backward(w, Options(True, False, (), False), [torch.ones(())], slots)
     base = sequence_nr(w.nodes[0])
     return [_label(w.nodes[i], base, leaves) for i in plan.executed]

@@ -13,6 +13,10 @@ pack moves the tensor out of the SavedVariable into the Slot, unpack returns
     as eager frees saved tensors).
 A Slot references nothing but its tensor: a closure holding nodes would form a reference
 cycle through C++ that the GC cannot break.
+The C++ walk (capture/fastwalk.py) has C++ slots with the same behaviour (_fastwalk.cpp), and
+needs none on a cache hit (Node::release_variables after the run); both are driven through
+the same three calls (PySlots here, SlotList there): set_placeholders, clear_placeholders,
+release.
 """
 from __future__ import annotations
 
@@ -110,3 +114,32 @@ def install_slots(nodes: list, saved_node: list) -> list:
             mine[key[1:]] = slot
         slots.append(slot)
     return slots
+
+
+class PySlots:
+    """The slots of one step (Python walk): placeholders while tracing, release after a run.
+    capture/fastwalk.py's C++ SlotList has the same methods."""
+    __slots__ = ("n_saved", "nodes", "slots")
+
+    def __init__(self, slots: list, n_saved: int, nodes: list) -> None:
+        self.slots, self.n_saved, self.nodes = slots, n_saved, nodes
+
+    def __len__(self) -> int:
+        return len(self.slots)
+
+    def set_placeholders(self, phs) -> None:
+        for slot, ph in zip(self.slots[:self.n_saved], phs, strict=True):
+            slot.placeholder = ph
+
+    def clear_placeholders(self) -> None:
+        for slot in self.slots:
+            slot.placeholder = None
+
+    def release(self, executed, n_nodes: int) -> None:
+        executed = set(executed)
+        for slot, i in zip(self.slots, self.nodes, strict=True):
+            if i in executed:
+                slot.release()
+
+    def released(self, k: int) -> bool:
+        return self.slots[k].released

@@ -306,7 +306,8 @@ def _name_inputs(gm, w, n_roots: int) -> None:
 
 
 def trace_backward(w, opts: Options, root_grads: list, slots: list):
-    """Returns (GraphModule, Plan).  `slots` are installed on w.saved (same order)."""
+    """Returns (GraphModule, Plan).  `slots` (saved.PySlots or the C++ SlotList) are installed
+    on w.saved (same order)."""
     root_defined = tuple(g is not None for g in root_grads)
     example = [g for g in root_grads if g is not None] + list(w.saved)
     n_roots = len(example) - len(w.saved)
@@ -316,15 +317,13 @@ def trace_backward(w, opts: Options, root_grads: list, slots: list):
     def program(*flat):
         it = iter(flat[:n_roots])
         grads = [next(it) if d else None for d in root_defined]
-        for slot, ph in zip(slots, flat[n_roots:], strict=True):
-            slot.placeholder = ph
+        slots.set_placeholders(flat[n_roots:])
         placeholders = dict(zip(w.saved_node, flat[n_roots:], strict=True))
         try:
             outs, leaf_outputs, capture_outputs, executed, will = _run_engine(
                 w, opts, grads, opaque_names, placeholders)
         finally:
-            for slot in slots:
-                slot.placeholder = None
+            slots.clear_placeholders()
         result.update(leaf_outputs=leaf_outputs, capture_outputs=capture_outputs,
                       executed=executed, will=will)
         return outs

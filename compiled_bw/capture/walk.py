@@ -87,7 +87,7 @@ class Walk:
 _CLASS_INFO: dict = {}
 
 
-def _class_info(cls) -> tuple:
+def class_info(cls) -> tuple:
     """(NodeKind, getter of saved values, getter of saved tensors), once per class."""
     info = _CLASS_INFO.get(cls)
     if info is None:
@@ -106,7 +106,6 @@ def walk_graph(root_edges: list) -> Walk:
     w = Walk()
     index: dict = {}
     nodes = w.nodes
-    saved, saved_node = w.saved, w.saved_node
     sig: list = []
     per_node: list = []
     stack: list = []
@@ -127,7 +126,8 @@ def walk_graph(root_edges: list) -> Walk:
     while stack:
         i = stack.pop()
         node = nodes[i]
-        kind, vget, tget, one_value, one_tensor = _class_info(type(node))
+        info = class_info(type(node))
+        kind = info[0]
         how = kind.how
         if how == UNSUPPORTED:
             raise WalkUnsupported(kind.reason)
@@ -167,31 +167,7 @@ def walk_graph(root_edges: list) -> Walk:
             sig.append(tuple(entry))
             per_node.append((i, kind, e, meta))
             continue
-        if vget is not None:
-            vals = vget(node)
-            if one_value:
-                vals = (vals,)
-            entry.extend(tuple(v) if type(v) is list else v for v in vals)
-        if tget is not None:
-            ts = tget(node)       # unpacks: eager's version-counter / freed checks happen here
-            if one_tensor:
-                ts = (ts,)
-            for k, v in enumerate(ts):
-                if v is None:
-                    entry.append(None)
-                elif isinstance(v, torch.Tensor):
-                    entry.append(tensor_meta(v))
-                    saved.append(v)
-                    saved_node.append((i, kind.tensor_attrs[k], -1))
-                else:                               # list of optional tensors
-                    for j, t in enumerate(v):
-                        if t is None:
-                            entry.append(None)
-                            continue
-                        entry.append(tensor_meta(t))
-                        saved.append(t)
-                        saved_node.append((i, kind.tensor_attrs[k], j))
-                    entry.append(len(v))
+        values_entry(w, i, node, info, entry)
         sig.append(tuple(entry))
         per_node.append((i, kind, e, meta))
     # Processing order differs from index order; order the per-node lists by index.
@@ -208,6 +184,38 @@ def walk_graph(root_edges: list) -> Walk:
     sig.append(("execution order", tuple(seq_nodes[k] for k in order)))
     w.signature = tuple(sig)
     return w
+
+
+def values_entry(w, i: int, node, info: tuple, entry: list) -> None:
+    """Saved values and saved-tensor metadata of a built-in node (info: its _class_info),
+    appended to `entry`; its saved tensors to w.saved / w.saved_node (also capture/fastwalk.py)."""
+    kind, vget, tget, one_value, one_tensor = info
+    saved, saved_node = w.saved, w.saved_node
+    if vget is not None:
+        vals = vget(node)
+        if one_value:
+            vals = (vals,)
+        entry.extend(tuple(v) if type(v) is list else v for v in vals)
+    if tget is not None:
+        ts = tget(node)       # unpacks: eager's version-counter / freed checks happen here
+        if one_tensor:
+            ts = (ts,)
+        for k, v in enumerate(ts):
+            if v is None:
+                entry.append(None)
+            elif isinstance(v, torch.Tensor):
+                entry.append(tensor_meta(v))
+                saved.append(v)
+                saved_node.append((i, kind.tensor_attrs[k], -1))
+            else:                               # list of optional tensors
+                for j, t in enumerate(v):
+                    if t is None:
+                        entry.append(None)
+                        continue
+                    entry.append(tensor_meta(t))
+                    saved.append(t)
+                    saved_node.append((i, kind.tensor_attrs[k], j))
+                entry.append(len(v))
 
 
 def _first(p):

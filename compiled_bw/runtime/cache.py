@@ -62,6 +62,13 @@ def describe_change(old: tuple, new: tuple) -> str:
         return f"call options changed: {oopts} -> {nopts}"
     if ometa != nmeta:
         return f"root grads changed: {_short(ometa)} -> {_short(nmeta)}"
+    if type(osig) is not type(nsig):
+        return "walk implementation changed (Python walk <-> C++ walk)"
+    if not isinstance(nsig, tuple):     # capture/fastwalk.py CSig
+        from ..capture.fastwalk import describe
+        reason = describe(osig, nsig)
+        return f"roots changed: {oroots} -> {nroots}" if reason == "signature changed" and \
+            oroots != nroots else reason
     if len(osig) != len(nsig):
         return f"graph size changed: {len(osig)} -> {len(nsig)} nodes"
     for a, b in zip(osig, nsig, strict=False):

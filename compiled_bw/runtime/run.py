@@ -31,10 +31,11 @@ import time
 
 import torch
 
+from ..capture import fastwalk
 from ..capture.opaque import current_step
-from ..capture.saved import SavedHooksInUse, gradient_edge, install_slots
+from ..capture.saved import SavedHooksInUse, gradient_edge
 from ..capture.trace import Options, TraceFailed, trace_backward
-from ..capture.walk import WalkUnsupported, tensor_meta, walk_graph
+from ..capture.walk import WalkUnsupported, tensor_meta
 from ..passes import run_passes
 from . import dispatch_tls, engine_state
 from .cache import Compiled, Fallback
@@ -118,12 +119,12 @@ def compiled_call(state, t_outputs, grad_tensors, keep_graph, create_graph, inpu
     if any(n is None for n, _ in root_edges):
         raise FallbackToEager("a root has no autograd node", is_error=True)
     try:
-        w = walk_graph(root_edges)
+        w = fastwalk.walk(root_edges)
     except WalkUnsupported as e:
         raise FallbackToEager(str(e)) from None
     except RuntimeError as e:   # e.g. modified in place / backward twice: eager raises it
         raise FallbackToEager(f"walk raised {type(e).__name__}: {e}", is_error=True) from None
-    index = {id(n): i for i, n in enumerate(w.nodes)}
+    index = {id(n): i for i, n in enumerate(w.nodes)} if inputs else {}
     in_edges = []
     for t in inputs:
         if accumulate and t.grad_fn is not None:
@@ -147,7 +148,7 @@ def compiled_call(state, t_outputs, grad_tensors, keep_graph, create_graph, inpu
         state.log_recompile(reason)
         slots = _install(w)
         t0 = time.perf_counter()
-        entry = _capture(state, w, opts, list(grad_tensors), slots[:len(w.saved_node)])
+        entry = _capture(state, w, opts, list(grad_tensors), slots)
         state.cache.put(root_key, key, entry)
         state.stats.compile_seconds += time.perf_counter() - t0
         if isinstance(entry, Compiled):
@@ -161,14 +162,14 @@ def compiled_call(state, t_outputs, grad_tensors, keep_graph, create_graph, inpu
         state.cache.last[root_key] = key
     if isinstance(entry, Fallback):
         raise FallbackToEager(entry.reason, entry.is_error)
-    if slots is None and not opts.retain_graph:
-        slots = _install(w)
+    if slots is None and not opts.retain_graph and not isinstance(w, fastwalk.FastWalk):
+        slots = _install(w)     # Python walk: Slots free the saved tensors after the run
     return _run(state, entry, w, opts, list(grad_tensors), slots)
 
 
 def _install(w):
     try:
-        return install_slots(w.nodes, w.saved_node + w.slot_only)
+        return fastwalk.install(w)
     except SavedHooksInUse as e:
         raise FallbackToEager(f"saved tensors already carry hooks (saved_tensors_hooks?): {e}") from None
 
@@ -227,9 +228,9 @@ def _run(state, entry: Compiled, w, opts, grad_tensors, slots):
         _tls.running = False
         for note in step.notes:
             state.note(note)
-    if not opts.retain_graph and slots is not None:
-        executed = set(plan.executed)
-        for slot, (i, _, _) in zip(slots, w.saved_node + w.slot_only, strict=True):
-            if i in executed:
-                slot.release()
+    if not opts.retain_graph:
+        if slots is not None:
+            slots.release(plan.executed, len(w.nodes))
+        if isinstance(w, fastwalk.FastWalk):   # what eager's engine does after each node
+            w.cw.release_variables(plan.executed)
     return None if opts.accumulate else tuple(result)

@@ -1,0 +1,370 @@
+"""The walk in C++ (optional): the same Walk as capture/walk.py, a faster signature.
+
+Consumes root edges like `walk_graph`; produces a FastWalk with the attributes of walk.Walk
+(nodes, kinds, edges and in_meta are built lazily: a cache hit needs none of them) whose
+`signature` is a CSig: one bytes key built by _fastwalk.cpp plus the Python-built entries of
+custom-Function/AOT nodes and hooks.  `walk(root_edges)` uses it when enabled and built, else
+walk.walk_graph.  Enabled by COMPILED_BW_FASTWALK=1 (or `enable_fastwalk()`); the extension is
+compiled once per machine and torch version (torch.utils.cpp_extension.load, persistent build
+dir); if it cannot be built, a log message says so and the Python walk is used.
+
+Note [Fast walk]
+The C++ walk discovers the nodes in the Python walk's order (roots first, DFS popping the last
+pushed, indices on first sight) and writes, per node, its index, class, edges and input
+metadata, then the bytes that torch's own compiled-autograd visitor `Node::compiled_args`
+specializes on (every saved field, also those Python cannot read: MmBackward0's self_layout,
+native_dropout's `train`), the SymInts compiled_args lifts out of its key ("size inputs"),
+and the metadata of each saved tensor, in the Python walk's order (a SavedVariable's byte
+offset in its node is learned once per class from `_raw_saved_X`).  Saved tensors get C++
+slots (SavedVariableHooks) instead of Python Slots.  What C++ does not do is called back into
+Python, in processing order so the saved-tensor order is the Python walk's:
+custom Function / AOT nodes (custom.py, aot.py), and classes whose compiled_args is unusable
+(probed once per class).  Hooks: C++ lists the nodes that have any, Python reads those only.
+On a cache hit with retain_graph=False no slots are installed at all: after the run,
+`Node::release_variables()` on each executed node frees the saved tensors exactly as eager's
+engine does (and a second backward raises eager's error); slots are only needed to trace.
+Deliberate differences from the Python signature: a node run opaquely for hidden state
+(nodes.py Note [Hidden saved state]) does not key on its sizes (the real node runs; the graph
+bakes none in), and the compiled_args bytes key on more than Python can see (finer).
+"""
+from __future__ import annotations
+
+import logging
+import os
+import struct
+import threading
+import time
+
+import torch
+
+from .hooks import COUNTS, RETAINED, leaf_hooks, node_hooks, retained_by_node
+from .nodes import AOT, CUSTOM, LEAF, TRACE, TRACE_CUSTOM, UNSUPPORTED, hidden_state_unknown
+from .nodes import node_kind as _node_kind
+from .saved import input_metadata, install_slots, raw_saved
+from .walk import WalkUnsupported, _as_opaque, _custom_entry, class_info, values_entry, walk_graph
+
+log = logging.getLogger("compiled_bw")
+
+H_TRACE, H_OPAQUE, H_LEAF, H_PY, H_UNSUPPORTED = range(5)
+_SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_fastwalk.cpp")
+
+
+class GiveUp(Exception):
+    """The C++ walk cannot do this step (the Python walk does it)."""
+
+
+class _State:
+    def __init__(self) -> None:
+        self.ext = None            # the loaded module
+        self.tried = False
+        self.error = ""            # why it is unavailable
+        self.enabled = os.environ.get("COMPILED_BW_FASTWALK", "0") not in ("", "0")
+        self.build_seconds = 0.0
+        self.gave_up: dict = {}    # reason -> count
+        self.fast_walks = 0        # steps walked in C++
+        self.py_walks = 0          # steps walked in Python while enabled (gave up)
+
+
+_S = _State()
+_TLS = threading.local()  # .kinds: node index -> NodeKind of the nodes Python read, this walk
+
+
+def build_dir() -> str:
+    base = os.environ.get("COMPILED_BW_BUILD_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "compiled_bw")
+    tag = torch.__version__.replace("+", "_")
+    d = os.path.join(base, f"fastwalk-torch{tag}")
+    os.makedirs(d, exist_ok=True)
+    return d
+
+
+def load(verbose: bool = False):
+    """The extension module, built on first use (minutes) and then loaded from the build dir."""
+    if _S.tried:
+        return _S.ext
+    _S.tried = True
+    t0 = time.perf_counter()
+    try:
+        from torch.utils.cpp_extension import load as _load
+        ext = _load("compiled_bw_fastwalk", [_SRC], build_directory=build_dir(),
+                    extra_cflags=["-O2"], verbose=verbose)
+        ext.init(WalkUnsupported, GiveUp, _classify, _list_svs, _py_node)
+    except Exception as e:  # noqa: BLE001 -- any build/load failure: the Python walk works
+        lines = str(e).strip().splitlines()
+        errs = [ln.strip() for ln in lines if "error" in ln.lower() and "ninja" not in ln][:3]
+        _S.error = f"{type(e).__name__}: {'; '.join(errs or lines[-1:])}"
+        log.warning("compiled_bw: the C++ walk is unavailable (%s); using the Python walk",
+                    _S.error)
+        return None
+    _S.build_seconds = time.perf_counter() - t0
+    _S.ext = ext
+    return ext
+
+
+def enable_fastwalk(on: bool = True) -> bool:
+    """Turn the C++ walk on/off for this process; True if it is (now) in use."""
+    _S.enabled = on
+    return bool(on and load() is not None)
+
+
+def in_use() -> bool:
+    return _S.enabled and load() is not None
+
+
+def counters() -> dict:
+    """Steps walked in C++ / in Python while enabled, and why the C++ walk gave up."""
+    return {"fast_walks": _S.fast_walks, "py_walks": _S.py_walks, "gave_up": dict(_S.gave_up),
+            "error": _S.error, "build_seconds": _S.build_seconds}
+
+
+# ---- callbacks from C++ --------------------------------------------------------------------
+
+def _classify(node, addr: int) -> tuple:
+    """Once per C++ node type: (how, name, reason, edge rules, ((attr, offset | -1), ...),
+    NodeKind)."""
+    cls = type(node)
+    kind = _node_kind(cls)
+    how = kind.how
+    if how == UNSUPPORTED:
+        return H_UNSUPPORTED, kind.name, kind.reason, (), (), kind
+    if how == LEAF:
+        return H_LEAF, kind.name, "", (), (), kind
+    if how in (CUSTOM, TRACE_CUSTOM, AOT):
+        return H_PY, kind.name, "", (), (), kind
+    ext = _S.ext
+    ok, why = ext.probe_compiled_args(node)
+    attrs = []
+    for a in kind.tensor_attrs:
+        raw = raw_saved(node, a)
+        if isinstance(raw, (list, tuple)):
+            attrs.append((a, -1))
+            continue
+        off = ext.saved_variable_address(raw) - addr
+        if not 0 < off < 1 << 16:
+            ok, why = False, f"saved {a} is not inside the node (offset {off})"
+        attrs.append((a, off))
+    if not ok:
+        log.info("compiled_bw fastwalk: %s read by Python (%s)", kind.name, why)
+        return H_PY, kind.name, "", (), (), kind
+    return ((H_TRACE if how == TRACE else H_OPAQUE), kind.name, "", kind.edge_rules, tuple(attrs),
+            kind)
+
+
+def _list_svs(node, attr: str) -> list:
+    addr = _S.ext.saved_variable_address
+    return [addr(sv) for sv in raw_saved(node, attr)]
+
+
+class _Sink:
+    """What walk.py's entry builders append to (saved tensors and their keys)."""
+    __slots__ = ("saved", "saved_node", "slot_only")
+
+    def __init__(self, saved, saved_node, slot_only) -> None:
+        self.saved, self.saved_node, self.slot_only = saved, saved_node, slot_only
+
+
+def _py_node(i: int, node, saved: list, py_keys: list, slot_only: list):
+    """A node C++ leaves to Python: its signature entry (the part after index/edges/meta)."""
+    cls = type(node)
+    kind = _node_kind(cls)
+    _TLS.kinds[i] = kind
+    meta = tuple([(tuple(m.shape), m.dtype, m.device) for m in input_metadata(node)])
+    entry = [i, kind.name, None, meta]
+    sink = _Sink(saved, py_keys, slot_only)
+    if kind.how in (CUSTOM, TRACE_CUSTOM, AOT):
+        _custom_entry(sink, i, node, kind.how, meta, entry)
+    else:
+        values_entry(sink, i, node, class_info(cls), entry)
+    return tuple(entry)
+
+
+# ---- the walk ------------------------------------------------------------------------------
+
+class CSig:
+    """The signature of a FastWalk: equality and hash on (key bytes, Python entries)."""
+    __slots__ = ("_hash", "extra", "key", "layout")
+
+    def __init__(self, key: bytes, h: int, extra: tuple, layout: bytes) -> None:
+        self.key, self.extra, self.layout = key, extra, layout
+        self._hash = hash((h, extra)) if extra else h
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other) -> bool:
+        return (type(other) is CSig and self._hash == other._hash and self.key == other.key
+                and self.extra == other.extra)
+
+    def __len__(self) -> int:
+        return len(self.layout) // 20
+
+    def __repr__(self) -> str:
+        return f"CSig({len(self)} nodes, {len(self.key)} bytes)"
+
+
+class LazyList:
+    """Sequence computed per item on first access."""
+    __slots__ = ("_f", "_items")
+
+    def __init__(self, n: int, f) -> None:
+        self._items = [None] * n
+        self._f = f
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __getitem__(self, i):
+        v = self._items[i]
+        if v is None:
+            v = self._items[i] = self._f(i)
+        return v
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self._items)))
+
+
+class FastWalk:
+    """walk.Walk's attributes, from a C++ walk (CWalk)."""
+    __slots__ = ("_edges", "_in_meta", "_kinds", "_nodes", "_py_kinds", "_saved_node", "cw",
+                 "hooks", "leaves", "root_edges", "saved", "signature", "slot_only")
+
+    def __init__(self, cw, py_kinds: dict) -> None:
+        self.cw = cw
+        self.saved = cw.saved
+        self.slot_only = cw.slot_only
+        self.leaves = cw.leaves
+        self.root_edges = cw.root_edges
+        self.hooks: dict = {}
+        self._py_kinds = py_kinds
+        self._nodes = self._edges = self._in_meta = self._kinds = self._saved_node = None
+
+    @property
+    def nodes(self):
+        if self._nodes is None:
+            self._nodes = LazyList(len(self.cw), self.cw.node)
+        return self._nodes
+
+    @property
+    def edges(self) -> list:
+        if self._edges is None:
+            self._edges = self.cw.edges()
+        return self._edges
+
+    @property
+    def in_meta(self):
+        if self._in_meta is None:
+            nodes = self.nodes
+            self._in_meta = LazyList(len(self.cw), lambda i: tuple(
+                [(tuple(m.shape), m.dtype, m.device) for m in input_metadata(nodes[i])]))
+        return self._in_meta
+
+    @property
+    def kinds(self) -> list:
+        if self._kinds is None:
+            kinds = []
+            opaque = self.cw.opaque()
+            edges = self.edges
+            for i, cid in enumerate(self.cw.class_ids()):
+                kind = self._py_kinds.get(i) or _S.ext.class_kind(cid)
+                if kind.how == TRACE and (opaque[i] or (
+                        i in self._py_kinds and kind.edge_rules and
+                        hidden_state_unknown(kind, edges[i]))):
+                    kind = _as_opaque(kind)
+                kinds.append(kind)
+            self._kinds = kinds
+        return self._kinds
+
+    @property
+    def saved_node(self) -> list:
+        if self._saved_node is None:
+            self._saved_node = self.cw.saved_keys()
+        return self._saved_node
+
+    def install(self):
+        """Slots on every saved tensor (C++ ones, and Python Slots for Python-read ones)."""
+        py_keys = list(self.cw.py_keys) + list(self.slot_only)
+        py_slots = install_slots(self.nodes, py_keys) if py_keys else []
+        return self.cw.install(py_slots, [k[0] for k in self.slot_only])
+
+
+def fast_walk(root_edges: list) -> FastWalk:
+    """Raises WalkUnsupported (fallback reason), GiveUp (use the Python walk), RuntimeError."""
+    _TLS.kinds = kinds = {}
+    cw = _S.ext.walk(root_edges)
+    w = FastWalk(cw, kinds)
+    hook_entries = []
+    if len(cw.hook_nodes) and (COUNTS.tensor or COUNTS.node or len(RETAINED)):
+        retained = retained_by_node() if len(RETAINED) else None
+        for i in cw.hook_nodes:
+            h = node_hooks(cw.node(i), retained)
+            if h is not None:
+                w.hooks[i] = h
+                hook_entries.append((i, h.signature()))
+    for i in cw.hook_leaves:
+        var = w.leaves[i]
+        if var._backward_hooks:
+            h = w.hooks[i] = leaf_hooks(var)
+            hook_entries.append((i, h.signature()))
+    extra = ()
+    if len(cw.py_entries) or hook_entries:
+        extra = (tuple(cw.py_entries), tuple(hook_entries))
+    w.signature = CSig(cw.key, cw.hash, extra, cw.layout)
+    return w
+
+
+def walk(root_edges: list):
+    """The C++ walk when in use (falling back per step to the Python walk), else Python's."""
+    if _S.enabled and (_S.ext is not None or load() is not None):
+        try:
+            w = fast_walk(root_edges)
+            _S.fast_walks += 1
+            return w
+        except GiveUp as e:
+            _S.py_walks += 1
+            reason = str(e).split(": ")[0]    # bounded: no per-tensor details
+            n = _S.gave_up.get(reason, 0)
+            _S.gave_up[reason] = n + 1
+            if n == 0:
+                log.info("compiled_bw fastwalk: Python walk for this graph (%s)", reason)
+    return walk_graph(root_edges)
+
+
+def install(w):
+    """Slots for a Walk or FastWalk: an object with set_placeholders / clear_placeholders /
+    release (saved.py PySlots for the Python walk)."""
+    if isinstance(w, FastWalk):
+        return w.install()
+    from .saved import PySlots
+    keys = w.saved_node + w.slot_only
+    return PySlots(install_slots(w.nodes, keys), len(w.saved_node), [k[0] for k in keys])
+
+
+# ---- explaining a miss ---------------------------------------------------------------------
+
+def describe(old: CSig, new: CSig) -> str:
+    """First difference between two CSigs, in words (runtime/cache.py)."""
+    lo = struct.unpack(f"{len(old.layout) // 4}I", old.layout)
+    ln = struct.unpack(f"{len(new.layout) // 4}I", new.layout)
+    if len(lo) != len(ln):
+        return f"graph size changed: {len(lo) // 5 - 1} -> {len(ln) // 5 - 1} nodes"
+    for r in range(0, len(ln), 5):
+        i, cid, start, meta, rest = ln[r:r + 5]
+        oi, ocid, ostart, ometa, orest = lo[r:r + 5]
+        end = ln[r + 7] if r + 5 < len(ln) else len(new.key)
+        oend = lo[r + 7] if r + 5 < len(lo) else len(old.key)
+        if i == 0xFFFFFFFF:
+            if old.key[ostart:oend] != new.key[start:end]:
+                return "execution order of the nodes changed"
+            break
+        name = _S.ext.class_kind(cid).name
+        if (oi, ocid) != (i, cid):
+            return f"node {i}: {_S.ext.class_kind(ocid).name} -> {name}"
+        if old.key[ostart:ometa] != new.key[start:meta]:
+            return f"node {i} {name}: edges changed"
+        if old.key[ometa:orest] != new.key[meta:rest]:
+            return f"node {i} {name}: input metadata changed"
+        if old.key[orest:oend] != new.key[rest:end]:
+            return f"node {i} {name}: saved state (saved values or saved tensor shape/stride/dtype) changed"
+    if old.extra != new.extra:
+        return "custom Function / hook state changed"
+    return "signature changed"

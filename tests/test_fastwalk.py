@@ -1,0 +1,350 @@
+"""The C++ walk (capture/fastwalk.py, _fastwalk.cpp) against the Python walk (capture/walk.py).
+
+- every torch-internal C++ API it relies on still behaves as assumed (named when it moves);
+- it returns what the Python walk returns (nodes, order, edges, input metadata, kinds, saved
+  tensors and their keys, leaves, hooks) on programs covering every node kind;
+- its signature distinguishes everything the Python signature does (OpInfo samples: equal C++
+  keys imply equal Python signatures), and is stable across steps and retain_graph re-walks;
+- compiled_bw works, with a clear log message, when the extension cannot be built.
+The suites with the C++ walk on: COMPILED_BW_FASTWALK=1 pytest tests/test_signature.py
+tests/test_core.py (test_suites_pass_with_fastwalk runs that; conftest.py then checks that the
+C++ walk really walked).
+"""
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import compiled_bw
+from compiled_bw.capture import fastwalk
+from compiled_bw.capture.nodes import OPAQUE
+from compiled_bw.capture.saved import gradient_edge
+from compiled_bw.capture.walk import WalkUnsupported, walk_graph
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(scope="module")
+def ext():
+    prev = fastwalk._S.enabled
+    if not fastwalk.enable_fastwalk(True):
+        err = fastwalk.counters()["error"]
+        if shutil.which("c++") is None and shutil.which("g++") is None:
+            pytest.skip(f"no C++ compiler: the C++ walk cannot be built ({err})")
+        pytest.fail(f"the C++ walk did not build or load with this torch ({torch.__version__}): "
+                    f"{err}. capture/_fastwalk.cpp uses torch-internal headers; see the "
+                    "list at its top for what may have moved.")
+    fastwalk._S.enabled = prev
+    return fastwalk._S.ext
+
+
+# ---- the private C++ API, one check per assumption ----------------------------------------
+
+def test_private_cpp_api(ext):
+    a = torch.randn(3, 4, requires_grad=True)
+    b = torch.randn(4, 2, requires_grad=True)
+    mm = (a @ b).grad_fn
+    addr = ext.node_address(mm)
+    for attr in ("self", "mat2"):
+        off = ext.saved_variable_address(getattr(mm, "_raw_saved_" + attr)) - addr
+        assert 0 < off < 1 << 16, (
+            f"MmBackward0._raw_saved_{attr} is not a SavedVariable inside the node (offset "
+            f"{off}): the generated node layout or its Python binding moved")
+    _, sizes, tensors = ext.compiled_args_of(mm)
+    assert sizes == [4, 2, 2, 1, 3, 4, 4, 1], (
+        f"Node::compiled_args of MmBackward0 no longer lifts its sym sizes/strides as size "
+        f"inputs (got {sizes}): CompiledNodeArgs::collect(SymInt) moved")
+    assert len(tensors) == 2 and tensors[0] is not None, (
+        "compiled_args no longer unpacks saved tensors into TensorArgs.inputs")
+    x = torch.randn(5, requires_grad=True)
+    _, _, ts = ext.compiled_args_of((x * x).grad_fn)
+    assert len(ts) == 1, "TensorArgs no longer deduplicates saved tensors by TensorImpl"
+    cat = torch.cat([x, torch.zeros(3), x * 1]).grad_fn
+    assert ext.compiled_args_of(cat)[1] == [5, 3, 5], (
+        "CatBackward0's hidden input sizes are no longer visited by compiled_args")
+    assert ext.probe_compiled_args(torch.autograd.graph.get_gradient_edge(x).node)[0], (
+        "AccumulateGrad::compiled_args failed standalone")
+    # slots: register_hooks(SavedVariableHooks), our hooks recognized on a re-walk
+    loss = (a @ b).tanh().sum()
+    w = fastwalk.fast_walk([gradient_edge(loss)])
+    slots = w.install()
+    w2 = fastwalk.fast_walk([gradient_edge(loss)])
+    assert w2.signature == w.signature, (
+        "re-walk of a slotted graph changed the key: SavedVariable::retrieve_unpack_hook_data "
+        "or has_hooks moved")
+    slots.release(range(len(w.nodes)), len(w.nodes))
+    with pytest.raises(RuntimeError, match="second time"):
+        loss.backward()
+    # Node::release_variables gives eager's error on a second backward
+    loss = (a @ b).tanh().sum()
+    w = fastwalk.fast_walk([gradient_edge(loss)])
+    w.cw.release_variables(range(len(w.nodes)))
+    with pytest.raises(RuntimeError, match="second time"):
+        loss.backward()
+
+
+# ---- same results as the Python walk -------------------------------------------------------
+
+class Scale(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, s):
+        ctx.save_for_backward(x)
+        ctx.s = s
+        return x * s
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * ctx.s + x * 0, None
+
+
+def _mlp():
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.LayerNorm(16),
+                            torch.nn.Linear(16, 4))
+    return [m(torch.randn(3, 8)).pow(2).mean()]
+
+
+def _transformer():
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0, batch_first=True)
+    return [layer(torch.randn(2, 5, 16)).sum()]
+
+
+def _custom_and_hooks():
+    x = torch.randn(4, 3, requires_grad=True)
+    w = torch.randn(3, 3, requires_grad=True)
+    y = Scale.apply(x @ w, 2.0)
+    y.register_hook(lambda g: g * 2)
+    z = y.tanh()
+    z.retain_grad()
+    z.grad_fn.register_prehook(lambda gs: None)
+    w.register_hook(lambda g: g)
+    return [z.sum()]
+
+
+def _hidden_state():
+    x = torch.randn(5, requires_grad=True)
+    idx = torch.tensor([0, 2, 2])
+    c = torch.cat([x, torch.zeros(3), x * 2])            # CatBackward0 with an invalid edge
+    s = x.as_strided((2,), (2,), 1)                      # class-level opaque
+    i = x[idx]                                           # IndexBackward0: list of saved tensors
+    return [c.sum() + s.sum() + (i * i).sum() + (x * 2.5).sum()]
+
+
+def _two_roots():
+    x = torch.randn(3, 3, requires_grad=True)
+    y = x.exp()
+    return [y.sum(), (y * x).mean()]
+
+
+PROGRAMS = {"mlp": _mlp, "transformer": _transformer, "custom_and_hooks": _custom_and_hooks,
+            "hidden_state": _hidden_state, "two_roots": _two_roots}
+
+
+@pytest.mark.parametrize("name", list(PROGRAMS))
+def test_walks_agree(ext, name):
+    roots = PROGRAMS[name]()
+    edges = [gradient_edge(r) for r in roots]
+    p = walk_graph(edges)
+    f = fastwalk.fast_walk(edges)
+    assert len(f.nodes) == len(p.nodes)
+    assert all(a is b for a, b in zip(f.nodes, p.nodes, strict=True)), "discovery order differs"
+    assert f.edges == p.edges
+    assert list(f.in_meta) == p.in_meta
+    assert f.kinds == p.kinds
+    assert f.root_edges == p.root_edges
+    assert f.saved_node == p.saved_node
+    assert f.slot_only == p.slot_only
+    assert len(f.saved) == len(p.saved)
+    for k, (a, b) in enumerate(zip(f.saved, p.saved, strict=True)):
+        assert a.shape == b.shape and a.stride() == b.stride() and a.dtype == b.dtype, k
+        assert a.data_ptr() == b.data_ptr(), f"saved {k} {p.saved_node[k]}: different storage"
+    assert f.leaves.keys() == p.leaves.keys()
+    assert all(f.leaves[i] is p.leaves[i] for i in p.leaves)
+    assert f.hooks.keys() == p.hooks.keys()
+    assert [h.signature() for h in f.hooks.values()] == [h.signature() for h in p.hooks.values()]
+
+
+def test_walks_agree_on_a_compiled_forward(ext):
+    torch._dynamo.reset()
+    f = torch.compile(lambda x, w: (x @ w).relu().sum(-1), backend="aot_eager")
+    x = torch.randn(4, 3, requires_grad=True)
+    w = torch.randn(3, 5, requires_grad=True)
+    edges = [gradient_edge((f(x, w) * 2).sum())]
+    p, fw = walk_graph(edges), fastwalk.fast_walk(edges)
+    assert fw.saved_node == p.saved_node and fw.kinds == p.kinds and fw.edges == p.edges
+
+
+# ---- the signature -------------------------------------------------------------------------
+
+def _strip_opaque(w) -> tuple:
+    """The Python signature without the saved values of nodes run opaquely for hidden state
+    (the C++ key leaves their sizes out on purpose: the real node runs, nothing is baked in)."""
+    sig = list(w.signature)
+    for k, entry in enumerate(sig[:-1]):
+        i = entry[0]
+        if w.kinds[i].how == OPAQUE:
+            sig[k] = entry[:4] + tuple(x for x in entry[4:] if x is None or (
+                isinstance(x, tuple) and x and isinstance(x[0], torch.Size)))
+    return tuple(sig)
+
+
+def _graph(op, sample):
+    import torch.utils._pytree as pytree
+    from opinfo_sweep import _fresh
+    inp, args, kwargs, _ = _fresh(sample)
+    torch.manual_seed(0)
+    out = op(inp, *args, **kwargs)
+    outs = [o for o in pytree.tree_leaves(out)
+            if isinstance(o, torch.Tensor) and o.requires_grad and o.grad_fn is not None]
+    return outs
+
+
+def _both(outs):
+    edges = [gradient_edge(o) for o in outs]
+    res = []
+    for walker in (walk_graph, fastwalk.fast_walk):
+        try:
+            res.append(walker(edges))
+        except (WalkUnsupported, RuntimeError) as e:
+            res.append(f"{type(e).__name__}: {e}")
+    return res
+
+
+def test_signature_distinguishes_what_python_does_opinfo(ext):
+    """Across OpInfo samples (float32/float64, up to 4 per op): equal C++ keys imply equal
+    Python signatures; the same sample built twice gives equal C++ keys; both walks reject the
+    same graphs."""
+    from opinfo_sweep import autograd_ops, op_id
+    seen: dict = {}       # C++ signature -> (Python signature, where)
+    n_graphs = finer = 0
+    py_seen: dict = {}
+    for op in autograd_ops():
+        for dtype in (torch.float32, torch.float64):
+            if dtype not in op.supported_backward_dtypes("cpu"):
+                continue
+            try:
+                samples = list(op.sample_inputs("cpu", dtype, requires_grad=True))[:4]
+            except Exception:  # noqa: BLE001 -- the op cannot make samples here
+                continue
+            for k, sample in enumerate(samples):
+                where = f"{op_id(op)} {dtype} sample {k}"
+                try:
+                    outs, outs2 = _graph(op, sample), _graph(op, sample)
+                except Exception:  # noqa: BLE001 -- eager rejects the sample
+                    continue
+                if not outs:
+                    continue
+                p, f = _both(outs)
+                if isinstance(p, str) or isinstance(f, str):
+                    assert isinstance(p, str) and isinstance(f, str), (
+                        f"{where}: one walk rejects the graph: python {p if isinstance(p, str) else 'ok'}, "
+                        f"c++ {f if isinstance(f, str) else 'ok'}")
+                    continue
+                n_graphs += 1
+                f2 = fastwalk.fast_walk([gradient_edge(o) for o in outs2])
+                assert f2.signature == f.signature, f"{where}: C++ key not stable across steps"
+                ps = _strip_opaque(p)
+                old = seen.setdefault(f.signature, (ps, where))
+                assert old[0] == ps, (f"equal C++ keys but different Python signatures: "
+                                      f"{old[1]} vs {where}")
+                other = py_seen.setdefault(ps, f.signature)
+                finer += other != f.signature
+    assert n_graphs > 1000
+    print(f"{n_graphs} graphs, {len(seen)} distinct C++ keys, {len(py_seen)} distinct Python "
+          f"signatures, {finer} graphs the C++ key tells apart where Python's does not")
+
+
+def test_signature_stable_across_steps_and_retained_rewalks(ext):
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0, batch_first=True)
+    sigs = []
+    for _ in range(3):
+        loss = layer(torch.randn(2, 5, 16)).sum()
+        w = fastwalk.fast_walk([gradient_edge(loss)])
+        sigs.append(w.signature)
+        w.install()                       # as a capture does
+        sigs.append(fastwalk.fast_walk([gradient_edge(loss)]).signature)
+    assert all(s == sigs[0] for s in sigs)
+    assert len({hash(s) for s in sigs}) == 1
+
+
+def test_signature_sees_hidden_layout_and_dedup(ext):
+    """Finer than the Python signature: saved state Python cannot read is in the key."""
+    x = torch.randn(5, requires_grad=True)
+    y = torch.randn(5, requires_grad=True)
+    same = fastwalk.fast_walk([gradient_edge((x * x).sum())]).signature
+    diff = fastwalk.fast_walk([gradient_edge((x * y).sum())]).signature
+    assert same != diff
+
+
+def test_miss_reason_names_the_node(ext):
+    from compiled_bw.capture.fastwalk import describe
+    a = torch.randn(3, 4, requires_grad=True)
+    s0 = fastwalk.fast_walk([gradient_edge((a * 2).sum())]).signature
+    assert s0 == fastwalk.fast_walk([gradient_edge((a * 3).sum())]).signature, (
+        "a saved 0-dim tensor's value is a graph input, not part of the key")
+    s1 = fastwalk.fast_walk([gradient_edge(a.pow(2).sum())]).signature
+    s2 = fastwalk.fast_walk([gradient_edge(a.pow(3).sum())]).signature
+    assert s1 != s2
+    assert "PowBackward0" in describe(s1, s2) and "saved" in describe(s1, s2), describe(s1, s2)
+    s3 = fastwalk.fast_walk([gradient_edge(a[:2].pow(2).sum())]).signature
+    assert "graph size" in describe(s1, s3) or "node" in describe(s1, s3), describe(s1, s3)
+
+
+def test_enabled_end_to_end(ext):
+    from differential import differential
+    prev = fastwalk._S.enabled
+    fastwalk._S.enabled = True
+    try:
+        before = fastwalk._S.fast_walks
+
+        def build():
+            torch.manual_seed(0)
+            return torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
+
+        def step(m):
+            m.zero_grad()
+            m(torch.randn(3, 4)).pow(2).sum().backward()
+            return [p.grad for p in m.parameters()]
+        differential(build, step, steps=3, captures=1)
+        assert fastwalk._S.fast_walks >= before + 3
+    finally:
+        fastwalk._S.enabled = prev
+
+
+# ---- optional ------------------------------------------------------------------------------
+
+def test_unbuildable_extension_falls_back_with_a_log_message(monkeypatch, caplog):
+    import torch.utils.cpp_extension as cpp
+
+    def broken(*a, **k):
+        raise RuntimeError("Error building extension 'compiled_bw_fastwalk'\nx.cpp:1: error: boom")
+    monkeypatch.setattr(cpp, "load", broken)
+    monkeypatch.setattr(fastwalk, "_S", fastwalk._State())
+    fastwalk._S.enabled = True
+    with caplog.at_level(logging.WARNING, logger="compiled_bw"):
+        assert not fastwalk.in_use()
+    assert "C++ walk is unavailable" in caplog.text and "boom" in caplog.text
+    w = torch.randn(3, requires_grad=True)
+    compiled_bw.reset()
+    with compiled_bw.enable():
+        (w.exp() * 2).sum().backward()
+    assert compiled_bw.stats().captures == 1 and fastwalk._S.py_walks == 0
+    assert isinstance(fastwalk.walk([gradient_edge(w.exp().sum())]).signature, tuple)
+
+
+def test_suites_pass_with_fastwalk(ext):
+    env = dict(os.environ, COMPILED_BW_FASTWALK="1", PYTHONPATH=ROOT)
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
+                        "tests/test_signature.py", "tests/test_core.py"],
+                       cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "C++ walk:" in r.stdout, r.stdout[-2000:]
