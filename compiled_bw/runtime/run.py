@@ -203,9 +203,14 @@ def _run(state, entry: Compiled, w, opts, grad_tensors, slots):
     box.extend(w.saved)
     w.saved = None
     del grad_tensors
-    if not opts.retain_graph and slots is not None:
-        for k in entry.box_owned:     # Note [Box ownership]
-            slots[k].release()
+    if not opts.retain_graph:           # Note [Box ownership]
+        if slots is not None:
+            if hasattr(slots, "release_positions"):   # the C++ walk's slots: after the run
+                slots.release_positions(entry.box_owned)
+        elif isinstance(w, fastwalk.FastWalk) and entry.box_owned:
+            # C++ walk cache hit: no Slots; the nodes themselves drop the saved tensors the
+            # graph computes with (what eager does after each node, done before the run).
+            w.cw.release_variables(sorted({w.saved_node[k][0] for k in entry.box_owned}))
     result: list = []
     step = Step(w, plan)
 
