@@ -54,6 +54,18 @@ def selected_backend() -> str:
     return os.environ.get("COMPILED_BW_TEST_BACKEND", "eager")
 
 
+def compare_runs(eager: list, ours: list, adjust=lambda eager_value, our_value: our_value) -> None:
+    """Per step: same outcome (value or raised), same error, same values (assert_same).
+    `adjust(eager_value, our_value)` may normalise ours first (the fuzzer's known deviations)."""
+    for i, ((ke, ve), (ko, vo)) in enumerate(zip(eager, ours, strict=True)):
+        assert ke == ko, (f"step {i}: eager {ke} {ve if ke == 'raised' else ''} "
+                          f"vs ours {ko} {vo if ko == 'raised' else ''}")
+        if ke == "raised":
+            assert ve == vo, f"step {i}: eager raised {ve}, we raised {vo}"
+        else:
+            assert_same(ve, adjust(ve, vo), f"step {i}")
+
+
 def differential(build, step, *, steps=3, backend=None, seed=0, captures=1,
                  fallbacks=0, strict=None, allow_errors=False):
     """Returns compiled_bw.stats() of the compiled run after asserting equality.
@@ -72,13 +84,7 @@ def differential(build, step, *, steps=3, backend=None, seed=0, captures=1,
     with compiled_bw.enable(backend=backend, strict=strict):
         ours = _run(build, step, steps, seed)
     st = compiled_bw.stats()
-    for i, ((ke, ve), (ko, vo)) in enumerate(zip(eager, ours, strict=True)):
-        assert ke == ko, (f"step {i}: eager {ke} {ve if ke == 'raised' else ''} "
-                          f"vs ours {ko} {vo if ko == 'raised' else ''}")
-        if ke == "raised":
-            assert ve == vo, f"step {i}: eager raised {ve}, we raised {vo}"
-        else:
-            assert_same(ve, vo, f"step {i}")
+    compare_runs(eager, ours)
     assert st.fallbacks == fallbacks, f"fallbacks {st.fallbacks} != {fallbacks}: {st.fallback_reasons}"
     if captures is not None:
         assert st.captures == captures, f"captures {st.captures} != {captures}: {st.recompile_reasons}"
