@@ -119,14 +119,14 @@ def register_site(site: OpaqueSite) -> int:
     return len(sites) - 1
 
 
-def _as_list(outs) -> list:
+def as_list(outs) -> list:
     return [outs] if isinstance(outs, torch.Tensor) or outs is None else list(outs)
 
 
 def _run(s: OpaqueSite, step, grads: list) -> list:
     node = step.nodes[s.node_index]
     if s.kind == "node":
-        return validate_outputs(s.name, _as_list(node(*grads)), s.edges, step.in_meta)
+        return validate_outputs(s.name, as_list(node(*grads)), s.edges, step.in_meta)
     if s.kind == "custom":
         return validate_outputs(s.name, custom.call_backward(node, grads), s.edges, step.in_meta)
     h = step.hooks[s.node_index]

@@ -20,7 +20,7 @@ from . import custom
 from .aot import aot_plan, trace_aot
 from .heap import StdHeap
 from .nodes import AOT, CUSTOM, LEAF, TRACE, TRACE_CUSTOM
-from .opaque import OpaqueSite, current_step, opaque, register_site
+from .opaque import OpaqueSite, as_list, current_step, opaque, register_site
 from .opaque import label as opaque_label
 from .saved import sequence_nr
 from .validate import validate_outputs
@@ -251,7 +251,7 @@ def _traced_call(w, i: int, kind, node, buf: list):
     try:
         with torch.no_grad():
             outs = custom.call_backward(node, buf) if kind.how == TRACE_CUSTOM else node(*buf)
-        outs = [outs] if isinstance(outs, torch.Tensor) or outs is None else list(outs)
+        outs = as_list(outs)
         for o in outs:
             if o is not None and any(isinstance(d, torch.SymInt) for d in o.shape):
                 return None

@@ -208,14 +208,20 @@ def values_entry(w, i: int, node, info: tuple, entry: list) -> None:
                 saved.append(v)
                 saved_node.append((i, kind.tensor_attrs[k], -1))
             else:                               # list of optional tensors
-                for j, t in enumerate(v):
-                    if t is None:
-                        entry.append(None)
-                        continue
-                    entry.append(tensor_meta(t))
-                    saved.append(t)
-                    saved_node.append((i, kind.tensor_attrs[k], j))
+                add_saved_list(w, i, kind.tensor_attrs[k], v, entry)
                 entry.append(len(v))
+
+
+def add_saved_list(w, i: int, attr: str, tensors, entry: list) -> None:
+    """A list of optional saved tensors of node i: metadata (None for an undefined one) into
+    `entry`, each defined tensor into w.saved with its key (i, attr, position)."""
+    for j, t in enumerate(tensors):
+        if t is None:
+            entry.append(None)
+            continue
+        entry.append(tensor_meta(t))
+        w.saved.append(t)
+        w.saved_node.append((i, attr, j))
 
 
 def _first(p):
@@ -240,12 +246,8 @@ def _custom_entry(w, i: int, node, how: str, meta: tuple, entry: list) -> None:
         if opaque:
             raise WalkUnsupported(f"{name}: AOT backward with opaque objects")
         entry.append(symints)
-        for attr, tensors in (("tensors", ts), ("novc", no_vc)):
-            for j, t in enumerate(tensors):
-                entry.append(None if t is None else tensor_meta(t))
-                if t is not None:
-                    w.saved.append(t)
-                    w.saved_node.append((i, attr, j))
+        add_saved_list(w, i, "tensors", ts, entry)
+        add_saved_list(w, i, "novc", no_vc, entry)
         return
     ts = node.saved_tensors        # unpacks: eager's version-counter / freed checks
     if how == TRACE_CUSTOM:
@@ -253,13 +255,7 @@ def _custom_entry(w, i: int, node, how: str, meta: tuple, entry: list) -> None:
             entry.append(ctx_state(node))
         except TypeError as e:
             raise WalkUnsupported(str(e)) from None
-        for j, t in enumerate(ts):
-            if t is None:
-                entry.append(None)
-                continue
-            entry.append(tensor_meta(t))
-            w.saved.append(t)
-            w.saved_node.append((i, "tensors", j))
+        add_saved_list(w, i, "tensors", ts, entry)
     else:   # the real node unpacks them at run time; Slots only release them afterwards
         w.slot_only.extend((i, "tensors", j) for j, t in enumerate(ts) if t is not None)
 
