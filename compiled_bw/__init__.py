@@ -6,7 +6,7 @@
 
 See README.md and shared DESIGN.md for the pipeline: capture/ -> passes/ -> backends/ -> runtime/.
 """
-from .api import Stats, enable, explain, last_compiled, last_graph, reset, stats
+from .api import Stats, enable, explain, last_compiled, last_graph, reset, stats, wait_for_compiles
 from .backends import register_backend
 from .capture import custom as _custom
 from .capture import hooks as _hooks
@@ -30,4 +30,5 @@ __all__ = [
            "register_backend",
            "reset",
            "stats",
+           "wait_for_compiles",
 ]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import os
 import threading
 from collections.abc import Callable, Iterator
 
@@ -21,6 +22,7 @@ import torch.autograd
 from . import config
 from .backends import lookup_backend
 from .errors import Unsupported
+from .runtime import background
 from .runtime.cache import Cache
 from .runtime.run import FallbackToEager, compiled_call
 
@@ -38,6 +40,8 @@ class Stats:
     compile_seconds: float = 0.0
     recompile_reasons: list = dataclasses.field(default_factory=list)
     notes: list = dataclasses.field(default_factory=list)   # compiled, with a documented deviation
+    background_compiles: int = 0            # graphs switched to the slow backend's callable
+    background_compile_seconds: float = 0.0  # their compile time, on the worker thread
 
 
 class _Global:
@@ -60,9 +64,11 @@ class _State:
     """What runtime/run.py needs for one call: cache, stats, backend, limits, logging."""
 
     def __init__(self, cfg) -> None:
-        backend, self.strict, self.cache_size_limit = cfg
+        backend, self.strict, self.cache_size_limit, background = cfg
         self.backend_key = backend if isinstance(backend, str) else id(backend)
         self.compile_fn = lookup_backend(backend)
+        # Note [Background compile] (runtime/background.py): named slow backends only
+        self.background = background and isinstance(backend, str) and backend != "eager"
         self.cache = _G.caches.setdefault(self.backend_key, Cache())
         self.stats = _G.stats
 
@@ -73,6 +79,22 @@ class _State:
     def note(self, text: str) -> None:
         self.stats.notes.append(text)
         config.emit("fallbacks", "note: %s", text)
+
+    def compiled_in_background(self, entry):
+        """The callback runtime/background.py calls on its worker when entry's compile ends."""
+        stats, eager_fn = self.stats, entry.fn
+
+        def done(seconds: float, error: str | None, fn) -> None:
+            stats.background_compile_seconds += seconds
+            if error is not None:
+                stats.notes.append(f"background compile failed, this graph stays on the eager "
+                                   f"backend: {error}")
+                config.emit("fallbacks", "background compile failed: %s", error)
+                return
+            stats.background_compiles += 1
+            if _G.last_fn is eager_fn:
+                _G.last_fn = fn
+        return done
 
     def record_capture(self, entry) -> None:
         _G.last_graph = entry.gm
@@ -133,7 +155,7 @@ def _intercepted(cfg, t_outputs, grad_tensors, keep_graph, create_graph, inputs=
 
 @contextlib.contextmanager
 def enable(backend: str | Callable = "eager", *, strict: bool = False,
-           cache_size_limit: int = 8) -> Iterator[None]:
+           cache_size_limit: int = 8, background_compile: bool | None = None) -> Iterator[None]:
     """Run backward()/grad() calls on this thread through compiled_bw.
 
     >>> import torch, compiled_bw
@@ -144,15 +166,26 @@ def enable(backend: str | Callable = "eager", *, strict: bool = False,
     torch.Size([3, 3])
 
     Re-entrant: nesting works, and leaving restores the previous setting, also on errors.
+    background_compile (default: on, unless COMPILED_BW_BACKGROUND_COMPILE=0): a new graph
+    runs on the eager backend while a named slow backend ("inductor") compiles it on a worker
+    thread; `wait_for_compiles()` waits for those (Note [Background compile]).
     """
     lookup_backend(backend)  # fail early on an unknown name
+    if background_compile is None:
+        background_compile = os.environ.get("COMPILED_BW_BACKGROUND_COMPILE", "1") not in ("", "0")
     _install()
     stack = _stack()
-    stack.append((backend, strict, cache_size_limit))
+    stack.append((backend, strict, cache_size_limit, bool(background_compile)))
     try:
         yield
     finally:
         stack.pop()
+
+
+def wait_for_compiles(timeout: float | None = None) -> bool:
+    """Block until every background compile has finished (then later steps run the compiled
+    callables); False if `timeout` seconds passed first."""
+    return background.wait(timeout)
 
 
 def stats() -> Stats:

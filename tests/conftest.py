@@ -16,6 +16,9 @@ if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = _cache
     atexit.register(shutil.rmtree, _cache, ignore_errors=True)
 
+# Inductor compiles in the foreground in tests, so that the Inductor-compiled callable runs
+# from the first step (tests/test_background_compile.py tests the background path).
+os.environ.setdefault("COMPILED_BW_BACKGROUND_COMPILE", "0")
 
 # The differential files run twice in one pytest session: on the eager backend and on
 # Inductor (the backend is read by differential.selected_backend()).
@@ -36,11 +39,11 @@ def pytest_generate_tests(metafunc):
 
 
 def _fastwalk_requested() -> bool:
-    return os.environ.get("COMPILED_BW_FASTWALK", "0") not in ("", "0")
+    return os.environ.get("COMPILED_BW_FASTWALK", "1") not in ("", "0")
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    """COMPILED_BW_FASTWALK=1: say how many steps the C++ walk did (capture/fastwalk.py)."""
+    """The C++ walk on (the default): say how many steps it did (capture/fastwalk.py)."""
     if not _fastwalk_requested():
         return
     from compiled_bw.capture import fastwalk

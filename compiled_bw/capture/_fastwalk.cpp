@@ -721,6 +721,39 @@ std::shared_ptr<SlotList> install(CWalk& w, py::list py_slots, py::list slot_onl
 
 }  // namespace
 
+// ---- direct leaf delivery ------------------------------------------------------------------
+
+// True when this AccumulateGrad can be called directly with eager's result: no hook of any kind
+// (node pre/post, tensor pre, retain_grad, post-accumulate-grad), i.e. nothing that would run
+// user code or observe the engine (runtime/run.py Note [Direct delivery]).
+bool plain_accumulator(Node* n) {
+  auto* acc = dynamic_cast<AccumulateGrad*>(n);
+  return acc && n->pre_hooks().empty() && n->tensor_pre_hooks().empty() &&
+         n->post_hooks().empty() && n->retains_grad_hooks().empty() &&
+         !acc->tensor_post_acc_grad_hooks();
+}
+
+// Calls AccumulateGrad::apply for each (node, grad) as the engine does (grad mode off, the grad
+// moved in so that it can be stolen), emptying grads[i].  Returns false, touching nothing, when
+// any node is not plain_accumulator.  None grads are skipped.
+bool accumulate(const std::vector<Node*>& nodes, py::list grads) {
+  TORCH_CHECK(nodes.size() == (size_t)py::len(grads), "accumulate: nodes and grads differ in length");
+  for (Node* n : nodes)
+    if (!plain_accumulator(n)) return false;
+  at::NoGradGuard no_grad;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    PyObject* g = PyList_GET_ITEM(grads.ptr(), i);
+    if (g == Py_None) continue;
+    at::Tensor t = THPVariable_Unpack(g);
+    Py_INCREF(Py_None);
+    PyList_SetItem(grads.ptr(), i, Py_None);  // drops our Python reference: stealable
+    torch::autograd::variable_list in;
+    in.push_back(std::move(t));
+    (*nodes[i])(std::move(in));
+  }
+  return true;
+}
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("init", [](py::object unsupported, py::object giveup, py::object classify,
                    py::object list_svs, py::object py_node) {
@@ -764,6 +797,15 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
                           cc.tensor_args.inputs);
   });
   m.def("walk", &walk);
+  m.def("accumulate_nodes", [](py::list nodes, py::list grads) {
+    std::vector<c10::intrusive_ptr<Node>> own;
+    std::vector<Node*> raw;
+    for (auto n : nodes) {
+      own.push_back(node_of(n.ptr()));
+      raw.push_back(own.back().get());
+    }
+    return accumulate(raw, grads);
+  });
   m.def("class_kind", [](uint32_t id) { return g_class_list.at(id)->kind; });
 
   py::class_<CWalk, std::shared_ptr<CWalk>>(m, "CWalk")
@@ -833,6 +875,11 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       .def("release_variables", [](CWalk& w, py::iterable executed) {
         for (auto e : executed) w.nodes.at(e.cast<size_t>())->release_variables();
       })
+      .def("accumulate", [](CWalk& w, py::list leaf_idx, py::list grads) {
+        std::vector<Node*> raw;
+        for (auto e : leaf_idx) raw.push_back(w.nodes.at(e.cast<size_t>()).get());
+        return accumulate(raw, grads);
+      })
       .def("install", [](CWalk& w, py::list py_slots, py::list slot_only_nodes) {
         return install(w, py_slots, slot_only_nodes);
       });
@@ -842,6 +889,18 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       .def("set_placeholders", &SlotList::set_placeholders)
       .def("clear_placeholders", &SlotList::clear_placeholders)
       .def("release", &SlotList::release)
+      // Note [Box ownership] (runtime/run.py): drop these saved positions before the run
+      .def("release_positions", [](SlotList& s, py::iterable ks) {
+        for (auto k : ks) {
+          size_t i = k.cast<size_t>();
+          if (s.c.at(i)) {
+            s.c[i]->value = at::Tensor();
+            s.c[i]->released = true;
+          } else {
+            s.p.at(i).attr("release")();
+          }
+        }
+      })
       .def("released", [](SlotList& s, size_t k) {
         return s.c.at(k) ? s.c[k]->released : s.p.at(k).attr("released").cast<bool>();
       });

@@ -4,9 +4,11 @@ Consumes root edges like `walk_graph`; produces a FastWalk with the attributes o
 (nodes, kinds, edges and in_meta are built lazily: a cache hit needs none of them) whose
 `signature` is a CSig: one bytes key built by _fastwalk.cpp plus the Python-built entries of
 custom-Function/AOT nodes and hooks.  `walk(root_edges)` uses it when enabled and built, else
-walk.walk_graph.  Enabled by COMPILED_BW_FASTWALK=1 (or `enable_fastwalk()`); the extension is
-compiled once per machine and torch version (torch.utils.cpp_extension.load, persistent build
-dir); if it cannot be built, a log message says so and the Python walk is used.
+walk.walk_graph.  On by default; COMPILED_BW_FASTWALK=0 (or `enable_fastwalk(False)`) turns it
+off.  The extension is compiled on first use, once per machine, torch version and source
+(torch.utils.cpp_extension.load, persistent build dir, about 30 s; `python -m
+compiled_bw.build` does it ahead); if it cannot be built, a warning says so and the Python walk
+is used.  The extension also delivers leaf grads directly (`accumulate`, runtime/run.py).
 
 Note [Fast walk]
 The C++ walk discovers the nodes in the Python walk's order (roots first, DFS popping the last
@@ -58,7 +60,7 @@ class _State:
         self.ext = None            # the loaded module
         self.tried = False
         self.error = ""            # why it is unavailable
-        self.enabled = os.environ.get("COMPILED_BW_FASTWALK", "0") not in ("", "0")
+        self.enabled = os.environ.get("COMPILED_BW_FASTWALK", "1") not in ("", "0")
         self.build_seconds = 0.0
         self.gave_up: dict = {}    # reason -> count
         self.fast_walks = 0        # steps walked in C++
@@ -327,6 +329,20 @@ def walk(root_edges: list):
             if n == 0:
                 log.info("compiled_bw fastwalk: Python walk for this graph (%s)", reason)
     return walk_graph(root_edges)
+
+
+def accumulate(w, leaf_idx: list, grads: list) -> bool:
+    """Deliver grads[k] to the AccumulateGrad of leaf leaf_idx[k] directly (C++: grad mode off,
+    the grad moved in), emptying `grads`; False, touching nothing, if the extension is not loaded
+    or any of those nodes has a hook (runtime/run.py Note [Direct delivery])."""
+    if not leaf_idx:
+        return True
+    ext = _S.ext or (load() if _S.enabled else None)
+    if ext is None:
+        return False
+    if isinstance(w, FastWalk):
+        return w.cw.accumulate(leaf_idx, grads)
+    return ext.accumulate_nodes([w.nodes[i] for i in leaf_idx], grads)
 
 
 def install(w):

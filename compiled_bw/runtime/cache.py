@@ -17,6 +17,7 @@ class Compiled:
     plan: Any               # capture.trace.Plan
     gm: Any                 # the captured GraphModule (for last_graph / explain)
     box_owned: tuple = ()   # saved-tensor positions the box alone owns while the graph runs
+    box_nodes: tuple = ()   # the nodes of those positions (sorted; C++ walk hits release them)
 
 
 @dataclasses.dataclass

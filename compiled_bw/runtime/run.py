@@ -14,6 +14,16 @@ run inside the graph.  The graph finishes before any leaf is touched, so an erro
 leaves every `.grad` as it was.  Trade-off: leaves accumulate after the whole graph rather
 than interleaved with it (only observable from hooks that read other leaves' `.grad`).
 
+Note [Direct delivery]
+When the graph holds no opaque call (no custom Function, hook or untraceable node: no user
+code runs inside it), going through the engine buys nothing but its cost (a GraphTask, the
+_Deliver node, one engine step per leaf: about a quarter of an overhead-bound backward).  Then
+the graph is called directly with grad mode off, as the engine would run it, and each leaf's
+AccumulateGrad node is called directly from C++ (fastwalk.accumulate) with the grad moved in,
+so it steals, accumulates and honours the layout contract exactly as in eager.  That is only
+done when none of those nodes has a hook of any kind (C++ sees all of them, also hooks Python
+cannot list); otherwise, or without the C++ extension, the grads go through _Deliver.
+
 Note [Box ownership]
 With retain_graph=False, eager autograd frees each node's saved tensors when the node has
 run.  Our graph frees its inputs after their last use (the backends' boxed calling
@@ -32,12 +42,14 @@ import time
 import torch
 
 from ..capture import fastwalk
+from ..capture.custom import _orig_apply as _raw_apply
 from ..capture.opaque import current_step
 from ..capture.saved import SavedHooksInUse, gradient_edge
 from ..capture.trace import Options, TraceFailed, trace_backward
 from ..capture.walk import WalkUnsupported, tensor_meta
 from ..passes import run_passes
-from . import dispatch_tls, engine_state
+from ..backends.eager import compile_eager
+from . import background, dispatch_tls, engine_state
 from .cache import Compiled, Fallback
 
 _ENGINE = torch.autograd.Variable._execution_engine
@@ -186,9 +198,16 @@ def _capture(state, w, opts, grad_tensors, slots):
             return Fallback(f"leaf {i} has requires_grad=False (set after the forward)")
     gm = run_passes(gm)
     example = [g for g in grad_tensors if g is not None] + list(w.saved)
+    owned = _box_owned(w, plan)
+    box_nodes = tuple(sorted({w.saved_node[k][0] for k in owned}))
+    if state.background:                # Note [Background compile]
+        entry = Compiled(compile_eager(gm, example), plan, gm, owned, box_nodes)
+        background.submit(entry, state.compile_fn, gm, example, plan.opaque_sites,
+                          state.compiled_in_background(entry))
+        return entry
     with current_step(Step(w, plan)):   # backends may re-run fake impls
         fn = state.compile_fn(gm, example)
-    return Compiled(fn, plan, gm, _box_owned(w, plan))
+    return Compiled(fn, plan, gm, owned, box_nodes)
 
 
 def _box_owned(w, plan) -> tuple:
@@ -201,16 +220,64 @@ def _run(state, entry: Compiled, w, opts, grad_tensors, slots):
     plan = entry.plan
     box = [g for g in grad_tensors if g is not None]
     box.extend(w.saved)
+    w.saved.clear()     # in place: with the C++ walk this list is also CWalk.saved
     w.saved = None
     del grad_tensors
     if not opts.retain_graph:           # Note [Box ownership]
         if slots is not None:
-            if hasattr(slots, "release_positions"):   # the C++ walk's slots: after the run
-                slots.release_positions(entry.box_owned)
+            slots.release_positions(entry.box_owned)
         elif isinstance(w, fastwalk.FastWalk) and entry.box_owned:
             # C++ walk cache hit: no Slots; the nodes themselves drop the saved tensors the
             # graph computes with (what eager does after each node, done before the run).
-            w.cw.release_variables(sorted({w.saved_node[k][0] for k in entry.box_owned}))
+            w.cw.release_variables(entry.box_nodes)
+    if not plan.opaque_sites:           # Note [Direct delivery]
+        result = _run_direct(entry, w, opts, box)
+    else:
+        result = _run_in_engine(state, entry, w, opts, box)
+    if not opts.retain_graph:
+        if slots is not None:
+            slots.release(plan.executed, len(w.nodes))
+        if isinstance(w, fastwalk.FastWalk):   # what eager's engine does after each node
+            w.cw.release_variables(plan.executed)
+    return None if opts.accumulate else tuple(result)
+
+
+def _run_direct(entry: Compiled, w, opts, box: list):
+    """No user code runs inside the graph: call it without the engine.  Leaf grads go to the
+    AccumulateGrad nodes directly when none has a hook, else through the engine (_Deliver)."""
+    plan = entry.plan
+    prev = torch.is_grad_enabled()
+    torch._C._set_grad_enabled(False)   # the engine runs nodes with grad mode off
+    _tls.running = True
+    try:
+        outs = entry.fn(box)
+    finally:
+        _tls.running = False
+        torch._C._set_grad_enabled(prev)
+    if not opts.accumulate:
+        return [None if p is None else outs[p] for p in plan.capture_outputs]
+    grads = [None if p is None else outs[p] for _, p in plan.leaf_outputs]
+    del outs                            # grads holds the only references: AccumulateGrad steals
+    if fastwalk.accumulate(w, [i for i, _ in plan.leaf_outputs], grads):
+        return None
+    _deliver(lambda: grads, [w.leaves[i] for i, _ in plan.leaf_outputs])
+    return None
+
+
+def _deliver(run, leaves: list) -> None:
+    """Run `run` (-> one grad per leaf) inside the real engine, which then runs each leaf's
+    AccumulateGrad with it (Note [Delivery through the real engine])."""
+    _tls.running = True
+    try:
+        with torch.enable_grad():
+            out = _raw_apply(_Deliver, _ANCHOR, run, *leaves)   # not recorded (custom.py)
+        _ENGINE.run_backward((out,), (torch.empty(0),), False, False, (), True, True)
+    finally:
+        _tls.running = False
+
+
+def _run_in_engine(state, entry: Compiled, w, opts, box: list):
+    plan = entry.plan
     result: list = []
     step = Step(w, plan)
 
@@ -224,18 +291,9 @@ def _run(state, entry: Compiled, w, opts, grad_tensors, slots):
         return []
 
     leaves = [w.leaves[i] for i, _ in plan.leaf_outputs] if opts.accumulate else []
-    _tls.running = True
     try:
-        with torch.enable_grad():
-            out = _Deliver.apply(_ANCHOR, run, *leaves)
-        _ENGINE.run_backward((out,), (torch.empty(0),), False, False, (), True, True)
+        _deliver(run, leaves)
     finally:
-        _tls.running = False
         for note in step.notes:
             state.note(note)
-    if not opts.retain_graph:
-        if slots is not None:
-            slots.release(plan.executed, len(w.nodes))
-        if isinstance(w, fastwalk.FastWalk):   # what eager's engine does after each node
-            w.cw.release_variables(plan.executed)
-    return None if opts.accumulate else tuple(result)
+    return result
