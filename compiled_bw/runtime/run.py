@@ -41,6 +41,7 @@ import time
 
 import torch
 
+from ..backends.eager import compile_eager
 from ..capture import fastwalk
 from ..capture.custom import _orig_apply as _raw_apply
 from ..capture.opaque import current_step
@@ -48,7 +49,6 @@ from ..capture.saved import SavedHooksInUse, gradient_edge
 from ..capture.trace import Options, TraceFailed, trace_backward
 from ..capture.walk import WalkUnsupported, tensor_meta
 from ..passes import run_passes
-from ..backends.eager import compile_eager
 from . import background, dispatch_tls, engine_state
 from .cache import Compiled, Fallback
 
