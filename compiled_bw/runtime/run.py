@@ -260,7 +260,11 @@ def _run_direct(entry: Compiled, w, opts, box: list):
     del outs                            # grads holds the only references: AccumulateGrad steals
     if fastwalk.accumulate(w, [i for i, _ in plan.leaf_outputs], grads):
         return None
-    _deliver(lambda: grads, [w.leaves[i] for i, _ in plan.leaf_outputs])
+    def hand_over() -> list:            # no reference left here: AccumulateGrad steals
+        out = grads.copy()
+        grads.clear()
+        return out
+    _deliver(hand_over, [w.leaves[i] for i, _ in plan.leaf_outputs])
     return None
 
 
