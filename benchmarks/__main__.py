@@ -1,8 +1,9 @@
 """`python -m benchmarks`: eager autograd vs torch compiled autograd vs compiled_bw.
 
-Consumes --models, --modes, --steps, --quick, --out; produces a table on stdout, <out>/latest.json
-and <out>/time_ratio.png (with the `bench` extra).  Every model runs all its modes in one
-process, interleaved; ratios are relative to eager autograd measured in the same run.
+Consumes --models, --modes, --steps, --quick, --out; produces the tables on stdout and in
+<out>/latest.md, <out>/latest.json, and <out>/time_ratio.png + peak_memory.png (with the `bench`
+extra).  Every model runs all its modes in one process, interleaved; ratios are relative to
+eager autograd measured in the same run.  Compiles are cold (measure.py).
 """
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import sys
+import tempfile
 import time
 
 import torch
@@ -41,19 +44,43 @@ def main(argv=None) -> int:
     models = a.models.split(",") if a.models else list(QUICK_MODELS if a.quick else MODELS)
     steps = 5 if a.quick else a.steps
     results = {}
-    for name in models:
-        print(f"[{name}] {len(names)} modes x {steps} steps ...", file=sys.stderr, flush=True)
-        results[name] = bench_model(MODELS[name], {m: available[m] for m in names}, steps)
-    for line in table(results, names):
+    tmp_root = tempfile.mkdtemp(prefix="compiled_bw_bench_")   # the cold Inductor caches
+    t_start = time.perf_counter()
+    try:
+        for name in models:
+            print(f"[{name}] {len(names)} modes x {steps} steps ...", file=sys.stderr, flush=True)
+            results[name] = bench_model(MODELS[name], {m: available[m] for m in names}, steps,
+                                        tmp_root)
+    finally:
+        shutil.rmtree(tmp_root, ignore_errors=True)
+    lines = table(results, names)
+    for line in lines:
         print(line)
     os.makedirs(a.out, exist_ok=True)
-    meta = {"torch": torch.__version__, "machine": platform.machine(), "cpus": os.cpu_count(),
-            "threads": torch.get_num_threads(), "steps": steps, "date": time.strftime("%Y-%m-%d")}
+    meta = {"torch": torch.__version__, "machine": platform.machine(),
+            "cpu": _cpu_name(), "cpus": os.cpu_count(),
+            "threads": torch.get_num_threads(), "steps": steps, "date": time.strftime("%Y-%m-%d"),
+            "seconds": round(time.perf_counter() - t_start)}
     with open(os.path.join(a.out, "latest.json"), "w") as f:
         json.dump({"meta": meta, "modes": names, "results": results}, f, indent=1)
+    with open(os.path.join(a.out, "latest.md"), "w") as f:
+        f.write(f"{meta['date']}, torch {meta['torch']}, {meta['cpu']} ({meta['cpus']} CPUs, "
+                f"{meta['threads']} threads), {steps} steps per mode, run took "
+                f"{meta['seconds']} s.\n\n" + "\n".join(lines) + "\n")
     for p in charts(results, names, a.out):
         print(f"chart: {p}", file=sys.stderr)
     return 1 if any(r[m].get("fail") for r in results.values() for m in names) else 0
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 if __name__ == "__main__":

@@ -2,9 +2,14 @@
 
 Consumes a model factory and mode names; produces per mode: median steady-state backward time
 (modes interleaved A B C A B C ... so machine drift cancels) and its ratio to eager, the first
-backward (capture + compile), compiled_bw's per-step overhead on a cache hit (walk + signature
-+ lookup), captures / cache hits / fallbacks, and the max abs grad difference vs eager.  A mode
-that raises is recorded as n/a (reason); the harness goes on.
+backward (capture + compile; with compiled_bw's background compile, capture + a run on the
+eager backend) and when the compiled code is in use ("ready": the first backward plus the wait
+for background compiles), peak live tensor bytes during one backward (memory.py's method),
+compiled_bw's per-step overhead on a cache hit (walk + signature + lookup), captures / cache
+hits / fallbacks, and the max abs grad difference vs eager.  A mode that raises is recorded as
+n/a (reason); the harness goes on.
+Compiles are cold: each mode's first backward runs with a fresh, empty Inductor cache (in
+memory and on disk), so no mode reuses kernels another mode or an earlier run compiled.
 """
 from __future__ import annotations
 
@@ -14,8 +19,10 @@ import time
 import torch
 
 import compiled_bw
+from compiled_bw.capture import fastwalk
 from compiled_bw.capture.saved import gradient_edge
-from compiled_bw.capture.walk import walk_graph
+
+from .memory import peak_backward_bytes
 
 TOL = 1e-3   # max abs grad difference above which a cell is marked FAIL
 
@@ -41,14 +48,23 @@ def _walk_overhead_us(model, x, reps=5) -> float:
     for _ in range(reps):
         loss = _loss(model, x)
         t0 = time.perf_counter()
-        w = walk_graph([gradient_edge(loss)])
+        w = fastwalk.walk([gradient_edge(loss)])
         cache.get((w.signature, tuple(w.root_edges)))
         times.append(time.perf_counter() - t0)
         del loss, w
     return statistics.median(times) * 1e6
 
 
-def bench_model(factory, modes: dict, steps: int) -> dict:
+def _fresh_cache(tmp_root: str):
+    try:
+        from torch._inductor.utils import fresh_cache
+    except ImportError:     # a torch without Inductor: nothing to keep cold
+        import contextlib
+        return contextlib.nullcontext()
+    return fresh_cache(dir=tmp_root, delete=False)
+
+
+def bench_model(factory, modes: dict, steps: int, tmp_root: str) -> dict:
     torch.manual_seed(0)
     model, x = factory()
     _, ref = _backward(model, x, modes["eager"])
@@ -57,11 +73,19 @@ def bench_model(factory, modes: dict, steps: int) -> dict:
     for name, ctx in modes.items():
         compiled_bw.reset()
         try:
-            res[name]["first_ms"], g = _backward(model, x, ctx)
+            with _fresh_cache(tmp_root):
+                t0 = time.perf_counter()
+                res[name]["first_ms"], g = _backward(model, x, ctx)
+                compiled_bw.wait_for_compiles()
+                res[name]["ready_ms"] = (time.perf_counter() - t0) * 1e3
+            res[name]["first_ms"] *= 1e3
             res[name]["maxdiff"] = max(((a - b).abs().max().item() for a, b in zip(ref, g, strict=True)),
                                        default=0.0)
             for _ in range(2):      # warm up: later steps must be cache hits
-                _backward(model, x, ctx)
+                _, g = _backward(model, x, ctx)
+            res[name]["maxdiff"] = max([res[name]["maxdiff"]] + [
+                (a - b).abs().max().item() for a, b in zip(ref, g, strict=True)])
+            res[name]["peak_mb"] = peak_backward_bytes(model, x, ctx) / 2**20
         except Exception as e:  # noqa: BLE001 -- one failing cell never stops the harness
             res[name]["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:100]}"
         st = compiled_bw.stats()
@@ -80,7 +104,8 @@ def bench_model(factory, modes: dict, steps: int) -> dict:
             continue
         med = statistics.median(r["times"])
         captures, fallbacks, reasons = stats[m]
-        out[m] = {"median_ms": med * 1e3, "ratio": med / base, "first_ms": r["first_ms"] * 1e3,
+        out[m] = {"median_ms": med * 1e3, "ratio": med / base, "first_ms": r["first_ms"],
+                  "ready_ms": r["ready_ms"], "peak_mb": r["peak_mb"],
                   "maxdiff": r["maxdiff"], "fail": r["maxdiff"] > TOL,
                   "captures": captures, "fallbacks": fallbacks, "fallback_reasons": reasons}
     return out

@@ -95,13 +95,15 @@ def _step(model, x, ctx_factory, loss_fn, marker: bool):
     del loss, m
 
 
-def peak_backward_bytes(model, x, mode: str, warmup: int = 2,
+def peak_backward_bytes(model, x, mode, warmup: int = 2,
                         loss_fn=lambda y: y.float().pow(2).mean()) -> int:
     """Peak live tensor bytes during one steady-state backward, above what was live before
-    its forward (so: the forward's saved activations + everything the backward allocates)."""
-    ctx_factory = MODES[mode]
+    its forward (so: the forward's saved activations + everything the backward allocates).
+    mode: a name in MODES or a context factory."""
+    ctx_factory = MODES[mode] if isinstance(mode, str) else mode
     for _ in range(warmup):             # captures and compiles happen here
         _step(model, x, ctx_factory, loss_fn, marker=False)
+    compiled_bw.wait_for_compiles()     # steady state: the compiled callables are in use
     model.zero_grad(set_to_none=True)
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         torch.empty(1, dtype=torch.uint8)     # the first event fixes the baseline

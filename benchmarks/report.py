@@ -8,44 +8,89 @@ from __future__ import annotations
 import os
 
 
+def _na(c: dict) -> str | None:
+    return f"n/a ({c['error']})" if "error" in c else None
+
+
 def cell(c: dict) -> str:
-    if "error" in c:
-        return f"n/a ({c['error']})"
-    flag = " FAIL" if c["fail"] else ""
+    """Steady state: ratio to eager (median ms), fallbacks, FAIL on a wrong grad."""
+    if _na(c):
+        return _na(c)
+    flag = " **FAIL**" if c["fail"] else ""
     fb = f" fb={c['fallbacks']}" if c["fallbacks"] else ""
-    return f"{c['ratio']:.2f}x ({c['median_ms']:.2f} ms, first {c['first_ms']:.0f} ms){fb}{flag}"
+    return f"{c['ratio']:.2f}x ({c['median_ms']:.2f} ms){fb}{flag}"
+
+
+def first_cell(c: dict) -> str:
+    """First backward; and when the compiled code is in use, if later (background compile)."""
+    if _na(c):
+        return "n/a"
+    first, ready = c["first_ms"] / 1e3, c["ready_ms"] / 1e3
+    return f"{first:.2f} s" + (f" (ready {ready:.1f} s)" if ready > first * 1.2 + 0.05 else "")
+
+
+def memory_cell(c: dict, base: dict) -> str:
+    if _na(c):
+        return "n/a"
+    ratio = f" ({c['peak_mb'] / base['peak_mb']:.2f}x)" if base.get("peak_mb") else ""
+    return f"{c['peak_mb']:.1f}{ratio}"
 
 
 def table(results: dict, modes: list) -> list:
-    lines = ["| model | walk µs | " + " | ".join(modes) + " |",
-             "|---|---:|" + "---|" * len(modes)]
+    """Markdown: steady-state time, first backward, peak memory during backward."""
+    head = " | ".join(modes)
+    lines = ["Steady-state backward time, ratio to eager autograd (median ms):", "",
+             f"| model | walk µs | {head} |", "|---|---:|" + "---|" * len(modes)]
     for model, r in results.items():
         lines.append(f"| {model} | {r['nodes_overhead_us']:.0f} | "
                      + " | ".join(cell(r[m]) for m in modes) + " |")
+    lines += ["", ("First backward (capture + compile), cold Inductor cache; \"ready\": compiled "
+              "code in use (background compile):"), "",
+              f"| model | {head} |", "|---|" + "---|" * len(modes)]
+    for model, r in results.items():
+        lines.append(f"| {model} | " + " | ".join(first_cell(r[m]) for m in modes) + " |")
+    lines += ["", "Peak live tensor MB during one backward (ratio to eager):", "",
+              f"| model | {head} |", "|---|" + "---|" * len(modes)]
+    for model, r in results.items():
+        lines.append(f"| {model} | " + " | ".join(memory_cell(r[m], r.get("eager", {}))
+                                                   for m in modes) + " |")
     return lines
+
+
+def _bars(results: dict, modes: list, value, ylabel: str, title: str, path: str, ref=None):
+    import matplotlib.pyplot as plt
+    models = list(results)
+    fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(models)), 4))
+    width = 0.8 / max(1, len(modes))
+    for k, m in enumerate(modes):
+        vals = [value(results[mod][m]) for mod in models]
+        ax.bar([i + k * width for i in range(len(models))], vals, width, label=m)
+    if ref is not None:
+        ax.axhline(ref, color="black", linewidth=0.8)
+    ax.set_xticks([i + width * (len(modes) - 1) / 2 for i in range(len(models))])
+    ax.set_xticklabels(models)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
 
 
 def charts(results: dict, modes: list, out_dir: str) -> list:
     try:
         import matplotlib
         matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
     except ImportError:
         return []
-    models = list(results)
-    fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(models)), 4))
-    width = 0.8 / max(1, len(modes))
-    for k, m in enumerate(modes):
-        vals = [results[mod][m].get("ratio", 0) or 0 for mod in models]
-        ax.bar([i + k * width for i in range(len(models))], vals, width, label=m)
-    ax.axhline(1.0, color="black", linewidth=0.8)
-    ax.set_xticks([i + width * (len(modes) - 1) / 2 for i in range(len(models))])
-    ax.set_xticklabels(models)
-    ax.set_ylabel("backward time / eager autograd (lower is better)")
-    ax.set_title("Steady-state backward time vs eager autograd")
-    ax.legend()
-    fig.tight_layout()
-    path = os.path.join(out_dir, "time_ratio.png")
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return [path]
+    return [
+        _bars(results, modes, lambda c: c.get("ratio", 0) or 0,
+              "backward time / eager autograd (lower is better)",
+              "Steady-state backward time vs eager autograd",
+              os.path.join(out_dir, "time_ratio.png"), ref=1.0),
+        _bars(results, modes, lambda c: c.get("peak_mb", 0) or 0,
+              "peak live tensor MB during backward",
+              "Peak memory during one backward",
+              os.path.join(out_dir, "peak_memory.png")),
+    ]
