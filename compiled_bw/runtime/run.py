@@ -34,6 +34,7 @@ import torch
 from ..capture import fastwalk
 from ..capture.opaque import current_step
 from ..capture.saved import SavedHooksInUse, gradient_edge
+from ..capture.subclass import flatten, rebuild
 from ..capture.trace import Options, TraceFailed, trace_backward
 from ..capture.walk import WalkUnsupported, tensor_meta
 from ..passes import run_passes
@@ -131,7 +132,10 @@ def compiled_call(state, t_outputs, grad_tensors, keep_graph, create_graph, inpu
             raise FallbackToEager("backward(inputs=...) with a non-leaf input")
         node, nr = gradient_edge(t)
         in_edges.append((index.get(id(node), -1), nr))
-    root_meta = tuple(None if g is None else tensor_meta(g) for g in grad_tensors)
+    try:
+        root_meta = tuple(None if g is None else tensor_meta(g) for g in grad_tensors)
+    except WalkUnsupported as e:
+        raise FallbackToEager(f"root grad: {e}") from None
     opts = Options(accumulate, bool(keep_graph), tuple(in_edges), bool(allow_unused))
     opts_key = (accumulate, opts.retain_graph, opts.inputs, opts.allow_unused)
     key = (w.signature, tuple(w.root_edges), root_meta, opts_key, state.backend_key)
@@ -186,6 +190,8 @@ def _capture(state, w, opts, grad_tensors, slots):
             return Fallback(f"leaf {i} has requires_grad=False (set after the forward)")
     gm = run_passes(gm)
     example = [g for g in grad_tensors if g is not None] + list(w.saved)
+    if plan.in_layouts is not None:
+        example = flatten(example)
     with current_step(Step(w, plan)):   # backends may re-run fake impls
         fn = state.compile_fn(gm, example)
     return Compiled(fn, plan, gm, _box_owned(w, plan))
@@ -201,6 +207,8 @@ def _run(state, entry: Compiled, w, opts, grad_tensors, slots):
     plan = entry.plan
     box = [g for g in grad_tensors if g is not None]
     box.extend(w.saved)
+    if plan.in_layouts is not None:   # Note [Subclasses stay outside the graph]
+        box = flatten(box)
     w.saved = None
     del grad_tensors
     if not opts.retain_graph:           # Note [Box ownership]
@@ -218,6 +226,8 @@ def _run(state, entry: Compiled, w, opts, grad_tensors, slots):
         step.tls = dispatch_tls.snapshot()
         with current_step(step), engine_state.running(step):
             outs = entry.fn(box)
+        if plan.out_layouts is not None:
+            outs = rebuild(plan.out_layouts, outs)
         if opts.accumulate:
             return [None if p is None else outs[p] for _, p in plan.leaf_outputs]
         result.extend(None if p is None else outs[p] for p in plan.capture_outputs)
