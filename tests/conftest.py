@@ -19,7 +19,7 @@ if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
 
 # The differential files run twice in one pytest session: on the eager backend and on
 # Inductor (the backend is read by differential.selected_backend()).
-BOTH_BACKENDS = {"test_core", "test_signature"}
+BOTH_BACKENDS = {"test_core", "test_signature", "test_subclass"}
 
 
 @pytest.fixture(autouse=True)

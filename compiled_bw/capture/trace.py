@@ -207,10 +207,10 @@ def _run_engine(w, opts, root_grads: list, opaque_names: list, placeholders: dic
         if outs is None:   # custom Function, or a node fake tensors cannot run
             site_kind = "custom" if kind.how in (CUSTOM, TRACE_CUSTOM, AOT) else "node"
             _dense_only(f"{kind.name} (run as an opaque call)", buf)
-            if i in sub_saved:
-                raise TraceFailed(f"{kind.name} runs as an opaque call but saved a tensor "
-                                  "subclass; opaque calls take dense tensors only",
-                                  eager_error=False)
+            if i in sub_saved or (site_kind == "custom" and custom.fwd_info(node).subclass):
+                raise TraceFailed(f"{kind.name} runs as an opaque call but its forward or saved "
+                                  "tensors hold a tensor subclass (its grads may be subclasses); "
+                                  "opaque calls take dense tensors only", eager_error=False)
             outs = _opaque_call(w, i, kind.name, site_kind, buf)
             opaque_names.append(f"{kind.name} ({kind.reason})" if kind.reason else kind.name)
             outs = _validate(w, i, kind.name, outs)
