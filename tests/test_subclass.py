@@ -236,3 +236,35 @@ def test_subclass_through_an_opaque_custom_function_falls_back():
         return [_halves(x.grad)]
     reason = _fallback_reason(build, step)
     assert "_Double" in reason and "tensor subclass" in reason, reason
+
+
+class _TensorCtx(ScaledTensor):
+    def __tensor_flatten__(self):
+        return ["inner"], (torch.tensor(self.scale),)
+
+
+def test_tensor_in_flatten_ctx_falls_back():
+    def build():
+        return [torch.randn(3, requires_grad=True)]
+
+    def step(ps):
+        (x,) = ps
+        x.grad = None
+        (x * _TensorCtx(torch.randn(3), 2.0)).sum().backward()
+        return [x.grad.clone()]
+    reason = _fallback_reason(build, step)
+    assert "_TensorCtx" in reason and "ctx holds a tensor" in reason, reason
+
+
+def test_trace_time_subclass_in_a_graph_is_rejected():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from compiled_bw.capture.trace import TraceFailed, _check_no_trace_time_values
+    root = torch.nn.Module()
+    with FakeTensorMode():
+        root._c = _two((2,))
+    g = torch.fx.Graph()
+    g.output([g.get_attr("_c")])
+    gm = torch.fx.GraphModule(root, g)
+    with pytest.raises(TraceFailed, match="baked in a TwoTensor"):
+        _check_no_trace_time_values(gm)

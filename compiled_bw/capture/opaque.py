@@ -21,6 +21,7 @@ import torch
 
 from ..runtime import dispatch_tls
 from . import custom, hooks
+from .subclass import python_dispatch
 from .validate import validate_outputs
 
 
@@ -83,7 +84,6 @@ class StructureChanged(RuntimeError):
 
 
 _tls = threading.local()
-_PYTHON_KEY = torch._C.DispatchKey.Python
 
 
 class current_step:
@@ -162,7 +162,7 @@ def opaque(site: int, grads: list[torch.Tensor | None], label: str) -> list[torc
             step.notes.append(f"{s.name}: undefined grad replaced by zeros ({s.kind} call)")
             shape, dtype, device = spec
             o = torch.zeros(shape, dtype=dtype, device=device)
-        if type(o) is not torch.Tensor and torch._C._dispatch_keys(o).has(_PYTHON_KEY):
+        if type(o) is not torch.Tensor and python_dispatch(o):
             # Note [Subclasses stay outside the graph]: the graph was traced with a dense grad
             # here; what it would compute from a subclass is not what eager computes.
             raise RuntimeError(

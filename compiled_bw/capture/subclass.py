@@ -24,6 +24,7 @@ same limit as torch.compile's.  Opaque calls never see a subclass (trace.py fall
 from __future__ import annotations
 
 import torch
+import torch.utils._pytree as pytree
 from torch._subclasses.fake_tensor import FakeTensor, get_plain_tensors
 from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
@@ -74,6 +75,10 @@ def layout_of(t: torch.Tensor, dense_meta) -> Layout:
             "(it needs __tensor_flatten__ / __tensor_unflatten__, see "
             "torch.utils._python_dispatch.TraceableWrapperSubclass)")
     attrs, ctx = t.__tensor_flatten__()
+    if ctx is not None and any(isinstance(v, torch.Tensor) for v in pytree.tree_leaves(ctx)):
+        raise SubclassUnsupported(
+            f"tensor subclass {cls.__name__}: its __tensor_flatten__ ctx holds a tensor, which "
+            "a captured graph would bake in; return it as an inner attribute instead")
     inners = []
     for a in attrs:
         x = getattr(t, a)
@@ -142,3 +147,10 @@ def layouts_of(ts) -> tuple | None:
 
 
 _DENSE = (torch.Tensor, torch.nn.Parameter, FakeTensor)
+_PLAIN_OR_FAKE = (torch.Tensor, FakeTensor)
+_PYTHON_KEY = torch._C.DispatchKey.Python
+
+
+def python_dispatch(t: torch.Tensor) -> bool:
+    """t is a `__torch_dispatch__` subclass (a fake tensor is not): eager's `is_python_dispatch`."""
+    return type(t) not in _PLAIN_OR_FAKE and torch._C._dispatch_keys(t).has(_PYTHON_KEY)

@@ -8,23 +8,12 @@ eager's message (the trace turns that into a fallback, so eager raises it for re
 from __future__ import annotations
 
 import torch
-from torch._subclasses.fake_tensor import FakeTensor
+
+from .subclass import python_dispatch
 
 
 class ValidateError(RuntimeError):
     pass
-
-
-_PLAIN = (torch.Tensor, FakeTensor)
-_PYTHON_KEY = torch._C.DispatchKey.Python
-
-
-def _python_dispatch(g: torch.Tensor) -> bool:
-    """Eager skips the device check for a grad of a __torch_dispatch__ subclass (ENGINE.md 3.6).
-    It also skips it when the expected input is such a subclass: `_input_metadata` does not
-    say so in Python, so that case (a dense grad on another device than a subclass input, only
-    possible across devices) is checked as for a dense input."""
-    return type(g) not in _PLAIN and torch._C._dispatch_keys(g).has(_PYTHON_KEY)
 
 
 def _expandable(expected: torch.Size, got: torch.Size) -> bool:
@@ -59,7 +48,10 @@ def validate_outputs(name: str, outs, edges, in_meta) -> list:
                 raise ValidateError(f"Function {name} returned an invalid gradient at index {i}"
                                     f" - dtype {g.dtype} cannot be cast to {dtype}")
             g = g.to(dtype)
-        if g.device != device and not _python_dispatch(g):
+        # eager skips the check for a __torch_dispatch__ subclass grad or input (ENGINE.md 3.6);
+        # `_input_metadata` does not say in Python whether the input was one (README: a 0-dim
+        # dense grad on another device than a subclass input is moved; eager does not)
+        if g.device != device and not python_dispatch(g):
             if g.dim() == 0:
                 g = g.to(device)
             else:
