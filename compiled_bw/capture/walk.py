@@ -40,6 +40,7 @@ from .subclass import SubclassUnsupported, layout_of
 # Hidden per-class state is handled by nodes.py (Note [Hidden saved state]).
 
 _STRIDED = torch.strided
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
 
 
 class WalkUnsupported(Exception):
@@ -247,6 +248,7 @@ def _custom_entry(w, i: int, node, how: str, meta: tuple, entry: list) -> None:
                               f"outputs but {len(meta)} grad slots")
     entry[1] = type(node)          # class identity: two classes never share a graph
     entry.append(info.is_var)
+    entry.append(info.subclass)    # trace.py: a subclass must not reach an opaque call
     if how == AOT:
         ts, no_vc, symints, opaque = saved_of(node)
         if opaque:
@@ -263,6 +265,12 @@ def _custom_entry(w, i: int, node, how: str, meta: tuple, entry: list) -> None:
             raise WalkUnsupported(str(e)) from None
         add_saved_list(w, i, "tensors", ts, entry)
     else:   # the real node unpacks them at run time; Slots only release them afterwards
+        if info.subclass or any(t is not None and type(t) not in _PLAIN for t in ts):
+            raise WalkUnsupported(
+                f"custom Function node {name}: its forward inputs/outputs or saved tensors hold "
+                "a tensor subclass, and a custom Function runs as an opaque call, which takes "
+                "dense tensors only (a Function whose backward is traceable can set "
+                "compiled_bw_traceable = True)")
         w.slot_only.extend((i, "tensors", j) for j, t in enumerate(ts) if t is not None)
 
 
