@@ -320,6 +320,31 @@ def test_enabled_end_to_end(ext):
         fastwalk._S.enabled = prev
 
 
+def test_subclass_gives_up_to_the_python_walk(ext):
+    """A tensor subclass in the graph: the C++ walk gives up, the Python walk flattens it and
+    the backward is compiled (tests/test_subclass.py covers the subclass cases)."""
+    from differential import differential
+    from torch.testing._internal.two_tensor import TwoTensor
+    prev = fastwalk._S.enabled
+    fastwalk._S.enabled = True
+    try:
+        before = fastwalk.counters()["gave_up"].get("tensor subclass in the graph", 0)
+
+        def build():
+            a = torch.randn(3, 4)
+            return [TwoTensor(a, a * 2).requires_grad_(), torch.randn(4, 2, requires_grad=True)]
+
+        def step(ps):
+            x, w = ps
+            x.grad = w.grad = None
+            (x @ w).tanh().sum().backward()
+            return [(type(p.grad).__name__, p.grad.a, p.grad.b) for p in ps]
+        differential(build, step, steps=3, captures=1)
+        assert fastwalk.counters()["gave_up"]["tensor subclass in the graph"] >= before + 3
+    finally:
+        fastwalk._S.enabled = prev
+
+
 # ---- optional ------------------------------------------------------------------------------
 
 def test_unbuildable_extension_falls_back_with_a_log_message(monkeypatch, caplog):

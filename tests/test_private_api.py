@@ -85,3 +85,21 @@ def test_dispatch_tls_restores_autograd_inside_custom_ops():
     probe(torch.ones(1))
     assert seen == [True], "autograd still excluded inside a custom op after restore"
     assert dispatch_tls.snapshot() == snap
+
+
+def test_subclass_flatten_helpers():
+    """capture/subclass.py: torch's flatten helpers and the Python dispatch key test."""
+    from torch.testing._internal.two_tensor import TwoTensor
+
+    from compiled_bw.capture import subclass
+    a, b = torch.randn(2, 3), torch.randn(2, 3)
+    t = TwoTensor(TwoTensor(a, b), TwoTensor(b, a))
+    flat = subclass.flatten([t, a])
+    assert [x is y for x, y in zip(flat, [a, b, b, a, a], strict=True)] == [True] * 5, (
+        "torch._subclasses.fake_tensor.get_plain_tensors no longer flattens depth first")
+    (lay,) = subclass.layouts_of([t])
+    (back,) = subclass.rebuild((lay,), flat[:4])
+    assert type(back) is TwoTensor and back.a.b is b and back.b.a is b
+    assert subclass.python_dispatch(t) and not subclass.python_dispatch(a), (
+        "torch._C._dispatch_keys(t).has(DispatchKey.Python) no longer tells __torch_dispatch__ "
+        "subclasses apart (capture/subclass.py python_dispatch)")

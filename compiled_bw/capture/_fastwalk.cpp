@@ -270,15 +270,18 @@ int64_t concrete(const c10::SymInt& s) {
   raise(g_giveup, "symbolic size in the graph");
 }
 
-// Checks what walk.py's tensor_meta checks, with its messages; appends the metadata.
+// Checks what walk.py's tensor_meta checks (dense tensors only); appends the metadata.
 void tensor_key(Key& k, const at::Tensor& t, PyObject* obj) {
   if (t.layout() != at::kStrided || t.is_nested()) {
     std::string lay = py::str(py::handle(obj).attr("layout"));
     raise(g_unsupported, "non-strided tensor (" + lay + ") in the graph");
   }
+  // Tensor subclasses are flattened at the graph boundary by the Python walk (subclass.py,
+  // Note [Subclasses stay outside the graph]); it also gives the fallback reason for those it
+  // cannot flatten.  The reason's text before ": " is the give-up counter's key.
   PyTypeObject* tp = Py_TYPE(obj);
   if (tp != (PyTypeObject*)THPVariableClass && tp != (PyTypeObject*)ParameterClass)
-    raise(g_unsupported, std::string("tensor subclass ") + py::str(py::handle((PyObject*)tp).attr("__name__")).cast<std::string>() + " in the graph");
+    raise(g_giveup, std::string("tensor subclass in the graph: ") + py::str(py::handle((PyObject*)tp).attr("__name__")).cast<std::string>());
   const auto sizes = t.sizes();
   const auto strides = t.strides();
   k.put<uint8_t>((uint8_t)sizes.size());

@@ -26,15 +26,19 @@ TRACEABLE_ATTR = "compiled_bw_traceable"
 
 class FwdInfo:
     """What PyNode knows from the forward: per forward arg, is it a tensor; per output slot,
-    (shape, dtype, device) for materializing zeros, and whether the output is differentiable."""
-    __slots__ = ("is_var", "out_diff", "out_info")
+    (shape, dtype, device) for materializing zeros, and whether the output is differentiable.
+    `subclass`: a forward input or output was a tensor subclass (its grads may be too)."""
+    __slots__ = ("is_var", "out_diff", "out_info", "subclass")
 
-    def __init__(self, is_var: tuple, out_info: tuple, out_diff: tuple) -> None:
+    def __init__(self, is_var: tuple, out_info: tuple, out_diff: tuple,
+                 subclass: bool = False) -> None:
         self.is_var = is_var
         self.out_info = out_info
         self.out_diff = out_diff
+        self.subclass = subclass
 
 
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
 _orig_apply = _function.Function.__dict__["apply"].__func__
 _orig_set_materialize = _function.FunctionCtx.set_materialize_grads
 
@@ -58,10 +62,12 @@ def _record(cls, args, kwargs, out) -> None:
             break
     if node is None:
         return
-    is_var = tuple(isinstance(a, torch.Tensor) for a in _bound_args(cls, args, kwargs))
+    bound = _bound_args(cls, args, kwargs)
+    is_var = tuple(isinstance(a, torch.Tensor) for a in bound)
     info = tuple((o.shape, o.dtype, o.device) if isinstance(o, torch.Tensor) else None for o in outs)
     diff = tuple(isinstance(o, torch.Tensor) and o.grad_fn is node for o in outs)
-    node.metadata[FWD_KEY] = FwdInfo(is_var, info, diff)
+    sub = any(isinstance(t, torch.Tensor) and type(t) not in _PLAIN for t in (*bound, *outs))
+    node.metadata[FWD_KEY] = FwdInfo(is_var, info, diff, sub)
 
 
 def apply(cls, *args, **kwargs):

@@ -25,9 +25,11 @@ custom Function / AOT nodes (custom.py, aot.py), and classes whose compiled_args
 On a cache hit with retain_graph=False no slots are installed at all: after the run,
 `Node::release_variables()` on each executed node frees the saved tensors exactly as eager's
 engine does (and a second backward raises eager's error); slots are only needed to trace.
-Deliberate differences from the Python signature: a node run opaquely for hidden state
-(nodes.py Note [Hidden saved state]) does not key on its sizes (the real node runs; the graph
-bakes none in), and the compiled_args bytes key on more than Python can see (finer).
+A tensor subclass (leaf or saved tensor) makes it give up: the Python walk flattens subclasses
+(subclass.py Note [Subclasses stay outside the graph]).  Deliberate differences from the Python
+signature: a node run opaquely for hidden state (nodes.py Note [Hidden saved state]) does not
+key on its sizes (the real node runs; the graph bakes none in), and the compiled_args bytes key
+on more than Python can see (finer).
 """
 from __future__ import annotations
 

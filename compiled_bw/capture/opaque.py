@@ -21,6 +21,7 @@ import torch
 
 from ..runtime import dispatch_tls
 from . import custom, hooks
+from .subclass import python_dispatch
 from .validate import validate_outputs
 
 
@@ -161,6 +162,14 @@ def opaque(site: int, grads: list[torch.Tensor | None], label: str) -> list[torc
             step.notes.append(f"{s.name}: undefined grad replaced by zeros ({s.kind} call)")
             shape, dtype, device = spec
             o = torch.zeros(shape, dtype=dtype, device=device)
+        if type(o) is not torch.Tensor and python_dispatch(o):
+            # Note [Subclasses stay outside the graph]: the graph was traced with a dense grad
+            # here; what it would compute from a subclass is not what eager computes.
+            raise RuntimeError(
+                f"compiled_bw: {label} returned a tensor subclass ({type(o).__name__}) grad "
+                "where the captured graph holds a dense tensor (opaque calls are dense). Run "
+                "this backward without compiled_bw.enable(), or make the Function return a "
+                "dense grad.")
         want = next(strides)
         # custom ops may not return (views of) their inputs; layout: Note [Opaque output layout]
         if not _same_layout(o, want) or o.untyped_storage().data_ptr() in inputs:

@@ -5,7 +5,9 @@ Consumes a Walk and the call options; produces an FX GraphModule of aten ops (pl
 engine follows torch/csrc/autograd/engine.cpp as specified in shared/ENGINE.md:
 dependency counting (1.2), ready-queue order with libstdc++ tie breaking (1.5), input
 buffers summed in arrival order (2), validate_outputs (3), pruning for `inputs=` (1.6).
-Graph inputs: the defined root grads, then every saved tensor, in walk order.
+Graph inputs: the defined root grads, then every saved tensor, in walk order, each tensor
+subclass among them flattened into its inner tensors; subclass outputs are flattened too
+(Note [Subclasses stay outside the graph] in subclass.py).
 """
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import dataclasses
 
 import torch
 from torch._subclasses import fake_tensor
+from torch._subclasses.fake_tensor import FakeTensor
 from torch.fx.experimental.proxy_tensor import get_proxy_mode, make_fx
 from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
@@ -23,6 +26,7 @@ from .nodes import AOT, CUSTOM, LEAF, TRACE, TRACE_CUSTOM
 from .opaque import OpaqueSite, as_list, current_step, opaque, register_site
 from .opaque import label as opaque_label
 from .saved import sequence_nr
+from .subclass import Layout, SubclassUnsupported, flatten, layouts_of, rebuild
 from .validate import validate_outputs
 
 # Failures of fake tensors on a node's formula: that node becomes an opaque call instead.
@@ -59,6 +63,8 @@ class Plan:
     will_execute: tuple              # node indices run or captured (_will_engine_execute_node)
     opaque_sites: tuple              # OpaqueSite per `compiled_bw::opaque` call in the graph
     opaque_names: tuple              # node class names run opaquely
+    in_layouts: tuple | None = None  # per graph input tensor: None or its subclass Layout
+    out_layouts: tuple | None = None  # per output: None or the Layout to rebuild it with
 
 
 def _needed_and_captured(w, opts):
@@ -126,6 +132,8 @@ def _run_engine(w, opts, root_grads: list, opaque_names: list, placeholders: dic
     heap = StdHeap()
     seq = [sequence_nr(node) for node in w.nodes]
     root_meta_edges = tuple(w.root_edges)
+    # nodes with a subclass among their saved tensors: they must not run opaquely
+    sub_saved = {key[0] for key, v in placeholders.items() if type(v) is not FakeTensor}
 
     def send(edges, grads) -> None:
         # ENGINE.md 1.4: every valid edge counts down; pruned nodes get nothing.
@@ -175,6 +183,7 @@ def _run_engine(w, opts, root_grads: list, opaque_names: list, placeholders: dic
                     capture_pos[pos] = emit(buf[nr])
             else:                    # only tensor + retains_grad hooks run, hooked value kept
                 if h is not None and (h.tensor or h.retains):
+                    _dense_only(f"the tensor hooks of {kind.name}", buf)
                     buf = _hook_call(w, i, kind.name, "pre-capture", buf, [])
                 for pos, nr in captures[i]:
                     capture_pos[pos] = emit(buf[nr])
@@ -186,6 +195,7 @@ def _run_engine(w, opts, root_grads: list, opaque_names: list, placeholders: dic
                 leaf_outputs.append((i, emit(buf[0])))
             continue
         if h is not None and h.has_pre():
+            _dense_only(f"the hooks of {kind.name}", buf)
             buf = _hook_call(w, i, kind.name, "pre", buf, [])
             opaque_names.append(f"{kind.name} hooks")
         outs = None
@@ -196,10 +206,16 @@ def _run_engine(w, opts, root_grads: list, opaque_names: list, placeholders: dic
             outs = _traced_call(w, i, kind, node, buf)
         if outs is None:   # custom Function, or a node fake tensors cannot run
             site_kind = "custom" if kind.how in (CUSTOM, TRACE_CUSTOM, AOT) else "node"
+            _dense_only(f"{kind.name} (run as an opaque call)", buf)
+            if i in sub_saved or (site_kind == "custom" and custom.fwd_info(node).subclass):
+                raise TraceFailed(f"{kind.name} runs as an opaque call but its forward or saved "
+                                  "tensors hold a tensor subclass (its grads may be subclasses); "
+                                  "opaque calls take dense tensors only", eager_error=False)
             outs = _opaque_call(w, i, kind.name, site_kind, buf)
             opaque_names.append(f"{kind.name} ({kind.reason})" if kind.reason else kind.name)
             outs = _validate(w, i, kind.name, outs)
         if h is not None and h.post:
+            _dense_only(f"the post-hooks of {kind.name}", list(outs) + list(buf))
             outs = _hook_call(w, i, kind.name, "post", outs, buf)
             opaque_names.append(f"{kind.name} post-hooks")
         send(w.edges[i], outs)
@@ -207,6 +223,16 @@ def _run_engine(w, opts, root_grads: list, opaque_names: list, placeholders: dic
         raise TraceFailed("could not compute gradients for some functions")
     will = tuple(k for k in range(n) if needed[k] or captured[k])
     return outputs, tuple(leaf_outputs), tuple(capture_pos), tuple(executed), will
+
+
+def _dense_only(what: str, grads) -> None:
+    """Opaque calls (hooks, custom Functions, untraceable nodes) run user code on real tensors
+    through a dense custom op: a subclass grad there would be split into its inner tensors by
+    the subclass's own dispatch (the code run once per inner).  Fall back instead."""
+    for g in grads:
+        if g is not None and type(g) is not FakeTensor:
+            raise TraceFailed(f"{what} would receive a tensor subclass ({type(g).__name__}) "
+                              "grad; opaque calls take dense tensors only", eager_error=False)
 
 
 def _validate(w, i: int, name: str, outs) -> list:
@@ -277,7 +303,8 @@ def _opaque_call(w, i: int, name: str, site_kind: str, buf: list) -> list:
 def _check_no_trace_time_values(gm) -> None:
     """Every graph output must be computed by the graph, and no tensor made at trace time may be
     baked in: a fake tensor (or a subclass wrapping one) in the graph would be returned as a
-    gradient.  (Subclass constructors must be graph nodes -- not supported yet.)"""
+    gradient.  (Subclass outputs never reach the graph: their inner tensors do, see
+    Note [Subclasses stay outside the graph].)"""
     for node in gm.graph.nodes:
         if node.op == "get_attr":
             val = getattr(gm, node.target, None)
@@ -292,17 +319,28 @@ def _check_no_trace_time_values(gm) -> None:
                                       eager_error=False)
 
 
-def _name_inputs(gm, w, n_roots: int) -> None:
-    """Readable placeholder names: grad_root0, saved_mm2_self (node index 2, attr `self`)."""
+def _name_inputs(gm, w, n_roots: int, in_layouts) -> None:
+    """Readable placeholder names: grad_root0, saved_mm2_self (node index 2, attr `self`); the
+    inner tensors of a subclass get its name plus their path (saved_mul1_self_a)."""
     names = [f"grad_root{k}" for k in range(n_roots)]
     for i, attr, pos in w.saved_node:
         op = w.kinds[i].name.removesuffix("Backward0").lower()
         names.append(f"saved_{op}{i}_{attr}" + (f"_{pos}" if pos >= 0 else ""))
+    if in_layouts is not None:
+        names = [n for name, lay in zip(names, in_layouts, strict=True)
+                 for n in ([name] if lay is None else _inner_names(name, lay))]
     phs = [n for n in gm.graph.nodes if n.op == "placeholder"]
     for node, name in zip(phs, names, strict=True):
         node._rename(name)
         node.target = node.name
     gm.recompile()
+
+
+def _inner_names(name: str, lay) -> list:
+    out = []
+    for a, m in lay.inners:
+        out.extend(_inner_names(f"{name}_{a}", m) if type(m) is Layout else [f"{name}_{a}"])
+    return out
 
 
 def trace_backward(w, opts: Options, root_grads: list, slots: list):
@@ -311,10 +349,18 @@ def trace_backward(w, opts: Options, root_grads: list, slots: list):
     root_defined = tuple(g is not None for g in root_grads)
     example = [g for g in root_grads if g is not None] + list(w.saved)
     n_roots = len(example) - len(w.saved)
+    try:
+        in_layouts = layouts_of(example)
+    except SubclassUnsupported as e:
+        raise TraceFailed(str(e), eager_error=False) from None
+    if in_layouts is not None:
+        example = flatten(example)
     opaque_names: list = []
     result: dict = {}
 
     def program(*flat):
+        if in_layouts is not None:   # trace-time subclasses around the inner placeholders
+            flat = rebuild(in_layouts, flat)
         it = iter(flat[:n_roots])
         grads = [next(it) if d else None for d in root_defined]
         slots.set_placeholders(flat[n_roots:])
@@ -324,9 +370,13 @@ def trace_backward(w, opts: Options, root_grads: list, slots: list):
                 w, opts, grads, opaque_names, placeholders)
         finally:
             slots.clear_placeholders()
+        try:
+            out_layouts = layouts_of(outs)
+        except SubclassUnsupported as e:
+            raise TraceFailed(f"a gradient: {e}", eager_error=False) from None
         result.update(leaf_outputs=leaf_outputs, capture_outputs=capture_outputs,
-                      executed=executed, will=will)
-        return outs
+                      executed=executed, will=will, out_layouts=out_layouts)
+        return outs if out_layouts is None else flatten(outs)
 
     trace_step = TraceStep()
     sites = trace_step.sites
@@ -338,7 +388,8 @@ def trace_backward(w, opts: Options, root_grads: list, slots: list):
     except Exception as e:  # anything else: eager runs and shows the real behaviour
         raise TraceFailed(f"trace failed: {type(e).__name__}: {e}", eager_error=False) from e
     _check_no_trace_time_values(gm)
-    _name_inputs(gm, w, n_roots)
+    _name_inputs(gm, w, n_roots, in_layouts)
     plan = Plan(root_defined, result["leaf_outputs"], result["capture_outputs"],
-                result["executed"], result["will"], tuple(sites), tuple(opaque_names))
+                result["executed"], result["will"], tuple(sites), tuple(opaque_names),
+                in_layouts, result["out_layouts"])
     return gm, plan

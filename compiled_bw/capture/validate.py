@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import torch
 
+from .subclass import python_dispatch
+
 
 class ValidateError(RuntimeError):
     pass
@@ -46,7 +48,10 @@ def validate_outputs(name: str, outs, edges, in_meta) -> list:
                 raise ValidateError(f"Function {name} returned an invalid gradient at index {i}"
                                     f" - dtype {g.dtype} cannot be cast to {dtype}")
             g = g.to(dtype)
-        if g.device != device:
+        # eager skips the check for a __torch_dispatch__ subclass grad or input (ENGINE.md 3.6);
+        # `_input_metadata` does not say in Python whether the input was one (README: a 0-dim
+        # dense grad on another device than a subclass input is moved; eager does not)
+        if g.device != device and not python_dispatch(g):
             if g.dim() == 0:
                 g = g.to(device)
             else:

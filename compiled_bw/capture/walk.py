@@ -27,16 +27,20 @@ from .nodes import (
     node_kind,
 )
 from .saved import input_metadata, sequence_nr
+from .subclass import SubclassUnsupported, layout_of
 
 # Note [What the signature holds]
 # Per node, in discovery order: its class, its edges (child index, input_nr; -1 = invalid),
 # every saved non-tensor value, the metadata of every saved tensor, its `_input_metadata`
-# (the metadata that validate_outputs checks its parents' grads against).  Per leaf: shape, stride, dtype,
-# device, requires_grad.  Then the execution order: the permutation that sorts the nodes'
-# sequence numbers.  Plus the roots and the call options (added by the caller).
+# (the metadata that validate_outputs checks its parents' grads against).  Per leaf: shape,
+# stride, dtype, device, requires_grad.  A tensor subclass's metadata is its subclass.Layout
+# (type, flatten ctx, outer metadata, inner tensors' metadata).  Then the execution order: the
+# permutation that sorts the nodes' sequence numbers.  Plus the roots and the call options
+# (added by the caller).
 # Hidden per-class state is handled by nodes.py (Note [Hidden saved state]).
 
 _STRIDED = torch.strided
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
 
 
 class WalkUnsupported(Exception):
@@ -48,8 +52,11 @@ def tensor_meta(t: torch.Tensor) -> tuple:
         raise WalkUnsupported(f"non-strided tensor ({t.layout}) in the graph")
     cls = type(t)
     if cls is not torch.Tensor and cls is not torch.nn.Parameter:
-        # Subclasses need their constructors proxied in the graph (issue 4): not yet.
-        raise WalkUnsupported(f"tensor subclass {cls.__name__} in the graph")
+        # flattened at the graph boundary: Note [Subclasses stay outside the graph]
+        try:
+            return layout_of(t, tensor_meta)
+        except SubclassUnsupported as e:
+            raise WalkUnsupported(str(e)) from None
     if t.dtype.is_complex:
         return (t.shape, t.stride(), t.dtype, t.device, t.is_conj(), t.is_neg())
     return (t.shape, t.stride(), t.dtype, t.device)
@@ -241,6 +248,7 @@ def _custom_entry(w, i: int, node, how: str, meta: tuple, entry: list) -> None:
                               f"outputs but {len(meta)} grad slots")
     entry[1] = type(node)          # class identity: two classes never share a graph
     entry.append(info.is_var)
+    entry.append(info.subclass)    # trace.py: a subclass must not reach an opaque call
     if how == AOT:
         ts, no_vc, symints, opaque = saved_of(node)
         if opaque:
@@ -257,6 +265,12 @@ def _custom_entry(w, i: int, node, how: str, meta: tuple, entry: list) -> None:
             raise WalkUnsupported(str(e)) from None
         add_saved_list(w, i, "tensors", ts, entry)
     else:   # the real node unpacks them at run time; Slots only release them afterwards
+        if info.subclass or any(t is not None and type(t) not in _PLAIN for t in ts):
+            raise WalkUnsupported(
+                f"custom Function node {name}: its forward inputs/outputs or saved tensors hold "
+                "a tensor subclass, and a custom Function runs as an opaque call, which takes "
+                "dense tensors only (a Function whose backward is traceable can set "
+                "compiled_bw_traceable = True)")
         w.slot_only.extend((i, "tensors", j) for j, t in enumerate(ts) if t is not None)
 
 

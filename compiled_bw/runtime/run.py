@@ -46,6 +46,7 @@ from ..capture import fastwalk
 from ..capture.custom import _orig_apply as _raw_apply
 from ..capture.opaque import current_step
 from ..capture.saved import SavedHooksInUse, gradient_edge
+from ..capture.subclass import flatten, rebuild
 from ..capture.trace import Options, TraceFailed, trace_backward
 from ..capture.walk import WalkUnsupported, tensor_meta
 from ..passes import run_passes
@@ -143,7 +144,10 @@ def compiled_call(state, t_outputs, grad_tensors, keep_graph, create_graph, inpu
             raise FallbackToEager("backward(inputs=...) with a non-leaf input")
         node, nr = gradient_edge(t)
         in_edges.append((index.get(id(node), -1), nr))
-    root_meta = tuple(None if g is None else tensor_meta(g) for g in grad_tensors)
+    try:
+        root_meta = tuple(None if g is None else tensor_meta(g) for g in grad_tensors)
+    except WalkUnsupported as e:
+        raise FallbackToEager(f"root grad: {e}") from None
     opts = Options(accumulate, bool(keep_graph), tuple(in_edges), bool(allow_unused))
     opts_key = (accumulate, opts.retain_graph, opts.inputs, opts.allow_unused)
     key = (w.signature, tuple(w.root_edges), root_meta, opts_key, state.backend_key)
@@ -198,6 +202,8 @@ def _capture(state, w, opts, grad_tensors, slots):
             return Fallback(f"leaf {i} has requires_grad=False (set after the forward)")
     gm = run_passes(gm)
     example = [g for g in grad_tensors if g is not None] + list(w.saved)
+    if plan.in_layouts is not None:
+        example = flatten(example)
     owned = _box_owned(w, plan)
     box_nodes = tuple(sorted({w.saved_node[k][0] for k in owned}))
     if state.background:                # Note [Background compile]
@@ -221,6 +227,8 @@ def _run(state, entry: Compiled, w, opts, grad_tensors, slots):
     box = [g for g in grad_tensors if g is not None]
     box.extend(w.saved)
     w.saved.clear()     # in place: with the C++ walk this list is also CWalk.saved
+    if plan.in_layouts is not None:   # Note [Subclasses stay outside the graph]
+        box = flatten(box)
     w.saved = None
     del grad_tensors
     if not opts.retain_graph:           # Note [Box ownership]
@@ -254,6 +262,8 @@ def _run_direct(entry: Compiled, w, opts, box: list):
     finally:
         _tls.running = False
         torch._C._set_grad_enabled(prev)
+    if plan.out_layouts is not None:    # Note [Subclasses stay outside the graph]
+        outs = rebuild(plan.out_layouts, outs)
     if not opts.accumulate:
         return [None if p is None else outs[p] for p in plan.capture_outputs]
     grads = [None if p is None else outs[p] for _, p in plan.leaf_outputs]
@@ -289,6 +299,8 @@ def _run_in_engine(state, entry: Compiled, w, opts, box: list):
         step.tls = dispatch_tls.snapshot()
         with current_step(step), engine_state.running(step):
             outs = entry.fn(box)
+        if plan.out_layouts is not None:
+            outs = rebuild(plan.out_layouts, outs)
         if opts.accumulate:
             return [None if p is None else outs[p] for _, p in plan.leaf_outputs]
         result.extend(None if p is None else outs[p] for p in plan.capture_outputs)
