@@ -12,7 +12,8 @@ Note [Background compile]
 Inductor takes 3-30 s to compile a backward on this machine (cold cache), torch compiled
 autograd 7-40 s; the capture itself takes 0.2-0.7 s.  So the first backward of a new graph
 runs it on the `eager` backend (FX code, op by op: the same aten ops Inductor would fuse), and
-Inductor compiles in the background; later steps pick up whichever callable the entry holds.
+then Inductor compiles in the background (started after that run: a worker holding the GIL
+would slow it); later steps pick up whichever callable the entry holds.
 Both callables are boxed and compute the same graph, so switching is invisible except in
 speed and float rounding.  The worker sees only fake tensors and the opaque sites' output specs
 (a stub step: no autograd node, no saved tensor is kept alive by a pending compile).
@@ -55,11 +56,17 @@ def fake_inputs(example: list) -> list:
     return [mode.from_tensor(t) if isinstance(t, torch.Tensor) else t for t in example]
 
 
-def submit(entry, compile_fn, gm, example: list, sites: list, done) -> None:
-    """Compile gm with compile_fn on the worker; then set entry.fn and call
-    done(seconds, error_text_or_None, fn_or_None) on the worker thread."""
-    global _pool
+def prepare(entry, compile_fn, gm, example: list, sites: list, done):
+    """Returns start(): it submits the compile of gm with compile_fn to the worker, which then
+    sets entry.fn and calls done(seconds, error_text_or_None, fn_or_None).  The fake inputs are
+    made now (the Box's tensors are freed by the first run); the caller starts the compile
+    after that first run, which a worker holding the GIL would slow down."""
     fakes = fake_inputs(example)
+    return lambda: _submit(entry, compile_fn, gm, fakes, sites, done)
+
+
+def _submit(entry, compile_fn, gm, fakes: list, sites: list, done) -> None:
+    global _pool
 
     def job():
         t0 = time.perf_counter()

@@ -18,6 +18,7 @@ class Compiled:
     gm: Any                 # the captured GraphModule (for last_graph / explain)
     box_owned: tuple = ()   # saved-tensor positions the box alone owns while the graph runs
     box_nodes: tuple = ()   # the nodes of those positions (sorted; C++ walk hits release them)
+    start_compile: Callable | None = None   # starts its background compile (run.py)
 
 
 @dataclasses.dataclass

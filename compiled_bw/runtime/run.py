@@ -180,7 +180,14 @@ def compiled_call(state, t_outputs, grad_tensors, keep_graph, create_graph, inpu
         raise FallbackToEager(entry.reason, entry.is_error)
     if slots is None and not opts.retain_graph and not isinstance(w, fastwalk.FastWalk):
         slots = _install(w)     # Python walk: Slots free the saved tensors after the run
-    return _run(state, entry, w, opts, list(grad_tensors), slots)
+    start = entry.start_compile
+    if start is None:
+        return _run(state, entry, w, opts, list(grad_tensors), slots)
+    entry.start_compile = None
+    try:
+        return _run(state, entry, w, opts, list(grad_tensors), slots)
+    finally:
+        start()     # after this first run: the worker does not slow it down (GIL)
 
 
 def _install(w):
@@ -208,8 +215,9 @@ def _capture(state, w, opts, grad_tensors, slots):
     box_nodes = tuple(sorted({w.saved_node[k][0] for k in owned}))
     if state.background:                # Note [Background compile]
         entry = Compiled(compile_eager(gm, example), plan, gm, owned, box_nodes)
-        background.submit(entry, state.compile_fn, gm, example, plan.opaque_sites,
-                          state.compiled_in_background(entry))
+        entry.start_compile = background.prepare(entry, state.compile_fn, gm, example,
+                                                 plan.opaque_sites,
+                                                 state.compiled_in_background(entry))
         return entry
     with current_step(Step(w, plan)):   # backends may re-run fake impls
         fn = state.compile_fn(gm, example)
