@@ -94,8 +94,16 @@ def is_custom_node(cls) -> bool:
     return issubclass(cls, _function.BackwardCFunction)
 
 
+# torch's own Functions whose backward is traceable: BackwardHookFunction (module full backward
+# hooks wrap a module's inputs and outputs in it) returns its grads unchanged.  Opaque, each
+# would cost a custom-op call and a copy of every grad (opaque outputs must be fresh tensors);
+# traced it is nothing.  The module hooks themselves stay opaque calls (node hooks).
+KNOWN_TRACEABLE = (torch.nn.modules._functions.BackwardHookFunction,)
+
+
 def is_traceable(cls) -> bool:
-    return bool(getattr(cls._forward_cls, TRACEABLE_ATTR, False))
+    fwd = cls._forward_cls
+    return bool(getattr(fwd, TRACEABLE_ATTR, False)) or fwd in KNOWN_TRACEABLE
 
 
 def fwd_info(node) -> FwdInfo | None:

@@ -30,7 +30,7 @@ from ..capture.opaque import opaque
 # kernels for peak memory (torch._inductor.config.reorder_for_peak_memory); for it this is a
 # starting order.
 
-_OPAQUE = opaque._opoverload
+_OPAQUE = opaque
 
 
 def _nbytes(node: torch.fx.Node) -> int:
