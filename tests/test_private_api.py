@@ -103,3 +103,16 @@ def test_subclass_flatten_helpers():
     assert subclass.python_dispatch(t) and not subclass.python_dispatch(a), (
         "torch._C._dispatch_keys(t).has(DispatchKey.Python) no longer tells __torch_dispatch__ "
         "subclasses apart (capture/subclass.py python_dispatch)")
+
+
+def test_inductor_input_size_asserts_hook():
+    pytest.importorskip("torch._inductor.compile_fx")
+    from torch._inductor.codegen import wrapper
+
+    from compiled_bw.backends import inductor
+    assert hasattr(wrapper, "PythonWrapperCodegen") and hasattr(
+        wrapper.PythonWrapperCodegen, "codegen_input_size_asserts"), (
+        "Inductor's PythonWrapperCodegen.codegen_input_size_asserts moved: "
+        "backends/inductor.py Note 5 skips input asserts through it")
+    assert wrapper.PythonWrapperCodegen.codegen_input_size_asserts is \
+        inductor._maybe_input_size_asserts

@@ -7,9 +7,12 @@ without Inductor disables only this backend.  See Note [Inductor without Dynamo]
 """
 from __future__ import annotations
 
+import threading
+
 import torch
 import torch.utils._pytree as pytree
 from torch._inductor import config as inductor_config
+from torch._inductor.codegen.wrapper import PythonWrapperCodegen
 from torch._inductor.compile_fx import compile_fx_inner
 from torch._inductor.decomposition import select_decomp_table
 from torch._inductor.output_code import CompiledFxGraph
@@ -33,6 +36,23 @@ from ..capture.opaque import current_sites
 # 4. The result (CompiledFxGraph) is boxed: it clears the list and frees every input after
 #    its last use.  `compile_fx` is a trap here: its result is flagged `_boxed_call` but is
 #    a `*args` function that frees nothing.
+# 5. No input asserts: Inductor's wrapper checks every input's size and stride on every call
+#    (`assert_size_stride`, ~0.25 µs each: 112 of them per step on the overhead-bound
+#    benchmark).  The cache key already holds each Box entry's size and stride (the saved
+#    tensors' metadata, the root grads' root_meta), so for our graphs -- on this thread,
+#    during our compile only -- `codegen_input_size_asserts` emits nothing.  The asserts
+#    Inductor emits after extern kernels (opaque calls included) stay.
+
+_tls = threading.local()
+_input_size_asserts = PythonWrapperCodegen.codegen_input_size_asserts
+
+
+def _maybe_input_size_asserts(self) -> None:
+    if not getattr(_tls, "keyed_inputs", False):
+        _input_size_asserts(self)
+
+
+PythonWrapperCodegen.codegen_input_size_asserts = _maybe_input_size_asserts
 
 
 def _tuple_outputs(gm: torch.fx.GraphModule):
@@ -67,9 +87,13 @@ def compile_inductor(gm: torch.fx.GraphModule, example_inputs: list):
     retraced.compiled_bw_key = repr((strides, [(s.out_specs, s.out_strides) for s in current_sites()]))
     fakes = [n.meta["val"] for n in retraced.graph.find_nodes(op="placeholder")]
     fake_mode = torch._guards.detect_fake_mode(fakes)
-    with torch._guards.tracing(torch._guards.TracingContext(fake_mode)), \
-            inductor_config.patch(keep_output_stride=True):
-        fn = compile_fx_inner(retraced, fakes)
+    _tls.keyed_inputs = True
+    try:
+        with torch._guards.tracing(torch._guards.TracingContext(fake_mode)), \
+                inductor_config.patch(keep_output_stride=True):
+            fn = compile_fx_inner(retraced, fakes)
+    finally:
+        _tls.keyed_inputs = False
     if isinstance(fn, CompiledFxGraph):
         return fn
     # A graph without calls comes back as make_boxed_func(gm.forward), which keeps the box.
