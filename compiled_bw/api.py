@@ -166,13 +166,15 @@ def enable(backend: str | Callable = "eager", *, strict: bool = False,
     torch.Size([3, 3])
 
     Re-entrant: nesting works, and leaving restores the previous setting, also on errors.
-    background_compile (default: on, unless COMPILED_BW_BACKGROUND_COMPILE=0): a new graph
-    runs on the eager backend while a named slow backend ("inductor") compiles it on a worker
-    thread; `wait_for_compiles()` waits for those (Note [Background compile]).
+    background_compile (default: off, or COMPILED_BW_BACKGROUND_COMPILE=1): a new graph runs
+    on the eager backend while a named slow backend ("inductor") compiles it on a worker
+    thread; `wait_for_compiles()` waits for those.  Opt-in because torch's FX tracing is
+    process-global: calling torch.compile'd code on another thread while the worker compiles
+    can fail (Note [Background compile]).
     """
     lookup_backend(backend)  # fail early on an unknown name
     if background_compile is None:
-        background_compile = os.environ.get("COMPILED_BW_BACKGROUND_COMPILE", "1") not in ("", "0")
+        background_compile = os.environ.get("COMPILED_BW_BACKGROUND_COMPILE", "0") not in ("", "0")
     _install()
     stack = _stack()
     stack.append((backend, strict, cache_size_limit, bool(background_compile)))

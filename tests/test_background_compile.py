@@ -43,7 +43,7 @@ def make_step(after_first=lambda: None):
 
 @pytest.fixture
 def background(monkeypatch):
-    monkeypatch.setenv("COMPILED_BW_BACKGROUND_COMPILE", "1")
+    monkeypatch.setenv("COMPILED_BW_BACKGROUND_COMPILE", "1")   # opt-in (api.enable)
     yield
     assert compiled_bw.wait_for_compiles(timeout=120)
     for name in ("slow_test", "broken_test"):
@@ -94,3 +94,30 @@ def test_inductor_in_the_background(background):
                       backend="inductor")
     assert st.background_compiles == 1, st
     assert hasattr(compiled_bw.last_compiled(), "source_code"), "Inductor's callable not in use"
+
+
+def test_a_capture_waits_for_a_tracing_background_compile(background):
+    # FX tracing is not thread-safe (one global patcher): our captures and the worker's
+    # compile hold one lock (background.trace_lock) and take turns.
+    import time
+    started = threading.Event()
+
+    def slow(gm, example):
+        from torch.fx.experimental.proxy_tensor import make_fx
+        started.set()
+        for _ in range(20):                 # trace while the main thread wants to capture
+            make_fx(gm)(*example)
+            time.sleep(0.01)
+        return compile_eager(gm, example)
+    register_backend("slow_test", slow)
+    compiled_bw.reset()
+    m, x, _ = build()
+    with compiled_bw.enable(backend="slow_test"):
+        Scale.apply(m(x)).pow(2).sum().backward()
+        assert started.wait(60)
+        y = torch.randn(6, requires_grad=True)
+        (y.sin() * y).sum().backward()          # a second graph: captured meanwhile
+    torch.testing.assert_close(y.grad, y.cos() * y + y.sin())
+    assert compiled_bw.wait_for_compiles(timeout=60)
+    st = compiled_bw.stats()
+    assert (st.captures, st.fallbacks, st.background_compiles) == (2, 0, 2), st

@@ -376,3 +376,48 @@ def test_suites_pass_with_python_walk():
                        cwd=ROOT, env=env, capture_output=True, text=True, check=False)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "C++ walk:" not in r.stdout, r.stdout[-2000:]
+
+
+def test_threads_walk_and_run_concurrently(ext):
+    """Several threads under enable() at once (the C++ walk's per-walk state is thread-local;
+    the cache and stats are shared): every thread's grads equal eager's, over cache hits."""
+    import threading
+
+    def model(seed):
+        torch.manual_seed(seed)
+        return torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.Tanh(),
+                                   torch.nn.LayerNorm(32), torch.nn.Linear(32, 4)), \
+            torch.randn(8, 16)
+
+    def run(m, x, out, steps=20):
+        for _ in range(steps):
+            m.zero_grad(set_to_none=True)
+            m(x).pow(2).sum().backward()
+        out.extend(p.grad.clone() for p in m.parameters())
+
+    expected = []
+    for seed in range(4):
+        m, x = model(seed)
+        run(m, x, expected_seed := [])
+        expected.append(expected_seed)
+    compiled_bw.reset()
+    results, errors = [[] for _ in range(4)], []
+
+    def worker(seed):
+        try:
+            m, x = model(seed)
+            with compiled_bw.enable(backend="eager", strict=True):
+                run(m, x, results[seed])
+        except Exception as e:  # noqa: BLE001 -- reported below
+            errors.append(e)
+    threads = [threading.Thread(target=worker, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    for want, got in zip(expected, results, strict=True):
+        for a, b in zip(want, got, strict=True):
+            torch.testing.assert_close(b, a)
+    st = compiled_bw.stats()
+    assert st.fallbacks == 0 and st.captures + st.cache_hits == 80, st

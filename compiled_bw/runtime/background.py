@@ -17,9 +17,16 @@ would slow it); later steps pick up whichever callable the entry holds.
 Both callables are boxed and compute the same graph, so switching is invisible except in
 speed and float rounding.  The worker sees only fake tensors and the opaque sites' output specs
 (a stub step: no autograd node, no saved tensor is kept alive by a pending compile).
-`wait_for_compiles()` blocks until none is pending (tests, benchmarks);
-`enable(background_compile=False)` or COMPILED_BW_BACKGROUND_COMPILE=0 compiles in the
-foreground instead.
+`wait_for_compiles()` blocks until none is pending (tests, benchmarks).
+Opt-in (`enable(background_compile=True)` or COMPILED_BW_BACKGROUND_COMPILE=1), because torch's
+FX tracing is process-global: Tracer.trace sets one module-level flag and patcher, and Inductor
+traces while compiling (pattern replacements, even its loop-body codegen).  So
+  - captures, background compiles and torch.compile's own compiles hold one lock
+    (`trace_lock`, Dynamo's compile lock): they take turns;
+  - but a call of an already torch.compile'd function on another thread while the worker
+    traces raises Dynamo's "using FX to symbolically trace a dynamo-optimized function": do
+    not run compiled forwards until `wait_for_compiles()` returns.  Nothing here can see or
+    order those calls, which is why this is not the default.
 """
 from __future__ import annotations
 
@@ -35,6 +42,21 @@ from ..capture.opaque import current_step
 _lock = threading.Lock()
 _pool: ThreadPoolExecutor | None = None
 _pending: set[Future] = set()
+_own_trace_lock = threading.RLock()
+
+
+def trace_lock():
+    """The lock held while anything here traces or compiles: Dynamo's own compile lock, which
+    torch.compile holds for a whole compile.  FX tracing (make_fx, hence our captures,
+    Inductor's passes, AOTAutograd) patches module globals through one process-wide
+    `CURRENT_PATCHER`, so two threads tracing at once break each other (and a user's
+    torch.compile on the main thread must not run into our background compile).  Holding it,
+    our captures, our background compiles and torch.compile take turns."""
+    try:
+        from torch._dynamo.convert_frame import compile_lock
+    except ImportError:     # a torch without Dynamo: only our own threads to order
+        return _own_trace_lock
+    return compile_lock
 
 
 class _SitesOnly:
@@ -71,7 +93,7 @@ def _submit(entry, compile_fn, gm, fakes: list, sites: list, done) -> None:
     def job():
         t0 = time.perf_counter()
         try:
-            with current_step(_SitesOnly(sites)):
+            with trace_lock(), current_step(_SitesOnly(sites)):
                 fn = compile_fn(gm, fakes)
         except Exception as e:  # noqa: BLE001 -- any failure: the eager-backend fn stays
             tb = traceback.format_exception_only(type(e), e)[-1].strip()

@@ -164,7 +164,8 @@ def compiled_call(state, t_outputs, grad_tensors, keep_graph, create_graph, inpu
         state.log_recompile(reason)
         slots = _install(w)
         t0 = time.perf_counter()
-        entry = _capture(state, w, opts, list(grad_tensors), slots)
+        with background.trace_lock():   # one tracer at a time (runtime/background.py)
+            entry = _capture(state, w, opts, list(grad_tensors), slots)
         state.cache.put(root_key, key, entry)
         state.stats.compile_seconds += time.perf_counter() - t0
         if isinstance(entry, Compiled):
