@@ -43,6 +43,7 @@ from ..capture.opaque import current_sites
 #    during our compile only -- `codegen_input_size_asserts` emits nothing.  The asserts
 #    Inductor emits after extern kernels (opaque calls included) stay.
 
+CODEGEN_VERSION = 2     # bump when the code Inductor generates for us changes (FX graph cache key)
 _tls = threading.local()
 _input_size_asserts = PythonWrapperCodegen.codegen_input_size_asserts
 
@@ -84,7 +85,9 @@ def compile_inductor(gm: torch.fx.GraphModule, example_inputs: list):
                        decomposition_table=select_decomp_table(),
                        tracing_mode="fake")(*example_inputs)
     strides = _pin_output_strides(retraced, vals)
-    retraced.compiled_bw_key = repr((strides, [(s.out_specs, s.out_strides) for s in current_sites()]))
+    # CODEGEN_VERSION: artefacts cached before a change of how we compile (Note 5) are not reused
+    retraced.compiled_bw_key = repr((CODEGEN_VERSION, strides,
+                                     [(s.out_specs, s.out_strides) for s in current_sites()]))
     fakes = [n.meta["val"] for n in retraced.graph.find_nodes(op="placeholder")]
     fake_mode = torch._guards.detect_fake_mode(fakes)
     _tls.keyed_inputs = True
