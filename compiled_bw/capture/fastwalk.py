@@ -101,6 +101,10 @@ def load(verbose: bool = False):
                     _S.error)
         return None
     _S.build_seconds = time.perf_counter() - t0
+    if _S.build_seconds > 5:    # a build, not a load: say why this backward took so long
+        log.warning("compiled_bw: compiled the C++ walk in %.0f s (once per machine, torch "
+                    "version and source; `python -m compiled_bw.build` does it ahead)",
+                    _S.build_seconds)
     _S.ext = ext
     return ext
 
