@@ -46,6 +46,9 @@ def sequence_nr(node) -> int:
 
 def gradient_edge(t: torch.Tensor) -> tuple:
     """(node, input_nr) of a tensor, the grad accumulator for a leaf (created if needed)."""
+    fn = t.grad_fn
+    if fn is not None:          # what get_gradient_edge returns for a non-leaf, without its cost
+        return fn, t.output_nr
     e = torch.autograd.graph.get_gradient_edge(t)
     return e.node, e.output_nr
 
