@@ -8,20 +8,11 @@ import threading
 import pytest
 import torch
 from differential import differential, grads
+from functions import Triple
 
 import compiled_bw
 from compiled_bw.backends import BACKENDS, register_backend
 from compiled_bw.backends.eager import compile_eager
-
-
-class Scale(torch.autograd.Function):     # an opaque call: its fake impl runs on the worker
-    @staticmethod
-    def forward(ctx, x):
-        return x * 3
-
-    @staticmethod
-    def backward(ctx, g):
-        return g * 3
 
 
 def build():
@@ -33,7 +24,7 @@ def make_step(after_first=lambda: None):
     def step(state):
         m, x, calls = state      # per run: the eager run and the compiled run count apart
         m.zero_grad(set_to_none=True)
-        Scale.apply(m(x)).pow(2).sum().backward()
+        Triple.apply(m(x)).pow(2).sum().backward()
         calls.append(1)
         if len(calls) == 1:
             after_first()
@@ -113,7 +104,7 @@ def test_a_capture_waits_for_a_tracing_background_compile(background):
     compiled_bw.reset()
     m, x, _ = build()
     with compiled_bw.enable(backend="slow_test"):
-        Scale.apply(m(x)).pow(2).sum().backward()
+        Triple.apply(m(x)).pow(2).sum().backward()
         assert started.wait(60)
         y = torch.randn(6, requires_grad=True)
         (y.sin() * y).sum().backward()          # a second graph: captured meanwhile

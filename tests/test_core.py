@@ -3,6 +3,7 @@ autograd and under compiled_bw, every grad / returned value / error compared."""
 import pytest
 import torch
 from differential import differential, grads
+from functions import Double
 from torch import nn
 
 import compiled_bw
@@ -317,15 +318,6 @@ def test_strict_raises_unsupported_and_nesting():
 
 
 def test_custom_function_compiles_as_opaque_call():
-    class Double(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, x):
-            return x * 2
-
-        @staticmethod
-        def backward(ctx, g):
-            return g * 2
-
     def build():
         return [torch.randn(3, requires_grad=True)]
 

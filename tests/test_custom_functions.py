@@ -4,6 +4,7 @@ compiled (not a fallback), one capture where the structure is stable."""
 import pytest
 import torch
 from differential import differential, grads
+from functions import Double, Triple
 
 import compiled_bw
 
@@ -184,28 +185,8 @@ def test_traceable_ctx_state_change_recaptures():
     assert st.cache_hits == 1
 
 
-class SameShapeA(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x):
-        return x * 2
-
-    @staticmethod
-    def backward(ctx, g):
-        return g * 2
-
-
-class SameShapeB(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x):
-        return x * 3
-
-    @staticmethod
-    def backward(ctx, g):
-        return g * 3
-
-
 def test_two_classes_never_share_a_graph():
-    fns = iter([SameShapeA, SameShapeB, SameShapeA] * 2)
+    fns = iter([Double, Triple, Double] * 2)   # same shapes, two classes
 
     def step(st):
         x, _log = st
@@ -264,7 +245,7 @@ def test_pynode_count_checks_raise_eagers_error(fn):
 def test_function_applied_before_import_falls_back():
     from compiled_bw.capture import custom
     x = torch.randn(3, requires_grad=True)
-    y = SameShapeA.apply(x)
+    y = Double.apply(x)
     del y.grad_fn.metadata[custom.FWD_KEY]      # as if created before compiled_bw's import
     compiled_bw.reset()
     with compiled_bw.enable():

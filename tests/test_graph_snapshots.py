@@ -7,6 +7,7 @@ snapshots with the issues that compile them.)
 """
 import expecttest
 import torch
+from functions import Double
 from torch import nn
 
 import compiled_bw
@@ -177,14 +178,6 @@ class <lambda>(torch.nn.Module):
         return [getitem_1, getitem_2]""")
 
     def test_custom_function_is_one_opaque_call(self):
-        class Double(torch.autograd.Function):
-            @staticmethod
-            def forward(ctx, x):
-                return x * 2
-
-            @staticmethod
-            def backward(ctx, g):
-                return g * 2
         x = torch.randn(3, requires_grad=True)
         self.assertExpectedInline(captured(lambda: Double.apply(x.exp()).sum().backward()), """\
 class <lambda>(torch.nn.Module):

@@ -5,6 +5,7 @@ differential helper compares both over 3 steps and checks the run compiled once.
 """
 import torch
 from differential import differential, grads
+from functions import Double
 from torch import nn
 
 import compiled_bw
@@ -54,16 +55,6 @@ def test_node_pre_and_post_hooks_on_cpp_node():
         y.sum().backward()
         return [x.grad, list(log)]
     differential(_x, step)
-
-
-class Double(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x):
-        return x * 2
-
-    @staticmethod
-    def backward(ctx, g):
-        return g * 2
 
 
 def test_node_hooks_on_custom_function_node():

@@ -10,6 +10,7 @@ import pytest
 import torch
 import torch.utils._pytree as pytree
 from differential import differential
+from functions import Double
 from torch.testing._internal.two_tensor import TwoTensor
 
 import compiled_bw
@@ -215,16 +216,6 @@ def test_subclass_grad_into_a_hook_falls_back():
     assert "tensor subclass (TwoTensor)" in reason and "opaque" in reason, reason
 
 
-class _Double(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x):
-        return x * 2
-
-    @staticmethod
-    def backward(ctx, g):
-        return g * 2
-
-
 def test_subclass_through_an_opaque_custom_function_falls_back():
     def build():
         return [_two((3,)).requires_grad_()]
@@ -232,10 +223,10 @@ def test_subclass_through_an_opaque_custom_function_falls_back():
     def step(ps):
         (x,) = ps
         x.grad = None
-        _Double.apply(x).sum().backward()
+        Double.apply(x).sum().backward()
         return [_halves(x.grad)]
     reason = _fallback_reason(build, step)
-    assert "_Double" in reason and "tensor subclass" in reason, reason
+    assert "Double" in reason and "tensor subclass" in reason, reason
 
 
 class _TensorCtx(ScaledTensor):
