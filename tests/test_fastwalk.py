@@ -402,10 +402,11 @@ def test_threads_walk_and_run_concurrently(ext):
         expected.append(expected_seed)
     compiled_bw.reset()
     results, errors = [[] for _ in range(4)], []
+    models = [model(seed) for seed in range(4)]   # here: the global RNG is not thread-safe
 
     def worker(seed):
         try:
-            m, x = model(seed)
+            m, x = models[seed]
             with compiled_bw.enable(backend="eager", strict=True):
                 run(m, x, results[seed])
         except Exception as e:  # noqa: BLE001 -- reported below
@@ -420,4 +421,5 @@ def test_threads_walk_and_run_concurrently(ext):
         for a, b in zip(want, got, strict=True):
             torch.testing.assert_close(b, a)
     st = compiled_bw.stats()
-    assert st.fallbacks == 0 and st.captures + st.cache_hits == 80, st
+    # one capture: threads that miss together wait for it (run.py) instead of recapturing
+    assert (st.fallbacks, st.captures, st.cache_hits) == (0, 1, 79), st

@@ -82,11 +82,23 @@ def build_dir() -> str:
     return d
 
 
+_LOAD_LOCK = threading.Lock()
+
+
 def load(verbose: bool = False):
-    """The extension module, built on first use (minutes) and then loaded from the build dir."""
+    """The extension module, built on first use (minutes) and then loaded from the build dir.
+    Threads arriving while another loads it wait (else they would walk in Python meanwhile)."""
     if _S.tried:
         return _S.ext
-    _S.tried = True
+    with _LOAD_LOCK:
+        if _S.tried:
+            return _S.ext
+        ext = _load_once(verbose)
+        _S.tried = True
+        return ext
+
+
+def _load_once(verbose: bool):
     t0 = time.perf_counter()
     try:
         from torch.utils.cpp_extension import load as _load

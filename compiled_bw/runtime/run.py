@@ -161,14 +161,20 @@ def compiled_call(state, t_outputs, grad_tensors, keep_graph, create_graph, inpu
             raise FallbackToEager(
                 f"cache_size_limit ({state.cache_size_limit}) reached for this root; last "
                 f"change: {reason}. Raise enable(cache_size_limit=...) or make the graph stable")
-        state.log_recompile(reason)
         slots = _install(w)
         t0 = time.perf_counter()
         with background.trace_lock():   # one tracer at a time (runtime/background.py)
-            entry = _capture(state, w, opts, list(grad_tensors), slots)
-        state.cache.put(root_key, key, entry)
-        state.stats.compile_seconds += time.perf_counter() - t0
-        if isinstance(entry, Compiled):
+            entry = state.cache.get(key)    # another thread may have captured it meanwhile
+            if entry is None:
+                state.log_recompile(reason)
+                entry = _capture(state, w, opts, list(grad_tensors), slots)
+                state.cache.put(root_key, key, entry)
+                state.stats.compile_seconds += time.perf_counter() - t0
+                fresh = True
+            else:
+                fresh = False
+                state.stats.cache_hits += 1
+        if fresh and isinstance(entry, Compiled):
             state.stats.captures += 1
             for name in entry.plan.opaque_names:
                 if "(" in name:         # run opaquely for a reason worth knowing
