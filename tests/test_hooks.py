@@ -212,3 +212,24 @@ def test_graph_shows_hooks_as_opaque_calls():
         y.register_hook(lambda g: g)
         y.sum().backward()
     assert compiled_bw.last_graph().code.count("compiled_bw.opaque") == 1
+
+
+def test_hooks_on_the_accumulate_grad_node_itself():
+    # Leaf grads are delivered without the engine only when no AccumulateGrad has a hook of
+    # any kind (runtime/run.py Note [Direct delivery]): node pre- and post-hooks registered on
+    # the accumulator must still run, in eager's order, with eager's effect.
+    def build():
+        x, y = torch.randn(4, requires_grad=True), torch.randn(4, requires_grad=True)
+        log = []
+        acc = torch.autograd.graph.get_gradient_edge(x).node
+        acc.register_prehook(lambda gs: log.append(("pre", round(gs[0].sum().item(), 4)))
+                             or (gs[0] * 2,))
+        acc.register_hook(lambda gi, go: log.append(("post", round(go[0].sum().item(), 4))))
+        return [x, y, log, acc]
+
+    def step(st):
+        x, y, log, _acc = st
+        x.grad = y.grad = None
+        ((x * 3).sin() * y).sum().backward()
+        return [x.grad, y.grad, list(log)]
+    differential(build, step)
