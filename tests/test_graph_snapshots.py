@@ -30,22 +30,22 @@ class TestSnapshots(expecttest.TestCase):
 class <lambda>(torch.nn.Module):
     def forward(self, grad_root0: "f32[]", saved_addmm1_mat1: "f32[3, 8]", saved_addmm1_mat2: "f32[8, 2]", saved_relu3_result: "f32[3, 8]", saved_addmm6_mat1: "f32[3, 4]"):
         # No stacktrace found for following nodes
-        expand: "f32[3, 2]" = torch.ops.aten.expand.default(grad_root0, [3, 2]);  grad_root0 = None
         t: "f32[2, 8]" = torch.ops.aten.t.default(saved_addmm1_mat2);  saved_addmm1_mat2 = None
-        mm: "f32[3, 8]" = torch.ops.aten.mm.default(expand, t);  t = None
+        expand: "f32[3, 2]" = torch.ops.aten.expand.default(grad_root0, [3, 2]);  grad_root0 = None
         t_1: "f32[2, 3]" = torch.ops.aten.t.default(expand)
         mm_1: "f32[2, 8]" = torch.ops.aten.mm.default(t_1, saved_addmm1_mat1);  t_1 = saved_addmm1_mat1 = None
+        mm: "f32[3, 8]" = torch.ops.aten.mm.default(expand, t);  t = None
         t_2: "f32[8, 2]" = torch.ops.aten.t.default(mm_1);  mm_1 = None
+        t_3: "f32[2, 8]" = torch.ops.aten.t.default(t_2);  t_2 = None
         sum_1: "f32[1, 2]" = torch.ops.aten.sum.dim_IntList(expand, [0], True);  expand = None
         view: "f32[2]" = torch.ops.aten.view.default(sum_1, [2]);  sum_1 = None
-        t_3: "f32[2, 8]" = torch.ops.aten.t.default(t_2);  t_2 = None
         threshold_backward: "f32[3, 8]" = torch.ops.aten.threshold_backward.default(mm, saved_relu3_result, 0);  mm = saved_relu3_result = None
         t_4: "f32[8, 3]" = torch.ops.aten.t.default(threshold_backward)
         mm_2: "f32[8, 4]" = torch.ops.aten.mm.default(t_4, saved_addmm6_mat1);  t_4 = saved_addmm6_mat1 = None
         t_5: "f32[4, 8]" = torch.ops.aten.t.default(mm_2);  mm_2 = None
+        t_6: "f32[8, 4]" = torch.ops.aten.t.default(t_5);  t_5 = None
         sum_2: "f32[1, 8]" = torch.ops.aten.sum.dim_IntList(threshold_backward, [0], True);  threshold_backward = None
         view_1: "f32[8]" = torch.ops.aten.view.default(sum_2, [8]);  sum_2 = None
-        t_6: "f32[8, 4]" = torch.ops.aten.t.default(t_5);  t_5 = None
         return [view, t_3, view_1, t_6]""")
 
     def test_broadcast_sum_to(self):

@@ -26,19 +26,31 @@ from ..capture.opaque import opaque
 #     largest transient of the span: tensors that nodes in the span would have freed are
 #     still alive there (gemm's gelu_backward moved above the weight-grad mm would run next
 #     to the activation that mm frees: +12 MB).
-# Estimated from the fake values' sizes (views free nothing).  Inductor then reorders its own
+# Before that, view ops move up to their inputs (_hoist_views), so that a consumer whose real
+# inputs are ready early is not held back by a `t` the trace made late: gemm's weight-grad mm
+# then runs before the grad-input mm, freeing a 16 MB activation before 16 MB are allocated
+# (peak 180 -> 164 MB on Inductor, where torch compiled autograd is).
+# Estimated from the fake values' sizes (views -- by their op's schema -- free nothing).  Inductor then reorders its own
 # kernels for peak memory (torch._inductor.config.reorder_for_peak_memory); for it this is a
 # starting order.
 
 _OPAQUE = opaque
 
 
+def _is_view_op(node: torch.fx.Node) -> bool:
+    """A view op (its schema's output aliases an input).  The traced `val`s cannot say it:
+    make_fx stores them as fresh fake tensors (`_is_view()` is False even for `t`)."""
+    t = node.target
+    return node.op == "call_function" and isinstance(t, torch._ops.OpOverload) and t.is_view
+
+
 def _nbytes(node: torch.fx.Node) -> int:
     """Bytes freed when this value dies / allocated when it is made: 0 for views."""
+    if _is_view_op(node):
+        return 0
     val = node.meta.get("val")
     vals = val if isinstance(val, (list, tuple)) else (val,)
-    return sum(v.numel() * v.element_size() for v in vals
-               if isinstance(v, torch.Tensor) and not v._is_view())
+    return sum(v.numel() * v.element_size() for v in vals if isinstance(v, torch.Tensor))
 
 
 def _is_barrier(node: torch.fx.Node) -> bool:
@@ -73,7 +85,50 @@ def _timeline(nodes: list) -> tuple:
     return after, transient
 
 
+def _hoist_views(gm: torch.fx.GraphModule) -> None:
+    """Each view op moves to just after the latest of its inputs and of the barrier before it
+    (views keep their chain order).  A view allocates and frees nothing, and its storage lives
+    until its own last use wherever it is made, so this changes no live set; it lets the loop
+    below move a consumer up to where its real inputs are ready (gemm: the weight-grad mm that
+    frees a 16 MB activation reads `t(grad)`, which the trace made after the grad-input mm
+    that allocates 16 MB)."""
+    nodes = list(gm.graph.nodes)
+    pos = {n: k for k, n in enumerate(nodes)}
+    attached: dict = {}          # anchor -> views to place right after it, in order
+    phs = [n for n in nodes if n.op == "placeholder"]
+    barrier = phs[-1] if phs else None      # placeholders stay first
+    for n in nodes:
+        if _is_barrier(n):
+            barrier = n
+            continue
+        if not _is_view_op(n):
+            continue
+        anchor = max((*n.all_input_nodes, *([barrier] if barrier is not None else [])),
+                     key=pos.__getitem__, default=None)
+        if anchor is not None and pos[anchor] + 1 < pos[n]:
+            attached.setdefault(anchor, []).append(n)
+    if not attached:
+        return
+    moved = {v for vs in attached.values() for v in vs}
+    order: list = []
+
+    def emit(m) -> None:
+        order.append(m)
+        for v in attached.get(m, ()):
+            emit(v)
+    for n in nodes:
+        if n not in moved:
+            emit(n)
+    assert len(order) == len(nodes), "hoisting views lost a node"
+    prev = order[0]
+    for m in order[1:]:
+        if prev.next is not m:
+            prev.append(m)
+        prev = m
+
+
 def reorder_for_memory(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    _hoist_views(gm)
     nodes = list(gm.graph.nodes)
     saved = {n for n in nodes if n.op == "placeholder"}
     last_use = {}
@@ -88,7 +143,7 @@ def reorder_for_memory(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
             barrier = n
             continue
         val = n.meta.get("val")
-        if n.op != "call_function" or not isinstance(val, torch.Tensor) or val._is_view():
+        if n.op != "call_function" or not isinstance(val, torch.Tensor) or _is_view_op(n):
             continue
         dying = [a for a in n.all_input_nodes if last_use.get(a) is n]
         if not any(a in saved for a in dying):
