@@ -152,9 +152,9 @@ class <lambda>(torch.nn.Module):
         aot0_t: "f32[3, 2]" = torch.ops.aten.t.default(aot0_threshold_backward)
         aot0_mm: "f32[3, 4]" = torch.ops.aten.mm.default(aot0_t, saved_compiledfunctionbackward1_tensors_0);  aot0_t = saved_compiledfunctionbackward1_tensors_0 = None
         aot0_t_1: "f32[4, 3]" = torch.ops.aten.t.default(aot0_mm);  aot0_mm = None
+        aot0_t_2: "f32[3, 4]" = torch.ops.aten.t.default(aot0_t_1);  aot0_t_1 = None
         aot0_sum_1: "f32[1, 3]" = torch.ops.aten.sum.dim_IntList(aot0_threshold_backward, [0], True);  aot0_threshold_backward = None
         aot0_view: "f32[3]" = torch.ops.aten.view.default(aot0_sum_1, [3]);  aot0_sum_1 = None
-        aot0_t_2: "f32[3, 4]" = torch.ops.aten.t.default(aot0_t_1);  aot0_t_1 = None
         return [aot0_t_2, aot0_view]""")
 
 
