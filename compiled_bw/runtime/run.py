@@ -277,12 +277,10 @@ def _run_direct(entry: Compiled, w, opts, box: list):
     finally:
         _tls.running = False
         torch._C._set_grad_enabled(prev)
-    if plan.out_layouts is not None:    # Note [Subclasses stay outside the graph]
-        outs = rebuild(plan.out_layouts, outs)
-    if not opts.accumulate:
-        return [None if p is None else outs[p] for p in plan.capture_outputs]
-    grads = [None if p is None else outs[p] for _, p in plan.leaf_outputs]
+    grads = _pick_outputs(plan, outs, opts.accumulate)
     del outs                            # grads holds the only references: AccumulateGrad steals
+    if not opts.accumulate:
+        return grads
     if fastwalk.accumulate(w, [i for i, _ in plan.leaf_outputs], grads):
         return None
     def hand_over() -> list:            # no reference left here: AccumulateGrad steals
@@ -291,6 +289,15 @@ def _run_direct(entry: Compiled, w, opts, box: list):
         return out
     _deliver(hand_over, [w.leaves[i] for i, _ in plan.leaf_outputs])
     return None
+
+
+def _pick_outputs(plan, outs, accumulate: bool) -> list:
+    """The graph's outputs that the caller gets: one grad per delivered leaf (accumulate), else
+    one per grad() input; subclasses rebuilt (Note [Subclasses stay outside the graph])."""
+    if plan.out_layouts is not None:
+        outs = rebuild(plan.out_layouts, outs)
+    positions = [p for _, p in plan.leaf_outputs] if accumulate else plan.capture_outputs
+    return [None if p is None else outs[p] for p in positions]
 
 
 def _deliver(run, leaves: list) -> None:
@@ -314,11 +321,10 @@ def _run_in_engine(state, entry: Compiled, w, opts, box: list):
         step.tls = dispatch_tls.snapshot()
         with current_step(step), engine_state.running(step):
             outs = entry.fn(box)
-        if plan.out_layouts is not None:
-            outs = rebuild(plan.out_layouts, outs)
+        picked = _pick_outputs(plan, outs, opts.accumulate)
         if opts.accumulate:
-            return [None if p is None else outs[p] for _, p in plan.leaf_outputs]
-        result.extend(None if p is None else outs[p] for p in plan.capture_outputs)
+            return picked
+        result.extend(picked)
         return []
 
     leaves = [w.leaves[i] for i, _ in plan.leaf_outputs] if opts.accumulate else []
