@@ -19,6 +19,8 @@ import inspect
 import torch
 from torch.autograd import function as _function
 
+from .subclass import PLAIN
+
 FWD_KEY = "compiled_bw.fwd"
 MATERIALIZE_KEY = "compiled_bw.materialize_grads"
 TRACEABLE_ATTR = "compiled_bw_traceable"
@@ -38,7 +40,6 @@ class FwdInfo:
         self.subclass = subclass
 
 
-_PLAIN = (torch.Tensor, torch.nn.Parameter)
 _orig_apply = _function.Function.__dict__["apply"].__func__
 _orig_set_materialize = _function.FunctionCtx.set_materialize_grads
 
@@ -66,7 +67,7 @@ def _record(cls, args, kwargs, out) -> None:
     is_var = tuple(isinstance(a, torch.Tensor) for a in bound)
     info = tuple((o.shape, o.dtype, o.device) if isinstance(o, torch.Tensor) else None for o in outs)
     diff = tuple(isinstance(o, torch.Tensor) and o.grad_fn is node for o in outs)
-    sub = any(isinstance(t, torch.Tensor) and type(t) not in _PLAIN for t in (*bound, *outs))
+    sub = any(isinstance(t, torch.Tensor) and type(t) not in PLAIN for t in (*bound, *outs))
     node.metadata[FWD_KEY] = FwdInfo(is_var, info, diff, sub)
 
 

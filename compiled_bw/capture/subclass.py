@@ -146,7 +146,8 @@ def layouts_of(ts) -> tuple | None:
     return lays if any(lay is not None for lay in lays) else None
 
 
-_DENSE = (torch.Tensor, torch.nn.Parameter, FakeTensor)
+PLAIN = (torch.Tensor, torch.nn.Parameter)     # tensor types that are not subclasses here
+_DENSE = (*PLAIN, FakeTensor)
 _PLAIN_OR_FAKE = (torch.Tensor, FakeTensor)
 _PYTHON_KEY = torch._C.DispatchKey.Python
 

@@ -27,7 +27,7 @@ from .nodes import (
     node_kind,
 )
 from .saved import input_metadata, sequence_nr
-from .subclass import SubclassUnsupported, layout_of
+from .subclass import PLAIN, SubclassUnsupported, layout_of
 
 # Note [What the signature holds]
 # Per node, in discovery order: its class, its edges (child index, input_nr; -1 = invalid),
@@ -40,7 +40,6 @@ from .subclass import SubclassUnsupported, layout_of
 # Hidden per-class state is handled by nodes.py (Note [Hidden saved state]).
 
 _STRIDED = torch.strided
-_PLAIN = (torch.Tensor, torch.nn.Parameter)
 
 
 class WalkUnsupported(Exception):
@@ -50,8 +49,7 @@ class WalkUnsupported(Exception):
 def tensor_meta(t: torch.Tensor) -> tuple:
     if t.layout is not _STRIDED or t.is_nested:
         raise WalkUnsupported(f"non-strided tensor ({t.layout}) in the graph")
-    cls = type(t)
-    if cls is not torch.Tensor and cls is not torch.nn.Parameter:
+    if type(t) not in PLAIN:
         # flattened at the graph boundary: Note [Subclasses stay outside the graph]
         try:
             return layout_of(t, tensor_meta)
@@ -265,7 +263,7 @@ def _custom_entry(w, i: int, node, how: str, meta: tuple, entry: list) -> None:
             raise WalkUnsupported(str(e)) from None
         add_saved_list(w, i, "tensors", ts, entry)
     else:   # the real node unpacks them at run time; Slots only release them afterwards
-        if info.subclass or any(t is not None and type(t) not in _PLAIN for t in ts):
+        if info.subclass or any(t is not None and type(t) not in PLAIN for t in ts):
             raise WalkUnsupported(
                 f"custom Function node {name}: its forward inputs/outputs or saved tensors hold "
                 "a tensor subclass, and a custom Function runs as an opaque call, which takes "

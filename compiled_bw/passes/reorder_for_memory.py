@@ -30,11 +30,9 @@ from ..capture.opaque import opaque
 # inputs are ready early is not held back by a `t` the trace made late: gemm's weight-grad mm
 # then runs before the grad-input mm, freeing a 16 MB activation before 16 MB are allocated
 # (peak 180 -> 164 MB on Inductor, where torch compiled autograd is).
-# Estimated from the fake values' sizes (views -- by their op's schema -- free nothing).  Inductor then reorders its own
-# kernels for peak memory (torch._inductor.config.reorder_for_peak_memory); for it this is a
-# starting order.
-
-_OPAQUE = opaque
+# Estimated from the fake values' sizes (views -- by their op's schema -- free nothing).
+# Inductor then reorders its own kernels for peak memory
+# (torch._inductor.config.reorder_for_peak_memory); for it this is a starting order.
 
 
 def _is_view_op(node: torch.fx.Node) -> bool:
@@ -57,8 +55,8 @@ def _is_barrier(node: torch.fx.Node) -> bool:
     if node.op != "call_function":
         return node.op == "output"
     t = node.target
-    if t is _OPAQUE or not isinstance(t, torch._ops.OpOverload):
-        return t is _OPAQUE
+    if t is opaque or not isinstance(t, torch._ops.OpOverload):
+        return t is opaque
     return t._schema.is_mutable or torch.Tag.nondeterministic_seeded in t.tags
 
 

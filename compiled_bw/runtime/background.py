@@ -115,11 +115,6 @@ def _finished(fut: Future) -> None:
         _pending.discard(fut)
 
 
-def pending() -> int:
-    with _lock:
-        return len(_pending)
-
-
 def wait(timeout: float | None = None) -> bool:
     """Block until every submitted compile has finished; False if `timeout` s passed first."""
     deadline = None if timeout is None else time.monotonic() + timeout
