@@ -663,18 +663,19 @@ struct SlotList {
       else p[s].attr("placeholder") = py::none();
     }
   }
+  void release_one(size_t s) {  // drops saved tensor s; a later unpack raises eager's error
+    if (c.at(s)) {
+      c[s]->value = at::Tensor();
+      c[s]->released = true;
+    } else {
+      p.at(s).attr("release")();
+    }
+  }
   void release(py::iterable executed, size_t n_nodes) {
     std::vector<uint8_t> mask(n_nodes, 0);
     for (auto e : executed) mask.at(e.cast<size_t>()) = 1;
-    for (size_t s = 0; s < c.size(); ++s) {
-      if (!mask.at(node[s])) continue;
-      if (c[s]) {
-        c[s]->value = at::Tensor();
-        c[s]->released = true;
-      } else {
-        p[s].attr("release")();
-      }
-    }
+    for (size_t s = 0; s < c.size(); ++s)
+      if (mask.at(node[s])) release_one(s);
   }
 };
 
@@ -894,15 +895,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       .def("release", &SlotList::release)
       // Note [Box ownership] (runtime/run.py): drop these saved positions before the run
       .def("release_positions", [](SlotList& s, py::iterable ks) {
-        for (auto k : ks) {
-          size_t i = k.cast<size_t>();
-          if (s.c.at(i)) {
-            s.c[i]->value = at::Tensor();
-            s.c[i]->released = true;
-          } else {
-            s.p.at(i).attr("release")();
-          }
-        }
+        for (auto k : ks) s.release_one(k.cast<size_t>());
       })
       .def("released", [](SlotList& s, size_t k) {
         return s.c.at(k) ? s.c[k]->released : s.p.at(k).attr("released").cast<bool>();
