@@ -27,7 +27,8 @@ def available_modes() -> dict:
         "cbw-eager": lambda: compiled_bw.enable(backend="eager"),
     }
     if "inductor" in BACKENDS or "inductor" in LAZY:
-        # background compile (opt-in): the harness waits for it before any further forward
+        # background compile (the default, said here for readers): the harness waits for it
+        # after the first backward, and reports both times
         modes["cbw-inductor"] = lambda: compiled_bw.enable(backend="inductor",
                                                            background_compile=True)
     return modes

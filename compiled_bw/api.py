@@ -41,7 +41,7 @@ class Stats:
     recompile_reasons: list = dataclasses.field(default_factory=list)
     notes: list = dataclasses.field(default_factory=list)   # compiled, with a documented deviation
     background_compiles: int = 0            # graphs switched to the slow backend's callable
-    background_compile_seconds: float = 0.0  # their compile time, on the worker thread
+    background_compile_seconds: float = 0.0  # their compile + load time (worker process)
 
 
 class _Global:
@@ -67,8 +67,8 @@ class _State:
         backend, self.strict, self.cache_size_limit, background = cfg
         self.backend_key = backend if isinstance(backend, str) else id(backend)
         self.compile_fn = lookup_backend(backend)
-        # Note [Background compile] (runtime/background.py): named slow backends only
-        self.background = background and isinstance(backend, str) and backend != "eager"
+        # Note [Background compile] (runtime/background.py): Inductor only
+        self.background = background and backend == "inductor"
         self.cache = _G.caches.setdefault(self.backend_key, Cache())
         self.stats = _G.stats
 
@@ -166,15 +166,15 @@ def enable(backend: str | Callable = "eager", *, strict: bool = False,
     torch.Size([3, 3])
 
     Re-entrant: nesting works, and leaving restores the previous setting, also on errors.
-    background_compile (default: off, or COMPILED_BW_BACKGROUND_COMPILE=1): a new graph runs
-    on the eager backend while a named slow backend ("inductor") compiles it on a worker
-    thread; `wait_for_compiles()` waits for those.  Opt-in because torch's FX tracing is
-    process-global: calling torch.compile'd code on another thread while the worker compiles
-    can fail (Note [Background compile]).
+    background_compile (backend="inductor"; default: on, COMPILED_BW_BACKGROUND_COMPILE=0 turns
+    it off): the first backward of a new graph runs it on the eager backend while Inductor
+    compiles it in a worker process; later backwards use Inductor's code once it is ready
+    (`wait_for_compiles()` waits for that).  Off: the first backward compiles, then runs
+    Inductor's code (Note [Background compile]).
     """
     lookup_backend(backend)  # fail early on an unknown name
     if background_compile is None:
-        background_compile = os.environ.get("COMPILED_BW_BACKGROUND_COMPILE", "0") not in ("", "0")
+        background_compile = os.environ.get("COMPILED_BW_BACKGROUND_COMPILE", "1") not in ("", "0")
     _install()
     stack = _stack()
     stack.append((backend, strict, cache_size_limit, bool(background_compile)))

@@ -16,8 +16,9 @@ if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = _cache
     atexit.register(shutil.rmtree, _cache, ignore_errors=True)
 
-# Inductor compiles in the foreground (the default), so the Inductor-compiled callable runs
-# from the first step (tests/test_background_compile.py tests the opt-in background path).
+# Inductor compiles in the foreground here (users get background compiles by default), so
+# the Inductor-compiled callable runs from the first step of every differential test;
+# tests/test_background_compile.py tests the background path.
 os.environ.setdefault("COMPILED_BW_BACKGROUND_COMPILE", "0")
 
 # The differential files run twice in one pytest session: on the eager backend and on

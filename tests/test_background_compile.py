@@ -1,9 +1,11 @@
 """Background compiles (runtime/background.py, Note [Background compile]): the first step of a
-new graph runs on the eager backend while the slow backend compiles on a worker thread, later
-steps switch; grads equal eager's at every step, also when the compile fails."""
+new graph runs on the eager backend while Inductor compiles it in a worker process, later
+steps switch; grads equal eager's at every step, also when the compile fails or the worker
+dies, and torch.compile'd code keeps working on this process's threads meanwhile."""
 from __future__ import annotations
 
-import threading
+import os
+import pickle
 
 import pytest
 import torch
@@ -11,8 +13,10 @@ from differential import differential, grads
 from functions import Triple
 
 import compiled_bw
-from compiled_bw.backends import BACKENDS, register_backend
-from compiled_bw.backends.eager import compile_eager
+from compiled_bw.backends import inductor_artifact
+from compiled_bw.runtime import background
+
+pytest.importorskip("torch._inductor.compile_fx")
 
 
 def build():
@@ -33,82 +37,64 @@ def make_step(after_first=lambda: None):
 
 
 @pytest.fixture
-def background(monkeypatch):
-    monkeypatch.setenv("COMPILED_BW_BACKGROUND_COMPILE", "1")   # opt-in (api.enable)
+def bg(monkeypatch):
+    monkeypatch.setenv("COMPILED_BW_BACKGROUND_COMPILE", "1")   # conftest turns it off
     yield
-    assert compiled_bw.wait_for_compiles(timeout=120)
-    for name in ("slow_test", "broken_test"):
-        BACKENDS.pop(name, None)
+    assert compiled_bw.wait_for_compiles(timeout=300)
 
 
-def test_switches_to_the_compiled_callable_when_ready(background):
-    release, ran = threading.Event(), []
-
-    def slow(gm, example):
-        assert all(isinstance(t, torch._subclasses.FakeTensor) for t in example), (
-            "the worker must only see fake inputs")
-        release.wait(60)
-        fn = compile_eager(gm, example)
-
-        def run(box):
-            ran.append(1)
-            return fn(box)
-        return run
-    register_backend("slow_test", slow)
-
-    runs = []
-
-    def after_first():        # differential runs eager first, then compiled_bw
-        runs.append(1)
-        if len(runs) == 1:
-            return
-        assert not ran, "the first step must not wait for the slow backend"
-        release.set()
-        assert compiled_bw.wait_for_compiles(timeout=60)
-    st = differential(build, make_step(after_first), steps=4, backend="slow_test")
-    assert st.background_compiles == 1 and len(ran) == 3, (st, ran)
+def _first_step_check(seen: list):
+    def after_first():          # differential runs eager first, then compiled_bw
+        seen.append(compiled_bw.last_compiled())
+        if len(seen) == 2:
+            assert compiled_bw.wait_for_compiles(timeout=300)
+    return after_first
 
 
-def test_a_failed_background_compile_keeps_the_eager_backend(background):
-    def broken(gm, example):
-        raise RuntimeError("no kernels today")
-    register_backend("broken_test", broken)
-    st = differential(build, make_step(compiled_bw.wait_for_compiles), steps=3,
-                      backend="broken_test")
-    assert st.background_compiles == 0
-    assert any("no kernels today" in n for n in st.notes), st.notes
-
-
-def test_inductor_in_the_background(background):
-    pytest.importorskip("torch._inductor.compile_fx")
-    st = differential(build, make_step(compiled_bw.wait_for_compiles), steps=3,
-                      backend="inductor")
+def test_switches_to_inductor_when_ready(bg):
+    seen = []
+    st = differential(build, make_step(_first_step_check(seen)), steps=3, backend="inductor")
+    assert not hasattr(seen[1], "source_code"), "the first step must run the eager backend"
     assert st.background_compiles == 1, st
     assert hasattr(compiled_bw.last_compiled(), "source_code"), "Inductor's callable not in use"
 
 
-def test_a_capture_waits_for_a_tracing_background_compile(background):
-    # FX tracing is not thread-safe (one global patcher): our captures and the worker's
-    # compile hold one lock (background.trace_lock) and take turns.
-    import time
-    started = threading.Event()
+class _ExitWhenLoaded:
+    def __reduce__(self):
+        return os._exit, (3,)
 
-    def slow(gm, example):
-        from torch.fx.experimental.proxy_tensor import make_fx
-        started.set()
-        for _ in range(20):                 # trace while the main thread wants to capture
-            make_fx(gm)(*example)
-            time.sleep(0.01)
-        return compile_eager(gm, example)
-    register_backend("slow_test", slow)
-    compiled_bw.reset()
-    m, x, _ = build()
-    with compiled_bw.enable(backend="slow_test"):
-        Triple.apply(m(x)).pow(2).sum().backward()
-        assert started.wait(60)
-        y = torch.randn(6, requires_grad=True)
-        (y.sin() * y).sum().backward()          # a second graph: captured meanwhile
+
+@pytest.mark.parametrize("payload, error", [
+    (b"not a graph", "UnpicklingError"),                          # the child reports it
+    (pickle.dumps(_ExitWhenLoaded()), "worker process exited"),   # the child dies
+])
+def test_a_failed_compile_keeps_the_eager_backend(bg, monkeypatch, payload, error):
+    monkeypatch.setattr(inductor_artifact, "dump_graph", lambda gm, sites: payload)
+    seen = []
+    st = differential(build, make_step(_first_step_check(seen)), steps=3, backend="inductor")
+    assert st.background_compiles == 0
+    assert any(error in n for n in st.notes), st.notes
+    monkeypatch.undo()      # and the next graph compiles (a dead worker is restarted)
+    monkeypatch.setenv("COMPILED_BW_BACKGROUND_COMPILE", "1")
+    y = torch.randn(7, requires_grad=True)
+    with compiled_bw.enable(backend="inductor"):
+        (y.sin() * y).sum().backward()
+    assert compiled_bw.wait_for_compiles(timeout=300)
+    assert compiled_bw.stats().background_compiles == 1, compiled_bw.stats()
     torch.testing.assert_close(y.grad, y.cos() * y + y.sin())
-    assert compiled_bw.wait_for_compiles(timeout=60)
-    st = compiled_bw.stats()
-    assert (st.captures, st.fallbacks, st.background_compiles) == (2, 0, 2), st
+
+
+def test_torch_compile_runs_while_the_worker_compiles(bg):
+    # With the compile on a thread of this process, Inductor's FX tracing made Dynamo raise
+    # "using FX to symbolically trace a dynamo-optimized function" here (process-global flag).
+    f = torch.compile(lambda a: (a * 2).sin(), backend="eager")
+    a = torch.randn(4)
+    m, x, _ = build()
+    compiled_bw.reset()
+    with compiled_bw.enable(backend="inductor"):
+        Triple.apply(m(x)).pow(2).sum().backward()
+    calls = 0
+    while not background.wait(timeout=0):
+        torch.testing.assert_close(f(a), (a * 2).sin())
+        calls += 1
+    assert calls > 0 and compiled_bw.stats().background_compiles == 1, compiled_bw.stats()

@@ -116,3 +116,33 @@ def test_inductor_input_size_asserts_hook():
         "backends/inductor.py Note 5 skips input asserts through it")
     assert wrapper.PythonWrapperCodegen.codegen_input_size_asserts is \
         inductor._maybe_input_size_asserts
+
+
+def test_inductor_artifact_round_trip():
+    # backends/inductor_artifact.py: GraphPickler, CompiledFxGraph's (de)serialization and
+    # post_compile -- what the background compile worker and this process exchange.
+    pytest.importorskip("torch._inductor.compile_fx")
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from compiled_bw.backends import inductor_artifact
+    from compiled_bw.backends.inductor import compile_inductor
+    from compiled_bw.capture.opaque import SitesOnly, current_step
+
+    a, b = torch.randn(4, 3), torch.randn(3)
+    gm = make_fx(lambda x, y: [(x * y).tanh().sum(0)], tracing_mode="fake")(a, b)
+    try:
+        gm2, fakes, sites = inductor_artifact.load_graph(inductor_artifact.dump_graph(gm, []))
+    except Exception as e:
+        raise AssertionError(f"torch.fx._graph_pickler.GraphPickler moved or changed: {e}") from e
+    assert sites == [] and [tuple(f.shape) for f in fakes] == [(4, 3), (3,)]
+    with current_step(SitesOnly([])):
+        fn = compile_inductor(gm2, fakes)
+    try:
+        data = inductor_artifact.dump_compiled(fn)
+        loaded = inductor_artifact.load_compiled(data, fakes)
+    except Exception as e:
+        raise AssertionError(
+            "CompiledFxGraph.prepare_for_serialization / after_deserialization / post_compile "
+            f"(torch._inductor.output_code) moved or changed: {e}") from e
+    (out,) = loaded([a, b])
+    torch.testing.assert_close(out, (a * b).tanh().sum(0))

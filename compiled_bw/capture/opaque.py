@@ -103,6 +103,14 @@ class current_step:
         _tls.step = self.prev
 
 
+class SitesOnly:
+    """A step for fake calls only (a backend retracing a graph, maybe in another process)."""
+    __slots__ = ("sites",)
+
+    def __init__(self, sites: list) -> None:
+        self.sites = sites
+
+
 def label(site: OpaqueSite) -> str:
     return f"{site.kind} {site.name}"
 

@@ -1,43 +1,42 @@
-"""Background compiles: a new graph runs on the eager backend at once while a slow backend
-(Inductor) compiles it on a worker thread; the cache entry switches to the compiled callable
-when it is ready.
+"""Background compiles: a new graph runs on the eager backend at once while Inductor compiles
+it in a worker process; the cache entry switches to the compiled callable when it is ready.
 
-Consumes a cache entry (runtime/cache.py Compiled) whose fn is the eager backend's, the slow
-backend's compile function, the GraphModule, this step's Box (made into fake tensors here, on
-the caller's thread, so the worker touches no real tensor) and the graph's opaque sites;
-produces, later, `entry.fn` replaced by the compiled callable, or, if that compile fails, a note
-in stats() and the eager-backend fn kept (correct, only slower).
+Consumes a cache entry (runtime/cache.py Compiled) whose fn is the eager backend's, and the
+captured GraphModule with its opaque sites; produces, later, `entry.fn` replaced by Inductor's
+callable, or, if that compile fails, a note in stats() and the eager-backend fn kept (correct,
+only slower).  The worker process is backends/compile_worker.py.
 
 Note [Background compile]
-Inductor takes 3-30 s to compile a backward on this machine (cold cache), torch compiled
-autograd 7-40 s; the capture itself takes 0.2-0.7 s.  So the first backward of a new graph
+Inductor takes 2-15 s to compile a backward on this machine (cold cache), torch compiled
+autograd 2-40 s; the capture itself takes 0.05-0.5 s.  So the first backward of a new graph
 runs it on the `eager` backend (FX code, op by op: the same aten ops Inductor would fuse), and
-then Inductor compiles in the background (started after that run: a worker holding the GIL
-would slow it); later steps pick up whichever callable the entry holds.
-Both callables are boxed and compute the same graph, so switching is invisible except in
-speed and float rounding.  The worker sees only fake tensors and the opaque sites' output specs
-(a stub step: no autograd node, no saved tensor is kept alive by a pending compile).
+Inductor compiles it meanwhile; later steps pick up whichever callable the entry holds.  Both
+callables are boxed and compute the same graph, so switching is invisible except in speed and
+float rounding.  The compile runs in a child process, not a thread, because torch's FX tracing
+is process-global: Tracer.trace sets one module-level flag and patcher, Inductor traces while
+compiling (pattern replacements, its loop-body codegen), and while that flag is set any
+torch.compile'd function called on another thread raises Dynamo's "using FX to symbolically
+trace a dynamo-optimized function".  A child traces in its own interpreter.  It gets the
+captured graph with its fake values and the opaque sites' output specs (inductor_artifact.py;
+no real tensor, no autograd node), compiles into the Inductor cache dir of this process, and
+sends back the compiled graph; a thread here loads it (the generated module and its .so: no
+tracing) under `trace_lock`, as an FX-graph-cache hit would.
+The child starts with the first capture and stays (its imports and warm-up take ~4 s), one job
+at a time, at low CPU priority; it exits when this process does.
 `wait_for_compiles()` blocks until none is pending (tests, benchmarks).
-Opt-in (`enable(background_compile=True)` or COMPILED_BW_BACKGROUND_COMPILE=1), because torch's
-FX tracing is process-global: Tracer.trace sets one module-level flag and patcher, and Inductor
-traces while compiling (pattern replacements, even its loop-body codegen).  So
-  - captures, background compiles and torch.compile's own compiles hold one lock
-    (`trace_lock`, Dynamo's compile lock): they take turns;
-  - but a call of an already torch.compile'd function on another thread while the worker
-    traces raises Dynamo's "using FX to symbolically trace a dynamo-optimized function": do
-    not run compiled forwards until `wait_for_compiles()` returns.  Nothing here can see or
-    order those calls, which is why this is not the default.
 """
 from __future__ import annotations
 
+import atexit
+import os
+import subprocess
+import sys
 import threading
 import time
 import traceback
 from concurrent.futures import Future, ThreadPoolExecutor
 
-import torch
-
-from ..capture.opaque import current_step
+from ..backends import compile_worker
 
 _lock = threading.Lock()
 _pool: ThreadPoolExecutor | None = None
@@ -49,9 +48,8 @@ def trace_lock():
     """The lock held while anything here traces or compiles: Dynamo's own compile lock, which
     torch.compile holds for a whole compile.  FX tracing (make_fx, hence our captures,
     Inductor's passes, AOTAutograd) patches module globals through one process-wide
-    `CURRENT_PATCHER`, so two threads tracing at once break each other (and a user's
-    torch.compile on the main thread must not run into our background compile).  Holding it,
-    our captures, our background compiles and torch.compile take turns."""
+    `CURRENT_PATCHER`, so two threads tracing at once break each other.  Holding it, our
+    captures, our loads of background compiles and torch.compile take turns."""
     try:
         from torch._dynamo.convert_frame import compile_lock
     except ImportError:     # a torch without Dynamo: only our own threads to order
@@ -59,49 +57,102 @@ def trace_lock():
     return compile_lock
 
 
-class _SitesOnly:
-    """What fake opaque impls read while a backend retraces (capture/opaque.py)."""
-    __slots__ = ("sites",)
+class _Worker:
+    """The compile worker process; used by the one job thread only (after start())."""
 
-    def __init__(self, sites: list) -> None:
-        self.sites = sites
+    def __init__(self) -> None:
+        self.proc: subprocess.Popen | None = None
+        self.jobs = 0
+        self.warm = False
 
-
-def fake_inputs(example: list) -> list:
-    """Fake copies of the Box (shapes, strides, dtypes), in the fake mode make_fx would make."""
-    import torch._functorch.config as functorch_config
-    from torch._subclasses.fake_tensor import FakeTensorMode
-    from torch.fx.experimental.symbolic_shapes import ShapeEnv
-    with functorch_config.patch(fake_tensor_allow_unsafe_data_ptr_access=False):
-        mode = FakeTensorMode(allow_fallback_kernels=True, shape_env=ShapeEnv(),
-                              static_shapes=True)
-    return [mode.from_tensor(t) if isinstance(t, torch.Tensor) else t for t in example]
-
-
-def prepare(entry, compile_fn, gm, example: list, sites: list, done):
-    """Returns start(): it submits the compile of gm with compile_fn to the worker, which then
-    sets entry.fn and calls done(seconds, error_text_or_None, fn_or_None).  The fake inputs are
-    made now (the Box's tensors are freed by the first run); the caller starts the compile
-    after that first run, which a worker holding the GIL would slow down."""
-    fakes = fake_inputs(example)
-    return lambda: _submit(entry, compile_fn, gm, fakes, sites, done)
-
-
-def _submit(entry, compile_fn, gm, fakes: list, sites: list, done) -> None:
-    global _pool
-
-    def job():
-        t0 = time.perf_counter()
-        try:
-            with trace_lock(), current_step(_SitesOnly(sites)):
-                fn = compile_fn(gm, fakes)
-        except Exception as e:  # noqa: BLE001 -- any failure: the eager-backend fn stays
-            tb = traceback.format_exception_only(type(e), e)[-1].strip()
-            done(time.perf_counter() - t0, tb[:300], None)
+    def start(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
             return
-        entry.fn = fn
-        done(time.perf_counter() - t0, None, fn)
+        env = dict(os.environ)
+        # the child imports compiled_bw and torch from where this process does
+        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+        env["TORCH_WARM_POOL"] = "0"                # no compile pools inside the child
+        env["TORCHINDUCTOR_COMPILE_THREADS"] = "1"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "compiled_bw.backends.compile_worker"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
 
+    def compile(self, job: tuple) -> tuple:
+        """Sends a job and blocks for its reply: (status, body, seconds in the child)."""
+        self.start()
+        self.jobs += 1
+        try:
+            compile_worker.send(self.proc.stdin, (self.jobs, *job))
+            reply = compile_worker.recv(self.proc.stdout)
+        except (BrokenPipeError, OSError):
+            reply = None
+        if reply is None:
+            code = self.proc.poll()
+            self.proc = None
+            raise RuntimeError(f"the compile worker process exited (code {code})")
+        job_id, status, body, seconds = reply
+        assert job_id == self.jobs, (job_id, self.jobs)
+        return status, body, seconds
+
+    def close(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+_worker = _Worker()
+atexit.register(_worker.close)
+
+
+def start_worker() -> None:
+    """Start the compile worker now (its imports take seconds) and, meanwhile, warm this
+    process up for loading what it sends (inductor_artifact.warm_up), on the job thread."""
+    def start() -> None:
+        from ..backends import inductor_artifact
+        _worker.start()
+        if not _worker.warm:
+            inductor_artifact.warm_up()
+            _worker.warm = True
+    _submit(start)
+
+
+def prepare(entry, gm, sites: list, done):
+    """Returns start(): it submits the compile of gm to the worker; on the job thread, entry.fn
+    then becomes Inductor's callable and done(seconds, error_text_or_None, fn_or_None) is
+    called.  What the child needs from this process is read now, on the caller's thread; the
+    caller starts the compile after the graph's first run (which a busy job thread slows)."""
+    from torch._inductor import config as inductor_config
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
+    setting = (cache_dir(), inductor_config.save_config_portable())
+    return lambda: _submit(lambda: _compile(entry, gm, list(sites), setting, done))
+
+
+def _compile(entry, gm, sites: list, setting: tuple, done) -> None:
+    from ..backends import inductor_artifact
+    t0 = time.perf_counter()
+    try:
+        status, body, _ = _worker.compile((*setting, inductor_artifact.dump_graph(gm, sites)))
+        if status == "error":
+            raise RuntimeError(body)
+        fn = entry.fn
+        if status == "ok":
+            if not _worker.warm:
+                inductor_artifact.warm_up()
+                _worker.warm = True
+            fakes = [n.meta["val"] for n in gm.graph.find_nodes(op="placeholder")]
+            with trace_lock():
+                fn = inductor_artifact.load_compiled(body, fakes)
+    except Exception as e:  # noqa: BLE001 -- any failure: the eager-backend fn stays
+        done(time.perf_counter() - t0, traceback.format_exception_only(type(e), e)[-1].strip()[:300],
+             None)
+        return
+    entry.fn = fn
+    done(time.perf_counter() - t0, None, fn)
+
+
+def _submit(job) -> None:
+    global _pool
     with _lock:
         if _pool is None:
             _pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="compiled_bw-compile")

@@ -221,9 +221,9 @@ def _capture(state, w, opts, grad_tensors, slots):
     owned = _box_owned(w, plan)
     box_nodes = tuple(sorted({w.saved_node[k][0] for k in owned}))
     if state.background:                # Note [Background compile]
+        background.start_worker()
         entry = Compiled(compile_eager(gm, example), plan, gm, owned, box_nodes)
-        entry.start_compile = background.prepare(entry, state.compile_fn, gm, example,
-                                                 plan.opaque_sites,
+        entry.start_compile = background.prepare(entry, gm, plan.opaque_sites,
                                                  state.compiled_in_background(entry))
         return entry
     with current_step(Step(w, plan)):   # backends may re-run fake impls

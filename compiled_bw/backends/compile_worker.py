@@ -1,0 +1,86 @@
+"""The compile worker: a child process that compiles captured graphs with Inductor.
+
+Run as `python -m compiled_bw.backends.compile_worker` by runtime/background.py.  Consumes, on
+stdin, jobs (job id, Inductor cache dir, Inductor config, graph bytes from
+inductor_artifact.dump_graph); produces, on its stdout, (job id, status, body, seconds):
+  ok     body = the compiled graph's bytes (inductor_artifact.load_compiled loads them)
+  eager  nothing to compile (a graph without calls): the parent keeps its eager-backend fn
+  error  body = the error's last line
+Exits when stdin closes (the parent exited).  Note [Background compile] says why a process.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import struct
+import sys
+import time
+import traceback
+
+_HEADER = struct.Struct("<Q")
+
+
+def send(stream, obj) -> None:
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(_HEADER.pack(len(data)) + data)
+    stream.flush()
+
+
+def recv(stream):
+    """The next message, or None at end of stream."""
+    head = stream.read(_HEADER.size)
+    if len(head) < _HEADER.size:
+        return None
+    (n,) = _HEADER.unpack(head)
+    data = stream.read(n)
+    return None if len(data) < n else pickle.loads(data)
+
+
+def _compile(job: tuple) -> tuple:
+    from torch._inductor import config as inductor_config
+    from torch._inductor.output_code import CompiledFxGraph
+
+    from ..capture.opaque import SitesOnly, current_step
+    from .inductor import compile_inductor
+    from .inductor_artifact import dump_compiled, load_graph
+    _, cache_dir, config, data = job
+    if os.environ.get("TORCHINDUCTOR_CACHE_DIR") != cache_dir:
+        from torch._inductor.utils import clear_caches
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache_dir
+        clear_caches()      # Inductor memoizes paths under the cache dir
+    with inductor_config.patch(config):
+        gm, fakes, sites = load_graph(data)
+        with current_step(SitesOnly(sites)):
+            fn = compile_inductor(gm, fakes)
+    if isinstance(fn, CompiledFxGraph):
+        return "ok", dump_compiled(fn)
+    return "eager", None
+
+
+def main() -> None:
+    out = os.fdopen(os.dup(1), "wb")    # the protocol's; Inductor's prints go to stderr
+    os.dup2(2, 1)
+    inp = sys.stdin.buffer
+    try:
+        os.nice(10)         # the training process comes first on a small machine
+    except OSError:
+        pass
+    import torch
+    torch.set_num_threads(1)
+    from torch._inductor.codegen import cpp  # noqa: F401 -- imported by every compile: now
+
+    import compiled_bw  # noqa: F401 -- registers compiled_bw::opaque before any graph loads
+
+    from .inductor_artifact import warm_up
+    warm_up()
+    while (job := recv(inp)) is not None:
+        t0 = time.perf_counter()
+        try:
+            status, body = _compile(job)
+        except Exception as e:  # noqa: BLE001 -- reported to the parent, which keeps eager
+            status, body = "error", traceback.format_exception_only(type(e), e)[-1].strip()
+        send(out, (job[0], status, body, time.perf_counter() - t0))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,64 @@
+"""Moving an Inductor compile between processes (private torch APIs: this module only).
+
+Consumes, in the parent, a captured GraphModule and its opaque sites; produces bytes the
+compile worker (backends/compile_worker.py) turns back into them.  The worker returns
+Inductor's compiled graph as bytes; `load_compiled` turns those into the boxed callable,
+loading the generated module and its .so from the Inductor cache dir both processes share.
+What Inductor's own out-of-process compile (compile_fx_ext.py) does, for our graphs.
+"""
+from __future__ import annotations
+
+import torch
+from torch._inductor.output_code import CompiledFxGraph, CompiledFxGraphConstants
+from torch._inductor.utils import BoxedBool
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx._graph_pickler import GraphPickler, Options
+from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+# GraphPickler refuses ops outside aten/prims by default ("non-standard op"); ours,
+# compiled_bw::opaque, is registered by importing compiled_bw, which the worker does.
+_OPTIONS = Options(ops_filter=None)
+
+
+def _fake_mode() -> FakeTensorMode:
+    return FakeTensorMode(allow_fallback_kernels=True, shape_env=ShapeEnv(), static_shapes=True)
+
+
+def dump_graph(gm: torch.fx.GraphModule, sites: list) -> bytes:
+    """The captured graph (with its nodes' fake `val`s) and its OpaqueSites, as bytes."""
+    return GraphPickler.dumps((gm, list(sites)), _OPTIONS)
+
+
+def load_graph(data: bytes) -> tuple:
+    """-> (gm, fake example inputs, sites).  The inputs are the placeholders' fake vals: the
+    capture traced them from the Box, so they carry its shapes, strides and dtypes."""
+    gm, sites = GraphPickler.loads(data, _fake_mode())
+    gm = torch.fx.GraphModule(gm, gm.graph)     # GraphPickler's module has no forward yet
+    fakes = [n.meta["val"] for n in gm.graph.find_nodes(op="placeholder")]
+    return gm, fakes, sites
+
+
+def dump_compiled(fn: CompiledFxGraph) -> bytes:
+    fn.prepare_for_serialization()      # drops the loaded callables; keeps source and paths
+    return GraphPickler.dumps(fn, _OPTIONS)
+
+
+def load_compiled(data: bytes, example_inputs: list) -> CompiledFxGraph:
+    """What an FX-graph-cache hit does: load the generated module, then post_compile."""
+    fn = GraphPickler.loads(data, _fake_mode())
+    assert isinstance(fn, CompiledFxGraph), type(fn)
+    constants = CompiledFxGraphConstants()
+    fn.after_deserialization(constants)
+    fn.post_compile(example_inputs, constants,
+                    {"cudagraphs": BoxedBool(False), "is_backward": False,
+                     "boxed_forward_device_index": None})
+    return fn
+
+
+def warm_up() -> None:
+    """Inductor's once-per-process costs of loading a compiled graph (probing the CPU's vector
+    ISA with gcc, hashing torch's sources): ~2 s, paid here on a worker thread instead of in
+    the first load.  None of it traces with FX."""
+    from torch._inductor import codecache, cpu_vec_isa
+    cpu_vec_isa.pick_vec_isa()
+    codecache.torch_key()
