@@ -8,6 +8,7 @@ without Inductor) disables only that backend, with a message saying why.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from collections.abc import Callable
 
 from .eager import compile_eager
@@ -21,20 +22,29 @@ def register_backend(name: str, fn: Callable) -> None:
     BACKENDS[name] = fn
 
 
+# name -> the torch module it needs, checked without importing it (lookup_backend(load=False))
+NEEDS = {"inductor": "torch._inductor"}   # find_spec of a submodule would import this
+
+
+def _unavailable(name: str, why: str) -> ValueError:
+    return ValueError(
+        f"compiled_bw: backend {name!r} is unavailable: {why}. Use backend='eager', or install "
+        f"a torch build that provides it.")
+
+
 def _load(name: str) -> Callable:
     module, attr = LAZY[name]
     try:
         fn = getattr(importlib.import_module(module, __name__), attr)
     except ImportError as e:
-        raise ValueError(
-            f"compiled_bw: backend {name!r} is unavailable: importing it failed with "
-            f"{type(e).__name__}: {e}. Use backend='eager', or install a torch build that "
-            f"provides it.") from e
+        raise _unavailable(name, f"importing it failed with {type(e).__name__}: {e}") from e
     BACKENDS[name] = fn
     return fn
 
 
-def lookup_backend(backend) -> Callable:
+def lookup_backend(backend, load: bool = True) -> Callable | None:
+    """The compile function of a backend name or callable.  load=False only checks that a lazy
+    backend can be imported, without importing it (None)."""
     if callable(backend):
         def compile_user(gm, example_inputs):
             fn = backend(gm, example_inputs)
@@ -51,6 +61,14 @@ def lookup_backend(backend) -> Callable:
     if fn is not None:
         return fn
     if backend in LAZY:
-        return _load(backend)
+        if load:
+            return _load(backend)
+        try:
+            found = importlib.util.find_spec(NEEDS[backend]) is not None
+        except ImportError:
+            found = False
+        if not found:
+            raise _unavailable(backend, f"{NEEDS[backend]} is not in this torch")
+        return None
     raise ValueError(f"compiled_bw: unknown backend {backend!r}; registered: "
                      f"{sorted({*BACKENDS, *LAZY})} (or pass a callable (gm, example_inputs) -> fn)")

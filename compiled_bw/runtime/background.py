@@ -29,27 +29,29 @@ from __future__ import annotations
 
 import atexit
 import os
+import queue
 import subprocess
 import sys
 import threading
 import time
 import traceback
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 
 from ..backends import compile_worker
 
 _lock = threading.Lock()
-_pool: ThreadPoolExecutor | None = None
+_jobs: queue.SimpleQueue | None = None
 _pending: set[Future] = set()
 _own_trace_lock = threading.RLock()
 
 
 def trace_lock():
-    """The lock held while anything here traces or compiles: Dynamo's own compile lock, which
-    torch.compile holds for a whole compile.  FX tracing (make_fx, hence our captures,
-    Inductor's passes, AOTAutograd) patches module globals through one process-wide
-    `CURRENT_PATCHER`, so two threads tracing at once break each other.  Holding it, our
-    captures, our loads of background compiles and torch.compile take turns."""
+    """The lock held while anything here traces: Dynamo's own compile lock, which torch.compile
+    holds for a whole compile.  FX tracing (make_fx, hence our captures, Inductor's passes,
+    AOTAutograd) patches module globals through one process-wide `CURRENT_PATCHER`, so two
+    threads tracing at once break each other.  Holding it, our captures, our loads of
+    background compiles and torch.compile take turns.  (Importing Dynamo here costs nothing
+    extra: make_fx imports it on first use anyway.)"""
     try:
         from torch._dynamo.convert_frame import compile_lock
     except ImportError:     # a torch without Dynamo: only our own threads to order
@@ -120,18 +122,21 @@ def start_worker() -> None:
 def prepare(entry, gm, sites: list, done):
     """Returns start(): it submits the compile of gm to the worker; on the job thread, entry.fn
     then becomes Inductor's callable and done(seconds, error_text_or_None, fn_or_None) is
-    called.  What the child needs from this process is read now, on the caller's thread; the
-    caller starts the compile after the graph's first run (which a busy job thread slows)."""
-    from torch._inductor import config as inductor_config
-    from torch._inductor.runtime.cache_dir_utils import cache_dir
-    setting = (cache_dir(), inductor_config.save_config_portable())
-    return lambda: _submit(lambda: _compile(entry, gm, list(sites), setting, done))
+    called.  The caller starts the compile after the graph's first run (which a busy job
+    thread slows)."""
+    cache_dir = os.environ.get("TORCHINDUCTOR_CACHE_DIR")   # (a test or harness may patch it)
+    return lambda: _submit(lambda: _compile(entry, gm, list(sites), cache_dir, done))
 
 
-def _compile(entry, gm, sites: list, setting: tuple, done) -> None:
-    from ..backends import inductor_artifact
+def _compile(entry, gm, sites: list, cache_dir: str | None, done) -> None:
     t0 = time.perf_counter()
     try:
+        # Inductor is imported here, on the job thread, not in anybody's backward
+        from torch._inductor import config as inductor_config
+        from torch._inductor.runtime.cache_dir_utils import cache_dir as default_cache_dir
+
+        from ..backends import inductor_artifact
+        setting = (cache_dir or default_cache_dir(), inductor_config.save_config_portable())
         status, body, _ = _worker.compile((*setting, inductor_artifact.dump_graph(gm, sites)))
         if status == "error":
             raise RuntimeError(body)
@@ -152,13 +157,29 @@ def _compile(entry, gm, sites: list, setting: tuple, done) -> None:
 
 
 def _submit(job) -> None:
-    global _pool
+    """Run job on the job thread: a daemon thread, so that a process exiting during a compile
+    does not wait for it (atexit kills the worker process, which ends the job)."""
+    global _jobs
+    fut: Future = Future()
     with _lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="compiled_bw-compile")
-        fut = _pool.submit(job)
+        if _jobs is None:
+            _jobs = queue.SimpleQueue()
+            threading.Thread(target=_job_loop, args=(_jobs,), name="compiled_bw-compile",
+                             daemon=True).start()
         _pending.add(fut)
     fut.add_done_callback(_finished)
+    _jobs.put((fut, job))
+
+
+def _job_loop(jobs: queue.SimpleQueue) -> None:
+    while True:
+        fut, job = jobs.get()
+        try:
+            job()
+        except BaseException as e:  # noqa: BLE001 -- jobs report their own failures
+            fut.set_exception(e)
+        else:
+            fut.set_result(None)
 
 
 def _finished(fut: Future) -> None:
