@@ -98,3 +98,20 @@ def test_torch_compile_runs_while_the_worker_compiles(bg):
         torch.testing.assert_close(f(a), (a * 2).sin())
         calls += 1
     assert calls > 0 and compiled_bw.stats().background_compiles == 1, compiled_bw.stats()
+
+
+def test_the_worker_compiles_what_the_foreground_would(bg, monkeypatch):
+    # Same graph, same kernels: e.g. Inductor's C++ loops are parallelized for this process's
+    # torch.get_num_threads(), which the worker must use too (it once compiled for 1 thread).
+    from torch._inductor.utils import fresh_cache
+    sources = []
+    for background_compile in (False, True):
+        compiled_bw.reset()
+        y = torch.randn(256, 512, requires_grad=True)     # big enough for parallel loops
+        with fresh_cache():
+            with compiled_bw.enable(backend="inductor", background_compile=background_compile):
+                (y.sin() * y).tanh().sum().backward()
+            assert compiled_bw.wait_for_compiles(timeout=300)
+        sources.append(compiled_bw.last_compiled().source_code)
+    assert torch.get_num_threads() == 1 or "#pragma omp" in sources[0]
+    assert sources[0] == sources[1]

@@ -1,7 +1,7 @@
 """The compile worker: a child process that compiles captured graphs with Inductor.
 
 Run as `python -m compiled_bw.backends.compile_worker` by runtime/background.py.  Consumes, on
-stdin, jobs (job id, Inductor cache dir, Inductor config, graph bytes from
+stdin, jobs (job id, Inductor cache dir, Inductor config, torch threads, graph bytes from
 inductor_artifact.dump_graph); produces, on its stdout, (job id, status, body, seconds):
   ok     body = the compiled graph's bytes (inductor_artifact.load_compiled loads them)
   eager  nothing to compile (a graph without calls): the parent keeps its eager-backend fn
@@ -16,6 +16,8 @@ import struct
 import sys
 import time
 import traceback
+
+import torch
 
 _HEADER = struct.Struct("<Q")
 
@@ -43,7 +45,10 @@ def _compile(job: tuple) -> tuple:
     from ..capture.opaque import SitesOnly, current_step
     from .inductor import compile_inductor
     from .inductor_artifact import dump_compiled, load_graph
-    _, cache_dir, config, data = job
+    _, cache_dir, config, threads, data = job
+    # Inductor's C++ codegen parallelizes loops for torch.get_num_threads() threads: compile
+    # for the parent's count, not this process's
+    torch.set_num_threads(threads)
     if os.environ.get("TORCHINDUCTOR_CACHE_DIR") != cache_dir:
         from torch._inductor.utils import clear_caches
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache_dir
@@ -65,8 +70,6 @@ def main() -> None:
         os.nice(10)         # the training process comes first on a small machine
     except OSError:
         pass
-    import torch
-    torch.set_num_threads(1)
     from torch._inductor.codegen import cpp  # noqa: F401 -- imported by every compile: now
 
     import compiled_bw  # noqa: F401 -- registers compiled_bw::opaque before any graph loads

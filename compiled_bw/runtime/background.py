@@ -124,11 +124,13 @@ def prepare(entry, gm, sites: list, done):
     then becomes Inductor's callable and done(seconds, error_text_or_None, fn_or_None) is
     called.  The caller starts the compile after the graph's first run (which a busy job
     thread slows)."""
+    import torch
     cache_dir = os.environ.get("TORCHINDUCTOR_CACHE_DIR")   # (a test or harness may patch it)
-    return lambda: _submit(lambda: _compile(entry, gm, list(sites), cache_dir, done))
+    threads = torch.get_num_threads()   # Inductor's CPU kernels are generated for this count
+    return lambda: _submit(lambda: _compile(entry, gm, list(sites), cache_dir, threads, done))
 
 
-def _compile(entry, gm, sites: list, cache_dir: str | None, done) -> None:
+def _compile(entry, gm, sites: list, cache_dir: str | None, threads: int, done) -> None:
     t0 = time.perf_counter()
     try:
         # Inductor is imported here, on the job thread, not in anybody's backward
@@ -136,7 +138,8 @@ def _compile(entry, gm, sites: list, cache_dir: str | None, done) -> None:
         from torch._inductor.runtime.cache_dir_utils import cache_dir as default_cache_dir
 
         from ..backends import inductor_artifact
-        setting = (cache_dir or default_cache_dir(), inductor_config.save_config_portable())
+        setting = (cache_dir or default_cache_dir(), inductor_config.save_config_portable(),
+                   threads)
         status, body, _ = _worker.compile((*setting, inductor_artifact.dump_graph(gm, sites)))
         if status == "error":
             raise RuntimeError(body)
