@@ -146,3 +146,8 @@ def test_inductor_artifact_round_trip():
             f"(torch._inductor.output_code) moved or changed: {e}") from e
     (out,) = loaded([a, b])
     torch.testing.assert_close(out, (a * b).tanh().sum(0))
+    cache_dir, config = inductor_artifact.setting(None)
+    assert isinstance(cache_dir, str) and isinstance(config, dict), (
+        "torch._inductor.runtime.cache_dir_utils.cache_dir or config.save_config_portable moved")
+    with inductor_artifact.applied(cache_dir, config):
+        pass

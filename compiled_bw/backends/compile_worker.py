@@ -39,21 +39,16 @@ def recv(stream):
 
 
 def _compile(job: tuple) -> tuple:
-    from torch._inductor import config as inductor_config
     from torch._inductor.output_code import CompiledFxGraph
 
     from ..capture.opaque import SitesOnly, current_step
     from .inductor import compile_inductor
-    from .inductor_artifact import dump_compiled, load_graph
+    from .inductor_artifact import applied, dump_compiled, load_graph
     _, cache_dir, config, threads, data = job
     # Inductor's C++ codegen parallelizes loops for torch.get_num_threads() threads: compile
     # for the parent's count, not this process's
     torch.set_num_threads(threads)
-    if os.environ.get("TORCHINDUCTOR_CACHE_DIR") != cache_dir:
-        from torch._inductor.utils import clear_caches
-        os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache_dir
-        clear_caches()      # Inductor memoizes paths under the cache dir
-    with inductor_config.patch(config):
+    with applied(cache_dir, config):
         gm, fakes, sites = load_graph(data)
         with current_step(SitesOnly(sites)):
             fn = compile_inductor(gm, fakes)

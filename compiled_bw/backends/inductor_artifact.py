@@ -8,6 +8,8 @@ What Inductor's own out-of-process compile (compile_fx_ext.py) does, for our gra
 """
 from __future__ import annotations
 
+import contextlib
+
 import torch
 from torch._inductor.output_code import CompiledFxGraph, CompiledFxGraphConstants
 from torch._inductor.utils import BoxedBool
@@ -53,6 +55,28 @@ def load_compiled(data: bytes, example_inputs: list) -> CompiledFxGraph:
                     {"cudagraphs": BoxedBool(False), "is_backward": False,
                      "boxed_forward_device_index": None})
     return fn
+
+
+def setting(cache_dir: str | None) -> tuple:
+    """What a compile in another process must share with this one: the Inductor cache dir
+    (where the compiled module and .so land) and Inductor's config."""
+    from torch._inductor import config as inductor_config
+    from torch._inductor.runtime.cache_dir_utils import cache_dir as default_cache_dir
+    return cache_dir or default_cache_dir(), inductor_config.save_config_portable()
+
+
+@contextlib.contextmanager
+def applied(cache_dir: str, config: dict):
+    """In the compile worker: compile with the parent's setting (see setting())."""
+    import os
+
+    from torch._inductor import config as inductor_config
+    from torch._inductor.utils import clear_caches
+    if os.environ.get("TORCHINDUCTOR_CACHE_DIR") != cache_dir:
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache_dir
+        clear_caches()      # Inductor memoizes paths under the cache dir
+    with inductor_config.patch(config):
+        yield
 
 
 def warm_up() -> None:

@@ -134,13 +134,9 @@ def _compile(entry, gm, sites: list, cache_dir: str | None, threads: int, done) 
     t0 = time.perf_counter()
     try:
         # Inductor is imported here, on the job thread, not in anybody's backward
-        from torch._inductor import config as inductor_config
-        from torch._inductor.runtime.cache_dir_utils import cache_dir as default_cache_dir
-
         from ..backends import inductor_artifact
-        setting = (cache_dir or default_cache_dir(), inductor_config.save_config_portable(),
-                   threads)
-        status, body, _ = _worker.compile((*setting, inductor_artifact.dump_graph(gm, sites)))
+        status, body, _ = _worker.compile((*inductor_artifact.setting(cache_dir), threads,
+                                           inductor_artifact.dump_graph(gm, sites)))
         if status == "error":
             raise RuntimeError(body)
         fn = entry.fn
