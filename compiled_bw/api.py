@@ -60,6 +60,12 @@ _G = _Global()
 _tls = threading.local()
 
 
+def _in_background(backend, background_compile: bool) -> bool:
+    """Whether new graphs compile in the background: Inductor only (Note [Background compile],
+    runtime/background.py)."""
+    return bool(background_compile) and backend == "inductor"
+
+
 class _State:
     """What runtime/run.py needs for one call: cache, stats, backend, limits, logging."""
 
@@ -67,8 +73,7 @@ class _State:
         backend, self.strict, self.cache_size_limit, background = cfg
         self.backend = backend
         self.backend_key = backend if isinstance(backend, str) else id(backend)
-        # Note [Background compile] (runtime/background.py): Inductor only
-        self.background = background and backend == "inductor"
+        self.background = _in_background(backend, background)
         self.cache = _G.caches.setdefault(self.backend_key, Cache())
         self.stats = _G.stats
 
@@ -180,7 +185,7 @@ def enable(backend: str | Callable = "eager", *, strict: bool = False,
     """
     if background_compile is None:
         background_compile = os.environ.get("COMPILED_BW_BACKGROUND_COMPILE", "1") not in ("", "0")
-    lookup_backend(backend, load=not (background_compile and backend == "inductor"))  # fail early
+    lookup_backend(backend, load=not _in_background(backend, background_compile))  # fail early
     _install()
     stack = _stack()
     stack.append((backend, strict, cache_size_limit, bool(background_compile)))

@@ -9,6 +9,7 @@ What Inductor's own out-of-process compile (compile_fx_ext.py) does, for our gra
 from __future__ import annotations
 
 import contextlib
+import os
 
 import torch
 from torch._inductor.output_code import CompiledFxGraph, CompiledFxGraphConstants
@@ -68,8 +69,6 @@ def setting(cache_dir: str | None) -> tuple:
 @contextlib.contextmanager
 def applied(cache_dir: str, config: dict):
     """In the compile worker: compile with the parent's setting (see setting())."""
-    import os
-
     from torch._inductor import config as inductor_config
     from torch._inductor.utils import clear_caches
     if os.environ.get("TORCHINDUCTOR_CACHE_DIR") != cache_dir:

@@ -37,6 +37,8 @@ import time
 import traceback
 from concurrent.futures import Future
 
+import torch
+
 from ..backends import compile_worker
 
 _lock = threading.Lock()
@@ -124,7 +126,6 @@ def prepare(entry, gm, sites: list, done):
     then becomes Inductor's callable and done(seconds, error_text_or_None, fn_or_None) is
     called.  The caller starts the compile after the graph's first run (which a busy job
     thread slows)."""
-    import torch
     cache_dir = os.environ.get("TORCHINDUCTOR_CACHE_DIR")   # (a test or harness may patch it)
     threads = torch.get_num_threads()   # Inductor's CPU kernels are generated for this count
     return lambda: _submit(lambda: _compile(entry, gm, list(sites), cache_dir, threads, done))
@@ -140,10 +141,7 @@ def _compile(entry, gm, sites: list, cache_dir: str | None, threads: int, done) 
         if status == "error":
             raise RuntimeError(body)
         fn = entry.fn
-        if status == "ok":
-            if not _worker.warm:
-                inductor_artifact.warm_up()
-                _worker.warm = True
+        if status == "ok":      # (start_worker's job warmed this process up for the load)
             fakes = [n.meta["val"] for n in gm.graph.find_nodes(op="placeholder")]
             with trace_lock():
                 fn = inductor_artifact.load_compiled(body, fakes)
