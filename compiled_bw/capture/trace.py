@@ -12,6 +12,7 @@ subclass among them flattened into its inner tensors; subclass outputs are flatt
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import torch
 from torch._subclasses import fake_tensor
@@ -65,6 +66,15 @@ class Plan:
     opaque_names: tuple              # node class names run opaquely
     in_layouts: tuple | None = None  # per graph input tensor: None or its subclass Layout
     out_layouts: tuple | None = None  # per output: None or the Layout to rebuild it with
+
+    # leaf_outputs split, for every step's delivery (runtime/run.py): computed once per plan
+    @functools.cached_property
+    def leaf_nodes(self) -> list:
+        return [i for i, _ in self.leaf_outputs]
+
+    @functools.cached_property
+    def leaf_positions(self) -> tuple:
+        return tuple(p for _, p in self.leaf_outputs)
 
 
 def _needed_and_captured(w, opts):

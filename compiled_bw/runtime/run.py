@@ -281,13 +281,13 @@ def _run_direct(entry: Compiled, w, opts, box: list):
     del outs                            # grads holds the only references: AccumulateGrad steals
     if not opts.accumulate:
         return grads
-    if fastwalk.accumulate(w, [i for i, _ in plan.leaf_outputs], grads):
+    if fastwalk.accumulate(w, plan.leaf_nodes, grads):
         return None
     def hand_over() -> list:            # no reference left here: AccumulateGrad steals
         out = grads.copy()
         grads.clear()
         return out
-    _deliver(hand_over, [w.leaves[i] for i, _ in plan.leaf_outputs])
+    _deliver(hand_over, [w.leaves[i] for i in plan.leaf_nodes])
     return None
 
 
@@ -296,7 +296,7 @@ def _pick_outputs(plan, outs, accumulate: bool) -> list:
     one per grad() input; subclasses rebuilt (Note [Subclasses stay outside the graph])."""
     if plan.out_layouts is not None:
         outs = rebuild(plan.out_layouts, outs)
-    positions = [p for _, p in plan.leaf_outputs] if accumulate else plan.capture_outputs
+    positions = plan.leaf_positions if accumulate else plan.capture_outputs
     return [None if p is None else outs[p] for p in positions]
 
 
@@ -327,7 +327,7 @@ def _run_in_engine(state, entry: Compiled, w, opts, box: list):
         result.extend(picked)
         return []
 
-    leaves = [w.leaves[i] for i, _ in plan.leaf_outputs] if opts.accumulate else []
+    leaves = [w.leaves[i] for i in plan.leaf_nodes] if opts.accumulate else []
     try:
         _deliver(run, leaves)
     finally:
