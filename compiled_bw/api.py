@@ -6,6 +6,7 @@ Interception: torch.autograd's module-level `_engine_run_backward` (the one call
 backward() and grad() make after validating their arguments with torch's own code, so
 argument errors are eager's by construction) is replaced once, on first enable(); the
 replacement checks a thread-local flag and is a plain pass-through when not enabled.
+`torch.autograd.backward` is replaced too, for one fast path only (`_backward`).
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import dataclasses
 import logging
 import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import torch
 import torch.autograd
@@ -54,6 +55,8 @@ class _Global:
         self.last_plan = None
         self.last_fn = None
         self.lock = threading.Lock()
+        self.checked: set = set()   # enable() settings (named backends) already looked up
+        self.states: dict = {}      # enable() setting (named backends) -> _State
 
 
 _G = _Global()
@@ -114,22 +117,39 @@ class _State:
         config.emit("graph", "captured backward graph:\n%s", entry.gm.print_readable(False))
 
 
-def _stack() -> list:
-    s = getattr(_tls, "stack", None)
-    if s is None:
-        s = _tls.stack = []
-    return s
-
-
 _original_engine_run_backward = None
+_original_backward = None
 
 
 def _install() -> None:
-    global _original_engine_run_backward
+    global _original_engine_run_backward, _original_backward
     with _G.lock:
         if _original_engine_run_backward is None:
             _original_engine_run_backward = torch.autograd._engine_run_backward
+            _original_backward = torch.autograd.backward
             torch.autograd._engine_run_backward = _engine_run_backward
+            torch.autograd.backward = _backward     # Tensor.backward looks it up per call
+
+
+def _backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
+              grad_variables=None, inputs=None):
+    """torch.autograd.backward once installed.  While enabled, `loss.backward()` on a plain
+    real scalar (no gradient, inputs or retain_graph=True) skips torch's argument handling
+    (~20 µs of Python on every step): it would pass exactly these arguments to
+    _engine_run_backward, with a grad of ones made as torch makes it.  Every other call, and
+    every call while not enabled, is torch's own."""
+    if (getattr(_tls, "stack", None) and type(tensors) is torch.Tensor and grad_tensors is None
+            and grad_variables is None and inputs is None and create_graph is False
+            and (retain_graph is None or retain_graph is False) and tensors.requires_grad
+            and tensors.dtype.is_floating_point and not tensors.is_nested
+            and tensors.numel() == 1 and not torch._C._are_functorch_transforms_active()
+            and not torch._C._is_torch_function_mode_enabled()):
+        grad = torch.ones_like(tensors, memory_format=torch.preserve_format)
+        _engine_run_backward((tensors,), (grad,), False, False, (), allow_unreachable=True,
+                             accumulate_grad=True)
+        return
+    _original_backward(tensors, grad_tensors, retain_graph, create_graph, grad_variables,
+                       inputs)
 
 
 def _engine_run_backward(t_outputs, *args, **kwargs):
@@ -145,9 +165,18 @@ def _torch_internal_call() -> bool:
     return _current_dispatch_mode() is not None or torch.compiler.is_compiling()
 
 
+def _state(cfg) -> _State:
+    state = _G.states.get(cfg) if isinstance(cfg[0], str) else None
+    if state is None:
+        state = _State(cfg)
+        if isinstance(cfg[0], str):
+            _G.states[cfg] = state
+    return state
+
+
 def _intercepted(cfg, t_outputs, grad_tensors, keep_graph, create_graph, inputs=(),
                  allow_unreachable=False, accumulate_grad=True):
-    state = _State(cfg)
+    state = _state(cfg)
     try:
         return compiled_call(state, tuple(t_outputs), tuple(grad_tensors), keep_graph,
                              create_graph, tuple(inputs), allow_unreachable, accumulate_grad)
@@ -164,9 +193,7 @@ def _intercepted(cfg, t_outputs, grad_tensors, keep_graph, create_graph, inputs=
         allow_unreachable, accumulate_grad=accumulate_grad)
 
 
-@contextlib.contextmanager
-def enable(backend: str | Callable = "eager", *, strict: bool = False,
-           cache_size_limit: int = 8, background_compile: bool | None = None) -> Iterator[None]:
+class enable(contextlib.ContextDecorator):
     """Run backward()/grad() calls on this thread through compiled_bw.
 
     >>> import torch, compiled_bw
@@ -177,22 +204,37 @@ def enable(backend: str | Callable = "eager", *, strict: bool = False,
     torch.Size([3, 3])
 
     Re-entrant: nesting works, and leaving restores the previous setting, also on errors.
+    Also a decorator (`@compiled_bw.enable(...)`).
     background_compile (backend="inductor"; default: on, COMPILED_BW_BACKGROUND_COMPILE=0 turns
     it off): the first backward of a new graph runs it on the eager backend while Inductor
     compiles it in a worker process; later backwards use Inductor's code once it is ready
     (`wait_for_compiles()` waits for that).  Off: the first backward compiles, then runs
     Inductor's code (Note [Background compile]).
+    A class, not a generator: entering and leaving it is on every step's path (~1 µs).
     """
-    if background_compile is None:
-        background_compile = os.environ.get("COMPILED_BW_BACKGROUND_COMPILE", "1") not in ("", "0")
-    lookup_backend(backend, load=not _in_background(backend, background_compile))  # fail early
-    _install()
-    stack = _stack()
-    stack.append((backend, strict, cache_size_limit, bool(background_compile)))
-    try:
-        yield
-    finally:
-        stack.pop()
+    __slots__ = ("_cfg",)
+
+    def __init__(self, backend: str | Callable = "eager", *, strict: bool = False,
+                 cache_size_limit: int = 8, background_compile: bool | None = None) -> None:
+        if background_compile is None:
+            background_compile = os.environ.get("COMPILED_BW_BACKGROUND_COMPILE", "1") not in (
+                "", "0")
+        cfg = (backend, strict, cache_size_limit, bool(background_compile))
+        if not (isinstance(backend, str) and cfg in _G.checked):
+            lookup_backend(backend, load=not _in_background(backend, background_compile))
+            _install()
+            if isinstance(backend, str):
+                _G.checked.add(cfg)     # fail early, once per named setting
+        self._cfg = cfg
+
+    def __enter__(self) -> None:
+        stack = getattr(_tls, "stack", None)
+        if stack is None:
+            stack = _tls.stack = []
+        stack.append(self._cfg)
+
+    def __exit__(self, *exc) -> None:
+        _tls.stack.pop()
 
 
 def wait_for_compiles(timeout: float | None = None) -> bool:
@@ -211,6 +253,7 @@ def reset() -> None:
     for c in _G.caches.values():
         c.clear()
     _G.caches.clear()
+    _G.states.clear()       # they hold the caches and stats
     _G.stats = Stats()
     _G.last_graph = None
     _G.last_plan = None

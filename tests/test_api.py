@@ -95,6 +95,50 @@ def test_grad_duplicate_inputs_and_root_as_input():
     differential(build, step)
 
 
+def test_backward_fast_path_is_torchs_argument_handling(monkeypatch):
+    # api._backward handles `loss.backward()` on a plain real scalar itself; every other form
+    # goes through torch's argument handling (_make_grads), with torch's errors.
+    forms = [
+        lambda x: (x.sin() * x).sum().backward(),                     # the fast path
+        lambda x: torch.autograd.backward((x.exp() * x).sum()),       # the fast path
+        lambda x: (x * x).mean().backward(retain_graph=True),
+        lambda x: (x * 3).backward(),                                 # not a scalar: raises
+        lambda x: (x * 3).backward(torch.ones(4)),
+        lambda x: (x.to(torch.complex64) * 2).sum().backward(),       # complex: raises
+        lambda x: (x * 2).sum().backward(inputs=[x]),
+    ]
+
+    def build():
+        return [torch.randn(4, requires_grad=True)]
+
+    def step(st):
+        (x,) = st
+        form = forms[step.k % len(forms)]
+        step.k += 1
+        x.grad = None
+        form(x)
+        return [x.grad]
+    made = []
+    make_grads = torch.autograd._make_grads
+    monkeypatch.setattr(torch.autograd, "_make_grads", lambda *a, **k: made.append(1) or make_grads(*a, **k))
+    step.k = 0
+    differential(build, step, steps=len(forms), captures=None, allow_errors=True)
+    assert len(made) == 2 * len(forms) - 2, made    # eager: all; ours: all but the fast path
+
+
+def test_enable_is_a_decorator():
+    x = torch.randn(3, requires_grad=True)
+
+    @compiled_bw.enable()
+    def step():
+        (x.tanh() * x).sum().backward()
+    compiled_bw.reset()
+    step()
+    step()
+    assert (compiled_bw.stats().captures, compiled_bw.stats().cache_hits) == (1, 1)
+    assert torch.allclose(x.grad, 2 * (x.tanh() + x * (1 - x.tanh() ** 2)))
+
+
 def test_benchmarks_quick_smoke(tmp_path):
     r = subprocess.run([sys.executable, "-m", "benchmarks", "--quick", "--models", "overhead,cnn",
                         "--out", str(tmp_path)], capture_output=True, text=True, check=False,

@@ -7,6 +7,7 @@ without Inductor disables only this backend.  See Note [Inductor without Dynamo]
 """
 from __future__ import annotations
 
+import os
 import threading
 
 import torch
@@ -42,9 +43,26 @@ from ..capture.opaque import current_sites
 #    tensors' metadata, the root grads' root_meta), so for our graphs -- on this thread,
 #    during our compile only -- `codegen_input_size_asserts` emits nothing.  The asserts
 #    Inductor emits after extern kernels (opaque calls included) stay.
+# 6. C++ wrapper: the code that calls the kernels is C++ too (`cpp_wrapper=True`, an argument
+#    of compile_fx_inner, which ignores config.cpp_wrapper and TORCHINDUCTOR_CPP_WRAPPER).  On
+#    the overhead-bound benchmark the graph then runs in ~126 us instead of ~170 us: its cost
+#    is the calls around 64 small kernels (allocations, reinterpret_tensor, extern mm through
+#    Python's argument parser), not the kernels.  It costs compile time (one more C++ file).
+#    The C++ wrapper emits no input asserts.  Not for graphs holding opaque calls: on this
+#    torch its call of the `compiled_bw::opaque` extern kernel (Tensor?[] in, Tensor[] out)
+#    crashes the process (test_inductor.py::test_opaque_call_is_an_extern_kernel_in_one_graph
+#    segfaults).  COMPILED_BW_CPP_WRAPPER=0 turns it off (read at each compile; the background
+#    worker has the environment it was started with).
 
-CODEGEN_VERSION = 2     # bump when the code Inductor generates for us changes (FX graph cache key)
+CODEGEN_VERSION = 3     # bump when the code Inductor generates for us changes (FX graph cache key)
 _tls = threading.local()
+
+
+def cpp_wrapper(sites: list) -> bool:
+    """Note 6: for graphs without opaque calls, unless COMPILED_BW_CPP_WRAPPER is 0 or empty."""
+    return not sites and os.environ.get("COMPILED_BW_CPP_WRAPPER", "1") not in ("", "0")
+
+
 _input_size_asserts = PythonWrapperCodegen.codegen_input_size_asserts
 
 
@@ -86,15 +104,16 @@ def compile_inductor(gm: torch.fx.GraphModule, example_inputs: list):
                        tracing_mode="fake")(*example_inputs)
     strides = _pin_output_strides(retraced, vals)
     # CODEGEN_VERSION: artefacts cached before a change of how we compile (Note 5) are not reused
+    sites = current_sites()
     retraced.compiled_bw_key = repr((CODEGEN_VERSION, strides,
-                                     [(s.out_specs, s.out_strides) for s in current_sites()]))
+                                     [(s.out_specs, s.out_strides) for s in sites]))
     fakes = [n.meta["val"] for n in retraced.graph.find_nodes(op="placeholder")]
     fake_mode = torch._guards.detect_fake_mode(fakes)
     _tls.keyed_inputs = True
     try:
         with torch._guards.tracing(torch._guards.TracingContext(fake_mode)), \
                 inductor_config.patch(keep_output_stride=True):
-            fn = compile_fx_inner(retraced, fakes)
+            fn = compile_fx_inner(retraced, fakes, cpp_wrapper=cpp_wrapper(sites))
     finally:
         _tls.keyed_inputs = False
     if isinstance(fn, CompiledFxGraph):

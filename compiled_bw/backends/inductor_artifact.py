@@ -12,6 +12,7 @@ import contextlib
 import os
 
 import torch
+import torch._inductor.debug  # CompiledFxGraph.__call__ reads it but never imports it
 from torch._inductor.output_code import CompiledFxGraph, CompiledFxGraphConstants
 from torch._inductor.utils import BoxedBool
 from torch._subclasses.fake_tensor import FakeTensorMode
