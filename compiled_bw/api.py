@@ -43,6 +43,7 @@ class Stats:
     notes: list = dataclasses.field(default_factory=list)   # compiled, with a documented deviation
     background_compiles: int = 0            # graphs switched to the slow backend's callable
     background_compile_seconds: float = 0.0  # their compile + load time (worker process)
+    native_runs: int = 0                    # cache hits run in one C++ call (Note [C++ hit path])
 
 
 class _Global:

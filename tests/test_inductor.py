@@ -105,6 +105,33 @@ def test_compiled_callable_is_boxed_and_frees_its_inputs():
         torch.testing.assert_close(x, y)
 
 
+def test_cpp_hit_path_delivers_like_eager():
+    # runtime/run.py Note [C++ hit path]: later steps run in one C++ call.  The grad of a + b
+    # is one tensor for both leaves (eager's AccumulateGrad steals it for one and copies it for
+    # the other: they must not alias); a leaf without a grad keeps None; odd steps accumulate
+    # into existing grads, even steps into None; retain_graph=True keeps the graph for a
+    # second backward of the same loss.
+    def build():
+        return [torch.nn.Linear(8, 8), torch.randn(4, 8, requires_grad=True),
+                torch.randn(4, 8, requires_grad=True), torch.randn(3, requires_grad=True)]
+
+    def step(st):
+        lin, a, b, unused = st
+        k = step.k = step.k + 1
+        if k % 2:
+            lin.zero_grad(set_to_none=True)
+            a.grad = b.grad = None
+        s = a + b
+        loss = lin(s).tanh().sum() + s.sum()
+        loss.backward(retain_graph=True)
+        loss.backward()
+        out = grads([*lin.parameters(), a, b, unused])
+        return out + [a.grad.data_ptr() != b.grad.data_ptr()]
+    step.k = 0
+    st = differential(build, step, steps=4, backend="inductor", captures=2)
+    assert st.native_runs == 6, st      # 2 calls per step, the first of each kind captures
+
+
 def test_missing_backend_dependency_disables_only_that_backend(monkeypatch):
     monkeypatch.setitem(backends.LAZY, "broken", (".no_such_module", "compile"))
     with (pytest.raises(ValueError, match=r"backend 'broken' is unavailable.*backend='eager'"),

@@ -137,6 +137,11 @@ def test_inductor_artifact_round_trip():
     assert sites == [] and [tuple(f.shape) for f in fakes] == [(4, 3), (3,)]
     with current_step(SitesOnly([])):
         fn = compile_inductor(gm2, fakes)
+    no_entry = ("no C entry point in a C++-wrapper graph {}: the generated module no longer has "
+                "`call = _wrap_func(inductor_entry)` (torch._inductor.codegen.cpp_wrapper_cpu, "
+                "codecache.CppWrapperCodeCache), or post_compile wrapped `call`; runtime/run.py "
+                "Note [C++ hit path] is then never taken")
+    assert inductor_artifact.native_entry(fn) is not None, no_entry.format("just compiled")
     try:
         data = inductor_artifact.dump_compiled(fn)
         loaded = inductor_artifact.load_compiled(data, fakes)
@@ -144,6 +149,7 @@ def test_inductor_artifact_round_trip():
         raise AssertionError(
             "CompiledFxGraph.prepare_for_serialization / after_deserialization / post_compile "
             f"(torch._inductor.output_code) moved or changed: {e}") from e
+    assert inductor_artifact.native_entry(loaded) is not None, no_entry.format("loaded")
     (out,) = loaded([a, b])
     torch.testing.assert_close(out, (a * b).tanh().sum(0))
     cache_dir, config = inductor_artifact.setting(None)

@@ -5,6 +5,7 @@ compile worker (backends/compile_worker.py) turns back into them.  The worker re
 Inductor's compiled graph as bytes; `load_compiled` turns those into the boxed callable,
 loading the generated module and its .so from the Inductor cache dir both processes share.
 What Inductor's own out-of-process compile (compile_fx_ext.py) does, for our graphs.
+Also `native_entry`: the C entry point of a compiled graph (runtime/run.py Note [C++ hit path]).
 """
 from __future__ import annotations
 
@@ -86,3 +87,15 @@ def warm_up() -> None:
     from torch._inductor import codecache, cpu_vec_isa
     cpu_vec_isa.pick_vec_isa()
     codecache.torch_key()
+
+
+def native_entry(fn):
+    """`inductor_entry` of a graph compiled with the C++ wrapper, else None (backends/inductor.py
+    Note 7): only when fn's callable is the generated module's `call` itself."""
+    if not isinstance(fn, CompiledFxGraph):
+        return None
+    call = fn.current_callable
+    module = getattr(call, "__globals__", None)
+    if not module or module.get("call") is not call or "_wrap_func" not in module:
+        return None
+    return module.get("inductor_entry")

@@ -5,7 +5,10 @@
 //   retrieve_unpack_hook_data, SavedVariableHooks), THPCppFunction/THPFunction cdata,
 //   functionToPyObject, THPVariable_Wrap/Unpack, getPyInterpreter, and compiled autograd's key
 //   visitor (AutogradCompilerCall, NodeCall, CompiledNodeArgs, CacheKey, SizeInput,
-//   TensorArgs::lookup(SavedVariable)) from torch/csrc/dynamo/compiled_autograd.h.
+//   TensorArgs::lookup(SavedVariable)) from torch/csrc/dynamo/compiled_autograd.h,
+//   TensorImpl::pyobj_slot()->load_pyobj(), and AOTInductor's tensor handles
+//   (aoti_torch/utils.h new_tensor_handle, tensor_converter.h
+//   alloc_tensors_by_stealing_from_handles) for the C++ hit path (run_native).
 // tests/test_fastwalk.py::test_private_cpp_api names each of them when one moves.
 //
 // Per node, in the Python walk's discovery order, the key gets: index, class id, edges
@@ -38,6 +41,8 @@
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/autograd/saved_variable.h>
 #include <torch/csrc/autograd/saved_variable_hooks.h>
+#include <torch/csrc/inductor/aoti_torch/tensor_converter.h>
+#include <torch/csrc/inductor/aoti_torch/utils.h>
 #include <torch/csrc/dynamo/compiled_autograd.h>
 
 #include <algorithm>
@@ -271,15 +276,18 @@ int64_t concrete(const c10::SymInt& s) {
 }
 
 // Checks what walk.py's tensor_meta checks (dense tensors only); appends the metadata.
+// obj: the tensor's Python object, or null when it has none yet (THPVariable_Wrap would make a
+// plain torch.Tensor for it: subclass instances always have theirs).
 void tensor_key(Key& k, const at::Tensor& t, PyObject* obj) {
   if (t.layout() != at::kStrided || t.is_nested()) {
-    std::string lay = py::str(py::handle(obj).attr("layout"));
+    auto wrapped = py::reinterpret_steal<py::object>(THPVariable_Wrap(t));
+    std::string lay = py::str(wrapped.attr("layout"));
     raise(g_unsupported, "non-strided tensor (" + lay + ") in the graph");
   }
   // Tensor subclasses are flattened at the graph boundary by the Python walk (subclass.py,
   // Note [Subclasses stay outside the graph]); it also gives the fallback reason for those it
   // cannot flatten.  The reason's text before ": " is the give-up counter's key.
-  PyTypeObject* tp = Py_TYPE(obj);
+  PyTypeObject* tp = obj ? Py_TYPE(obj) : (PyTypeObject*)THPVariableClass;
   if (tp != (PyTypeObject*)THPVariableClass && tp != (PyTypeObject*)ParameterClass)
     raise(g_giveup, std::string("tensor subclass in the graph: ") + py::str(py::handle((PyObject*)tp).attr("__name__")).cast<std::string>());
   const auto sizes = t.sizes();
@@ -380,7 +388,12 @@ struct CWalk {
   std::vector<std::pair<int32_t, int32_t>> edge_seg;  // per node: (start, count) in edge arrays
   std::vector<int32_t> edge_child, edge_nr;  // in processing order
   std::vector<SavedSrc> saved_src;
-  py::list saved;                            // the saved tensors (graph inputs), in order
+  // The saved tensors (graph inputs), in order: C++ tensors until Python asks for them (the
+  // `saved` property moves them into a Python list, once); the C++ hit path (run_native)
+  // passes them to the compiled graph without ever making Python tensors.
+  std::vector<at::Tensor> saved_t;
+  py::list saved;
+  bool saved_in_py = false;
   py::list py_keys;                          // saved_node keys of Python-read saved tensors
   py::list slot_only;                        // keys of Python-read slot-only tensors
   py::dict leaves;
@@ -504,12 +517,9 @@ void collect_node(CWalk& w, AutogradCompilerCall& cc, Visitor& vis, int i, Node*
       k.put<uint8_t>(0xEF);  // None
       continue;
     }
-    PyObject* obj = THPVariable_Wrap(t);
-    if (!obj) throw py::error_already_set();
-    auto holder = py::reinterpret_steal<py::object>(obj);
     k.put<uint8_t>(0xE1);
-    tensor_key(k, t, obj);
-    w.saved.append(holder);
+    tensor_key(k, t, t.unsafeGetTensorImpl()->pyobj_slot()->load_pyobj());
+    w.saved_t.push_back(std::move(t));
     w.saved_src.push_back({o.sv, i, o.a, o.pos});
    }
    if (ci.attrs[a].offset < 0) k.put<uint32_t>(attr_end[a] - a_begin);
@@ -603,15 +613,16 @@ std::shared_ptr<CWalk> walk(py::list roots) {
       w->hook_nodes.append(i);
     const c10::intrusive_ptr<Node>& owner = w->nodes[i];  // no see() below: stays valid
     if (ci->how == H_PY) {
-      size_t before = py::len(w->saved);
+      py::list got;
       size_t keys_before = py::len(w->py_keys);
-      py::object entry = g_py_node(i, node_obj(owner), w->saved, w->py_keys, w->slot_only);
+      py::object entry = g_py_node(i, node_obj(owner), got, w->py_keys, w->slot_only);
       w->py_entries.append(entry);
-      size_t after = py::len(w->saved);
-      if (after - before != py::len(w->py_keys) - keys_before)
+      if (py::len(got) != py::len(w->py_keys) - keys_before)
         raise(PyExc_AssertionError, "py_node: saved and keys out of step");
-      for (size_t s = 0; s < after - before; ++s)
+      for (size_t s = 0; s < py::len(got); ++s) {
+        w->saved_t.push_back(THPVariable_Unpack(PyList_GET_ITEM(got.ptr(), s)));
         w->saved_src.push_back({nullptr, i, (int32_t)(keys_before + s), -1});
+      }
       continue;
     }
     bool opq = ci->how == H_OPAQUE;
@@ -758,6 +769,82 @@ bool accumulate(const std::vector<Node*>& nodes, py::list grads) {
   return true;
 }
 
+// ---- the C++ hit path ----------------------------------------------------------------------
+
+// Note [C++ hit path] (runtime/run.py): runs a graph Inductor compiled with its C++ wrapper on
+// this walk's saved tensors and delivers the leaf grads, with no Python tensor in between.
+// `entry` is the generated module's `inductor_entry`: it takes a list of PyCapsules holding
+// AtenTensorHandles (heap at::Tensor*, stolen by the graph, which frees each after its last
+// use) and returns one capsule (ours to steal) or None per output.  Inputs: the root grads,
+// then the saved tensors (moved out of the walk: the graph holds the only reference, Note
+// [Box ownership]).  Leaf k gets output leaf_pos[k] (None: no grad) through its
+// AccumulateGrad, as accumulate() does.  Returns false, touching nothing, when the saved
+// tensors are already in Python or some leaf's AccumulateGrad is not plain_accumulator.
+bool run_native(CWalk& w, py::handle entry, py::list roots, size_t n_inputs,
+                py::sequence leaf_idx_seq, py::sequence leaf_pos_seq) {
+  using torch::aot_inductor::new_tensor_handle;
+  if (w.saved_in_py) return false;
+  auto leaf_idx = py::reinterpret_steal<py::object>(PySequence_Fast(leaf_idx_seq.ptr(), "leaves"));
+  auto leaf_pos = py::reinterpret_steal<py::object>(PySequence_Fast(leaf_pos_seq.ptr(), "positions"));
+  if (!leaf_idx || !leaf_pos) throw py::error_already_set();
+  const size_t n_leaves = PySequence_Fast_GET_SIZE(leaf_idx.ptr());
+  TORCH_CHECK(n_leaves == (size_t)PySequence_Fast_GET_SIZE(leaf_pos.ptr()),
+              "run_native: leaves and positions differ in length");
+  std::vector<Node*> nodes(n_leaves);
+  for (size_t k = 0; k < n_leaves; ++k) {
+    nodes[k] = w.nodes.at(PyLong_AsSsize_t(PySequence_Fast_GET_ITEM(leaf_idx.ptr(), k))).get();
+    if (!plain_accumulator(nodes[k])) return false;
+  }
+  const size_t n_roots = py::len(roots);
+  TORCH_CHECK(n_roots + w.saved_t.size() == n_inputs, "run_native: the compiled graph takes ",
+              n_inputs, " inputs, this step has ", n_roots + w.saved_t.size());
+  py::list handles(n_inputs);
+  for (size_t r = 0; r < n_roots; ++r) {
+    at::Tensor t = THPVariable_Unpack(PyList_GET_ITEM(roots.ptr(), r));
+    PyList_SET_ITEM(handles.ptr(), r, PyCapsule_New(new_tensor_handle(std::move(t)), nullptr, nullptr));
+  }
+  for (size_t s = 0; s < w.saved_t.size(); ++s)
+    PyList_SET_ITEM(handles.ptr(), n_roots + s,
+                    PyCapsule_New(new_tensor_handle(std::move(w.saved_t[s])), nullptr, nullptr));
+  w.saved_t.clear();
+  w.saved_in_py = true;  // none left: a later `saved` is an empty list
+  py::object res;
+  {
+    at::NoGradGuard no_grad;  // the engine runs nodes with grad mode off
+    res = entry(std::move(handles));
+  }
+  py::list out = res.cast<py::list>();
+  // The graph may return one handle at several positions: alloc_tensors_by_stealing_from_handles
+  // frees each once (what the generated module's own wrapper calls).
+  std::vector<AtenTensorHandle> out_handles(py::len(out), nullptr);
+  for (size_t j = 0; j < out_handles.size(); ++j) {
+    PyObject* c = PyList_GET_ITEM(out.ptr(), j);
+    if (c != Py_None)
+      out_handles[j] = reinterpret_cast<AtenTensorHandle>(PyCapsule_GetPointer(c, nullptr));
+  }
+  std::vector<at::Tensor> outs =
+      torch::aot_inductor::alloc_tensors_by_stealing_from_handles(out_handles.data(), out_handles.size());
+  // Last use of each output: an output two leaves share is moved only to the last one (the
+  // first gets a second reference and so is not stolen: what the Python path does).
+  std::vector<int64_t> pos(n_leaves, -1);
+  std::vector<size_t> last(outs.size(), SIZE_MAX);
+  for (size_t k = 0; k < n_leaves; ++k) {
+    PyObject* p = PySequence_Fast_GET_ITEM(leaf_pos.ptr(), k);
+    if (p == Py_None) continue;
+    pos[k] = PyLong_AsSsize_t(p);
+    last.at(pos[k]) = k;
+  }
+  at::NoGradGuard no_grad;
+  for (size_t k = 0; k < n_leaves; ++k) {
+    if (pos[k] < 0 || !outs[pos[k]].defined()) continue;
+    torch::autograd::variable_list in;
+    if (last[pos[k]] == k) in.push_back(std::move(outs[pos[k]]));
+    else in.push_back(outs[pos[k]]);
+    (*nodes[k])(std::move(in));
+  }
+  return true;
+}
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("init", [](py::object unsupported, py::object giveup, py::object classify,
                    py::object list_svs, py::object py_node) {
@@ -813,7 +900,21 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("class_kind", [](uint32_t id) { return g_class_list.at(id)->kind; });
 
   py::class_<CWalk, std::shared_ptr<CWalk>>(m, "CWalk")
-      .def_readonly("saved", &CWalk::saved)
+      .def_property_readonly("saved", [](CWalk& w) {
+        if (!w.saved_in_py) {
+          for (auto& t : w.saved_t) {
+            PyObject* o = THPVariable_Wrap(std::move(t));
+            if (!o) throw py::error_already_set();
+            w.saved.append(py::reinterpret_steal<py::object>(o));
+          }
+          w.saved_t.clear();
+          w.saved_in_py = true;
+        }
+        return w.saved;
+      })
+      .def_property_readonly("n_saved", [](CWalk& w) {
+        return w.saved_in_py ? py::len(w.saved) : w.saved_t.size();
+      })
       .def_readonly("py_keys", &CWalk::py_keys)
       .def_readonly("slot_only", &CWalk::slot_only)
       .def_readonly("leaves", &CWalk::leaves)
@@ -884,6 +985,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         for (auto e : leaf_idx) raw.push_back(w.nodes.at(e.cast<size_t>()).get());
         return accumulate(raw, grads);
       })
+      .def("run_native", &run_native)
       .def("install", [](CWalk& w, py::list py_slots, py::list slot_only_nodes) {
         return install(w, py_slots, slot_only_nodes);
       });

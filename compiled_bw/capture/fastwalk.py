@@ -8,7 +8,9 @@ walk.walk_graph.  On by default; COMPILED_BW_FASTWALK=0 (or `enable_fastwalk(Fal
 off.  The extension is compiled on first use, once per machine, torch version and source
 (torch.utils.cpp_extension.load, persistent build dir, about 30 s; `python -m
 compiled_bw.build` does it ahead); if it cannot be built, a warning says so and the Python walk
-is used.  The extension also delivers leaf grads directly (`accumulate`, runtime/run.py).
+is used.  The extension also delivers leaf grads directly (`accumulate`, runtime/run.py), and
+runs cache hits of C++-wrapper graphs whole (`CWalk.run_native`, Note [C++ hit path] there):
+that is why the walk keeps the saved tensors as C++ tensors until Python asks for `saved`.
 
 Note [Fast walk]
 The C++ walk discovers the nodes in the Python walk's order (roots first, DFS popping the last
@@ -246,17 +248,22 @@ class LazyList:
 class FastWalk:
     """walk.Walk's attributes, from a C++ walk (CWalk)."""
     __slots__ = ("_edges", "_in_meta", "_kinds", "_nodes", "_py_kinds", "_saved_node", "cw",
-                 "hooks", "leaves", "root_edges", "saved", "signature", "slot_only")
+                 "hooks", "leaves", "root_edges", "signature", "slot_only")
 
     def __init__(self, cw, py_kinds: dict) -> None:
         self.cw = cw
-        self.saved = cw.saved
         self.slot_only = cw.slot_only
         self.leaves = cw.leaves
         self.root_edges = cw.root_edges
         self.hooks: dict = {}
         self._py_kinds = py_kinds
         self._nodes = self._edges = self._in_meta = self._kinds = self._saved_node = None
+
+    @property
+    def saved(self) -> list:
+        """The saved tensors as a Python list (made on first use, from then on the same list;
+        the C++ hit path never makes it: runtime/run.py Note [C++ hit path])."""
+        return self.cw.saved
 
     @property
     def nodes(self):

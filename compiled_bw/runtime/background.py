@@ -149,6 +149,7 @@ def _compile(entry, gm, sites: list, cache_dir: str | None, threads: int, done) 
         done(time.perf_counter() - t0, traceback.format_exception_only(type(e), e)[-1].strip()[:300],
              None)
         return
+    entry.native = inductor_artifact.native_entry(fn)
     entry.fn = fn
     done(time.perf_counter() - t0, None, fn)
 

@@ -19,6 +19,8 @@ class Compiled:
     box_owned: tuple = ()   # saved-tensor positions the box alone owns while the graph runs
     box_nodes: tuple = ()   # the nodes of those positions (sorted; C++ walk hits release them)
     start_compile: Callable | None = None   # starts its background compile (run.py)
+    native: Callable | None = None  # the C entry point of fn (run.py Note [C++ hit path])
+    n_inputs: int = 0               # how many Box entries fn takes
 
 
 @dataclasses.dataclass

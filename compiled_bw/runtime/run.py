@@ -24,6 +24,16 @@ so it steals, accumulates and honours the layout contract exactly as in eager.  
 done when none of those nodes has a hook of any kind (C++ sees all of them, also hooks Python
 cannot list); otherwise, or without the C++ extension, the grads go through _Deliver.
 
+Note [C++ hit path]
+A cache hit of a graph Inductor compiled with its C++ wrapper (backends/inductor.py Note 6, 7),
+walked in C++, delivering leaf grads (backward()) with no opaque call and no hook on any
+AccumulateGrad: the whole run is one C++ call, CWalk.run_native (_fastwalk.cpp).  It hands the
+root grads and the walk's saved tensors to the graph's C entry point as tensor handles and
+gives each leaf's AccumulateGrad its grad, as Note [Direct delivery] does, but no saved tensor
+or grad ever becomes a Python tensor (on the overhead-bound benchmark that was ~130 Python
+tensors made and freed per step, plus the wrapper's conversions).  Everything else takes the
+Python path below, which is also what the first run of a graph takes.
+
 Note [Box ownership]
 With retain_graph=False, eager autograd frees each node's saved tensors when the node has
 run.  Our graph frees its inputs after their last use (the backends' boxed calling
@@ -222,13 +232,18 @@ def _capture(state, w, opts, grad_tensors, slots):
     box_nodes = tuple(sorted({w.saved_node[k][0] for k in owned}))
     if state.background:                # Note [Background compile]
         background.start_worker()
-        entry = Compiled(compile_eager(gm, example), plan, gm, owned, box_nodes)
+        entry = Compiled(compile_eager(gm, example), plan, gm, owned, box_nodes,
+                         n_inputs=len(example))
         entry.start_compile = background.prepare(entry, gm, plan.opaque_sites,
                                                  state.compiled_in_background(entry))
         return entry
     with current_step(Step(w, plan)):   # backends may re-run fake impls
         fn = state.compile_fn(gm, example)
-    return Compiled(fn, plan, gm, owned, box_nodes)
+    native = None
+    if state.backend == "inductor":     # (Inductor is imported: it just compiled)
+        from ..backends.inductor_artifact import native_entry
+        native = native_entry(fn)
+    return Compiled(fn, plan, gm, owned, box_nodes, native=native, n_inputs=len(example))
 
 
 def _box_owned(w, plan) -> tuple:
@@ -239,12 +254,30 @@ def _box_owned(w, plan) -> tuple:
 
 def _run(state, entry: Compiled, w, opts, grad_tensors, slots):
     plan = entry.plan
+    native = entry.native
+    if (native is not None and slots is None and opts.accumulate and not plan.opaque_sites
+            and plan.in_layouts is None and plan.out_layouts is None
+            and isinstance(w, fastwalk.FastWalk)):      # Note [C++ hit path]
+        if not opts.retain_graph and entry.box_owned:
+            w.cw.release_variables(entry.box_nodes)     # Note [Box ownership]
+        _tls.running = True
+        try:
+            ran = w.cw.run_native(native, [g for g in grad_tensors if g is not None],
+                                  entry.n_inputs, plan.leaf_nodes, plan.leaf_positions)
+        finally:
+            _tls.running = False
+        if ran:
+            state.stats.native_runs += 1
+            if not opts.retain_graph:
+                w.cw.release_variables(plan.executed)
+            return None
     box = [g for g in grad_tensors if g is not None]
     box.extend(w.saved)
     w.saved.clear()     # in place: with the C++ walk this list is also CWalk.saved
     if plan.in_layouts is not None:   # Note [Subclasses stay outside the graph]
         box = flatten(box)
-    w.saved = None
+    if not isinstance(w, fastwalk.FastWalk):
+        w.saved = None
     del grad_tensors
     if not opts.retain_graph:           # Note [Box ownership]
         if slots is not None:
