@@ -254,23 +254,10 @@ def _box_owned(w, plan) -> tuple:
 
 def _run(state, entry: Compiled, w, opts, grad_tensors, slots):
     plan = entry.plan
-    native = entry.native
-    if (native is not None and slots is None and opts.accumulate and not plan.opaque_sites
-            and plan.in_layouts is None and plan.out_layouts is None
-            and isinstance(w, fastwalk.FastWalk)):      # Note [C++ hit path]
-        if not opts.retain_graph and entry.box_owned:
-            w.cw.release_variables(entry.box_nodes)     # Note [Box ownership]
-        _tls.running = True
-        try:
-            ran = w.cw.run_native(native, [g for g in grad_tensors if g is not None],
-                                  entry.n_inputs, plan.leaf_nodes, plan.leaf_positions)
-        finally:
-            _tls.running = False
-        if ran:
-            state.stats.native_runs += 1
-            if not opts.retain_graph:
-                w.cw.release_variables(plan.executed)
-            return None
+    if (entry.native is not None and slots is None and opts.accumulate
+            and isinstance(w, fastwalk.FastWalk) and _run_native(state, entry, w, opts,
+                                                                 grad_tensors)):
+        return None
     box = [g for g in grad_tensors if g is not None]
     box.extend(w.saved)
     w.saved.clear()     # in place: with the C++ walk this list is also CWalk.saved
@@ -296,6 +283,26 @@ def _run(state, entry: Compiled, w, opts, grad_tensors, slots):
         if isinstance(w, fastwalk.FastWalk):   # what eager's engine does after each node
             w.cw.release_variables(plan.executed)
     return None if opts.accumulate else tuple(result)
+
+
+def _run_native(state, entry: Compiled, w, opts, grad_tensors) -> bool:
+    """Note [C++ hit path]; False, having run nothing, if it does not apply."""
+    plan = entry.plan
+    if plan.opaque_sites or plan.in_layouts is not None or plan.out_layouts is not None:
+        return False
+    if not opts.retain_graph and entry.box_owned:
+        w.cw.release_variables(entry.box_nodes)     # Note [Box ownership]
+    _tls.running = True
+    try:
+        ran = w.cw.run_native(entry.native, [g for g in grad_tensors if g is not None],
+                              entry.n_inputs, plan.leaf_nodes, plan.leaf_positions)
+    finally:
+        _tls.running = False
+    if ran:
+        state.stats.native_runs += 1
+        if not opts.retain_graph:
+            w.cw.release_variables(plan.executed)
+    return ran
 
 
 def _run_direct(entry: Compiled, w, opts, box: list):
