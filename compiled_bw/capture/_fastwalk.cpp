@@ -912,9 +912,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         }
         return w.saved;
       })
-      .def_property_readonly("n_saved", [](CWalk& w) {
-        return w.saved_in_py ? py::len(w.saved) : w.saved_t.size();
-      })
       .def_readonly("py_keys", &CWalk::py_keys)
       .def_readonly("slot_only", &CWalk::slot_only)
       .def_readonly("leaves", &CWalk::leaves)
