@@ -132,6 +132,27 @@ def test_cpp_hit_path_delivers_like_eager():
     assert st.native_runs == 6, st      # 2 calls per step, the first of each kind captures
 
 
+def test_cpp_wrapper_switch(monkeypatch):
+    # backends/inductor.py Note 6/7: C++ wrapper (with a C entry point) by default, the Python
+    # wrapper with COMPILED_BW_CPP_WRAPPER=0 or when the graph has opaque calls.
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from compiled_bw.backends.inductor import compile_inductor, cpp_wrapper
+    from compiled_bw.backends.inductor_artifact import native_entry
+    from compiled_bw.capture.opaque import SitesOnly, current_step
+    inputs = [torch.randn(4, 4), torch.randn(4)]
+    gm = make_fx(lambda a, b: [(a * b).cos().sum(1)], tracing_mode="fake")(*inputs)
+    for env, native in (("1", True), ("0", False)):
+        monkeypatch.setenv("COMPILED_BW_CPP_WRAPPER", env)
+        with current_step(SitesOnly([])):
+            fn = compile_inductor(gm, inputs)
+        assert (native_entry(fn) is not None) == native, env
+        assert ("inductor_entry_impl" in fn.source_code) == native, env
+        torch.testing.assert_close(fn(list(inputs))[0], (inputs[0] * inputs[1]).cos().sum(1))
+    monkeypatch.setenv("COMPILED_BW_CPP_WRAPPER", "1")
+    assert cpp_wrapper([]) and not cpp_wrapper(["an opaque site"])
+
+
 def test_missing_backend_dependency_disables_only_that_backend(monkeypatch):
     monkeypatch.setitem(backends.LAZY, "broken", (".no_such_module", "compile"))
     with (pytest.raises(ValueError, match=r"backend 'broken' is unavailable.*backend='eager'"),

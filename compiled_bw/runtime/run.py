@@ -286,7 +286,8 @@ def _run(state, entry: Compiled, w, opts, grad_tensors, slots):
 
 
 def _run_native(state, entry: Compiled, w, opts, grad_tensors) -> bool:
-    """Note [C++ hit path]; False, having run nothing, if it does not apply."""
+    """Note [C++ hit path]; False if it does not apply (no grad delivered, no graph run: at
+    most the nodes released their box-owned saved tensors, which the Python path does too)."""
     plan = entry.plan
     if plan.opaque_sites or plan.in_layouts is not None or plan.out_layouts is not None:
         return False
