@@ -59,6 +59,23 @@ def test_switches_to_inductor_when_ready(bg):
     assert hasattr(compiled_bw.last_compiled(), "source_code"), "Inductor's callable not in use"
 
 
+def test_switches_to_the_cpp_hit_path_when_ready(bg):
+    # No opaque call: the graph loaded from the worker has a C entry point, and the steps after
+    # the switch run in one C++ call (runtime/run.py Note [C++ hit path]).
+    seen = []
+
+    def step(state):
+        m, x, calls = state
+        m.zero_grad(set_to_none=True)
+        m(x).pow(2).sum().backward()
+        calls.append(1)
+        if len(calls) == 1:
+            _first_step_check(seen)()
+        return grads(m)
+    st = differential(build, step, steps=3, backend="inductor")
+    assert st.background_compiles == 1 and st.native_runs == 2, st
+
+
 class _ExitWhenLoaded:
     def __reduce__(self):
         return os._exit, (3,)
