@@ -132,6 +132,23 @@ def test_cpp_hit_path_delivers_like_eager():
     assert st.native_runs == 6, st      # 2 calls per step, the first of each kind captures
 
 
+def test_cpp_hit_path_for_grad():
+    # grad() through the C++ hit path: the same input twice (one tensor object, as eager), a
+    # non-leaf input, an unused input (allow_unused), the root itself.
+    def build():
+        return [torch.randn(4, 6, requires_grad=True), torch.randn(6, requires_grad=True),
+                torch.randn(3, requires_grad=True)]
+
+    def step(st):
+        x, w, unused = st
+        h = (x * w).tanh()
+        y = (h @ w.exp()).sum()
+        gx, gx2, gh, gu, gy = torch.autograd.grad(y, [x, x, h, unused, y], allow_unused=True)
+        return [gx, gx2, gh, gu, gy, gx is gx2]
+    st = differential(build, step, steps=3, backend="inductor")
+    assert st.native_runs == 2, st
+
+
 def test_cpp_wrapper_switch(monkeypatch):
     # backends/inductor.py Note 6/7: C++ wrapper (with a C entry point) by default, the Python
     # wrapper with COMPILED_BW_CPP_WRAPPER=0 or when the graph has opaque calls.

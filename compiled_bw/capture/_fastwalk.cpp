@@ -777,23 +777,25 @@ bool accumulate(const std::vector<Node*>& nodes, py::list grads) {
 // AtenTensorHandles (heap at::Tensor*, stolen by the graph, which frees each after its last
 // use) and returns one capsule (ours to steal) or None per output.  Inputs: the root grads,
 // then the saved tensors (moved out of the walk: the graph holds the only reference, Note
-// [Box ownership]).  Leaf k gets output leaf_pos[k] (None: no grad) through its
-// AccumulateGrad, as accumulate() does.  Returns false, touching nothing, when the saved
-// tensors are already in Python or some leaf's AccumulateGrad is not plain_accumulator.
-bool run_native(CWalk& w, py::handle entry, py::list roots, size_t n_inputs,
-                py::sequence leaf_idx_seq, py::sequence leaf_pos_seq) {
+// [Box ownership]).  backward() (accumulate): leaf k gets output leaf_pos[k] (None: no grad)
+// through its AccumulateGrad, as accumulate() does; returns True.  grad(): leaf_idx is empty
+// and the result is the list of outputs at leaf_pos (None stays None), as Python tensors.
+// Returns False, touching nothing, when the saved tensors are already in Python or some
+// leaf's AccumulateGrad is not plain_accumulator.
+py::object run_native(CWalk& w, py::handle entry, py::list roots, size_t n_inputs,
+                      py::sequence leaf_idx_seq, py::sequence leaf_pos_seq, bool accumulate) {
   using torch::aot_inductor::new_tensor_handle;
-  if (w.saved_in_py) return false;
+  if (w.saved_in_py) return py::bool_(false);
   auto leaf_idx = py::reinterpret_steal<py::object>(PySequence_Fast(leaf_idx_seq.ptr(), "leaves"));
   auto leaf_pos = py::reinterpret_steal<py::object>(PySequence_Fast(leaf_pos_seq.ptr(), "positions"));
   if (!leaf_idx || !leaf_pos) throw py::error_already_set();
-  const size_t n_leaves = PySequence_Fast_GET_SIZE(leaf_idx.ptr());
-  TORCH_CHECK(n_leaves == (size_t)PySequence_Fast_GET_SIZE(leaf_pos.ptr()),
+  const size_t n_leaves = PySequence_Fast_GET_SIZE(leaf_pos.ptr());
+  TORCH_CHECK((size_t)PySequence_Fast_GET_SIZE(leaf_idx.ptr()) == (accumulate ? n_leaves : 0),
               "run_native: leaves and positions differ in length");
-  std::vector<Node*> nodes(n_leaves);
-  for (size_t k = 0; k < n_leaves; ++k) {
+  std::vector<Node*> nodes(accumulate ? n_leaves : 0);
+  for (size_t k = 0; k < nodes.size(); ++k) {
     nodes[k] = w.nodes.at(PyLong_AsSsize_t(PySequence_Fast_GET_ITEM(leaf_idx.ptr(), k))).get();
-    if (!plain_accumulator(nodes[k])) return false;
+    if (!plain_accumulator(nodes[k])) return py::bool_(false);
   }
   const size_t n_roots = py::len(roots);
   TORCH_CHECK(n_roots + w.saved_t.size() == n_inputs, "run_native: the compiled graph takes ",
@@ -824,6 +826,21 @@ bool run_native(CWalk& w, py::handle entry, py::list roots, size_t n_inputs,
   }
   std::vector<at::Tensor> outs =
       torch::aot_inductor::alloc_tensors_by_stealing_from_handles(out_handles.data(), out_handles.size());
+  if (!accumulate) {  // grad(): one Python tensor per position (a shared output: one object)
+    py::list result(n_leaves);
+    for (size_t k = 0; k < n_leaves; ++k) {
+      PyObject* p = PySequence_Fast_GET_ITEM(leaf_pos.ptr(), k);
+      PyObject* o = Py_None;
+      if (p != Py_None && outs.at(PyLong_AsSsize_t(p)).defined()) {
+        o = THPVariable_Wrap(outs[PyLong_AsSsize_t(p)]);
+        if (!o) throw py::error_already_set();
+      } else {
+        Py_INCREF(o);
+      }
+      PyList_SET_ITEM(result.ptr(), k, o);
+    }
+    return std::move(result);
+  }
   // Last use of each output: an output two leaves share is moved only to the last one (the
   // first gets a second reference and so is not stolen: what the Python path does).
   std::vector<int64_t> pos(n_leaves, -1);
@@ -842,7 +859,7 @@ bool run_native(CWalk& w, py::handle entry, py::list roots, size_t n_inputs,
     else in.push_back(outs[pos[k]]);
     (*nodes[k])(std::move(in));
   }
-  return true;
+  return py::bool_(true);
 }
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {

@@ -26,13 +26,14 @@ cannot list); otherwise, or without the C++ extension, the grads go through _Del
 
 Note [C++ hit path]
 A cache hit of a graph Inductor compiled with its C++ wrapper (backends/inductor.py Note 6, 7),
-walked in C++, delivering leaf grads (backward()) with no opaque call and no hook on any
-AccumulateGrad: the whole run is one C++ call, CWalk.run_native (_fastwalk.cpp).  It hands the
-root grads and the walk's saved tensors to the graph's C entry point as tensor handles and
-gives each leaf's AccumulateGrad its grad, as Note [Direct delivery] does, but no saved tensor
-or grad ever becomes a Python tensor (on the overhead-bound benchmark that was ~130 Python
-tensors made and freed per step, plus the wrapper's conversions).  Everything else takes the
-Python path below, which is also what the first run of a graph takes.
+walked in C++, with no opaque call (and, for backward(), no hook on any leaf's AccumulateGrad):
+the whole run is one C++ call, CWalk.run_native (_fastwalk.cpp).  It hands the root grads and
+the walk's saved tensors to the graph's C entry point as tensor handles and gives each leaf's
+AccumulateGrad its grad, as Note [Direct delivery] does (grad(): returns the grads asked for,
+the only Python tensors it makes).  No saved tensor or leaf grad becomes a Python tensor (on
+the overhead-bound benchmark that was ~130 Python tensors made and freed per step, plus the
+wrapper's conversions).  Everything else takes the Python path below, which is also what the
+first run of a graph takes.
 
 Note [Box ownership]
 With retain_graph=False, eager autograd frees each node's saved tensors when the node has
@@ -254,10 +255,10 @@ def _box_owned(w, plan) -> tuple:
 
 def _run(state, entry: Compiled, w, opts, grad_tensors, slots):
     plan = entry.plan
-    if (entry.native is not None and slots is None and opts.accumulate
-            and isinstance(w, fastwalk.FastWalk) and _run_native(state, entry, w, opts,
-                                                                 grad_tensors)):
-        return None
+    if entry.native is not None and slots is None and isinstance(w, fastwalk.FastWalk):
+        result = _run_native(state, entry, w, opts, grad_tensors)
+        if result is not False:
+            return result
     box = [g for g in grad_tensors if g is not None]
     box.extend(w.saved)
     w.saved.clear()     # in place: with the C++ walk this list is also CWalk.saved
@@ -285,9 +286,10 @@ def _run(state, entry: Compiled, w, opts, grad_tensors, slots):
     return None if opts.accumulate else tuple(result)
 
 
-def _run_native(state, entry: Compiled, w, opts, grad_tensors) -> bool:
-    """Note [C++ hit path]; False if it does not apply (no grad delivered, no graph run: at
-    most the nodes released their box-owned saved tensors, which the Python path does too)."""
+def _run_native(state, entry: Compiled, w, opts, grad_tensors):
+    """Note [C++ hit path]: what _run returns (backward(): None, grad(): the grads), or False
+    if it does not apply (no grad delivered, no graph run: at most the nodes released their
+    box-owned saved tensors, which the Python path does too)."""
     plan = entry.plan
     if plan.opaque_sites or plan.in_layouts is not None or plan.out_layouts is not None:
         return False
@@ -295,15 +297,20 @@ def _run_native(state, entry: Compiled, w, opts, grad_tensors) -> bool:
         w.cw.release_variables(entry.box_nodes)     # Note [Box ownership]
     _tls.running = True
     try:
-        ran = w.cw.run_native(entry.native, [g for g in grad_tensors if g is not None],
-                              entry.n_inputs, plan.leaf_nodes, plan.leaf_positions)
+        if opts.accumulate:
+            ran = w.cw.run_native(entry.native, [g for g in grad_tensors if g is not None],
+                                  entry.n_inputs, plan.leaf_nodes, plan.leaf_positions, True)
+        else:
+            ran = w.cw.run_native(entry.native, [g for g in grad_tensors if g is not None],
+                                  entry.n_inputs, (), plan.capture_outputs, False)
     finally:
         _tls.running = False
-    if ran:
-        state.stats.native_runs += 1
-        if not opts.retain_graph:
-            w.cw.release_variables(plan.executed)
-    return ran
+    if ran is False:
+        return False
+    state.stats.native_runs += 1
+    if not opts.retain_graph:
+        w.cw.release_variables(plan.executed)
+    return None if opts.accumulate else tuple(ran)
 
 
 def _run_direct(entry: Compiled, w, opts, box: list):
