@@ -56,7 +56,6 @@ class _Global:
         self.last_plan = None
         self.last_fn = None
         self.lock = threading.Lock()
-        self.checked: set = set()   # enable() settings (named backends) already looked up
         self.states: dict = {}      # enable() setting (named backends) -> _State
 
 
@@ -221,11 +220,11 @@ class enable(contextlib.ContextDecorator):
             background_compile = os.environ.get("COMPILED_BW_BACKGROUND_COMPILE", "1") not in (
                 "", "0")
         cfg = (backend, strict, cache_size_limit, bool(background_compile))
-        if not (isinstance(backend, str) and cfg in _G.checked):
+        if not (isinstance(backend, str) and cfg in _G.states):
             lookup_backend(backend, load=not _in_background(backend, background_compile))
             _install()
             if isinstance(backend, str):
-                _G.checked.add(cfg)     # fail early, once per named setting
+                _state(cfg)     # fail early once per named setting: _state caches it
         self._cfg = cfg
 
     def __enter__(self) -> None:

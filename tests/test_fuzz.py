@@ -459,23 +459,40 @@ STRICT = os.environ.get("COMPILED_BW_FUZZ_STRICT") == "1"
 _known: list = []
 
 
+def _per_tensor(eager_val, our_val, fix):
+    """our_val with each of its tensors y replaced by fix(x, y) (x: eager's tensor in the same
+    place); unchanged if the two have different structures (compare_runs reports that)."""
+    fe, _ = pytree.tree_flatten(eager_val)
+    fo, spec = pytree.tree_flatten(our_val)
+    if len(fe) != len(fo):
+        return our_val
+    return pytree.tree_unflatten(
+        [fix(x, y) if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor) else y
+         for x, y in zip(fe, fo, strict=True)], spec)
+
+
+def _size1_strides(x, y):
+    if (x.shape == y.shape and x.stride() != y.stride()
+            and all(a == b or n == 1 for a, b, n in zip(x.stride(), y.stride(), x.shape, strict=True))):
+        _known.append("known bug: grad strides differ in size-1 dims")
+        return y.as_strided(y.shape, x.stride())
+    return y
+
+
 def _tolerate_known_bugs(eager_val, our_val):
     """test_regression_accumulate_size1_strides and test_regression_shared_leaf_grad_stolen:
     our grads may differ from eager's in the strides of size-1 dims only (no effect on
     addressing).  Returns our_val with such tensors restrided like eager's, noting it."""
-    fe, _ = pytree.tree_flatten(eager_val)
-    fo, spec = pytree.tree_flatten(our_val)
-    if STRICT or len(fe) != len(fo):
-        return our_val
-    out = []
-    for x, y in zip(fe, fo, strict=True):
-        if (isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor) and x.shape == y.shape
-                and x.stride() != y.stride()
-                and all(a == b or n == 1 for a, b, n in zip(x.stride(), y.stride(), x.shape, strict=True))):
-            _known.append("known bug: grad strides differ in size-1 dims")
-            y = y.as_strided(y.shape, x.stride())
-        out.append(y)
-    return pytree.tree_unflatten(out, spec)
+    return our_val if STRICT else _per_tensor(eager_val, our_val, _size1_strides)
+
+
+def _float32_close(x, y):
+    if (x.dtype == y.dtype == torch.float64 and x.shape == y.shape
+            and x.stride() == y.stride() and not torch.equal(x, y)
+            and torch.allclose(y, x, rtol=1e-5, atol=1e-5, equal_nan=True)):
+        _known.append("inductor: float64 grad equal to float32 tolerance (mixed precision)")
+        return x
+    return y
 
 
 def _float32_tolerance(eager_val, our_val):
@@ -483,20 +500,7 @@ def _float32_tolerance(eager_val, our_val):
     Inductor may compute a float32 subexpression in float64 (a float32 sum feeding a float64
     tensor is upcast before the reduction; eager casts after it), so a float64 grad matches
     eager's to float32's tolerance only.  Such grads are replaced by eager's, noted."""
-    fe, _ = pytree.tree_flatten(eager_val)
-    fo, spec = pytree.tree_flatten(our_val)
-    if len(fe) != len(fo):
-        return our_val
-    out = []
-    for x, y in zip(fe, fo, strict=True):
-        if (isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor)
-                and x.dtype == y.dtype == torch.float64 and x.shape == y.shape
-                and x.stride() == y.stride() and not torch.equal(x, y)
-                and torch.allclose(y, x, rtol=1e-5, atol=1e-5, equal_nan=True)):
-            _known.append("inductor: float64 grad equal to float32 tolerance (mixed precision)")
-            y = x
-        out.append(y)
-    return pytree.tree_unflatten(out, spec)
+    return _per_tensor(eager_val, our_val, _float32_close)
 
 
 def differential_allow_fallback(build, step, *, steps=2, seed=0, backend="eager",

@@ -57,8 +57,9 @@ from ..capture.opaque import current_sites
 #    a list of AtenTensorHandle capsules in, one capsule or None per output back) and
 #    `call = _wrap_func(inductor_entry)`, which turns Python tensors into capsules and back.
 #    runtime/run.py's C++ hit path calls `inductor_entry` itself with the walk's tensors
-#    (Note [C++ hit path]; inductor_artifact.native_entry finds it).  Only when the compiled graph's callable is that `call` exactly:
-#    post_compile may wrap it (e.g. copying misaligned inputs), and then it is not used.
+#    (Note [C++ hit path]; inductor_artifact.native_entry finds it).  Only when the compiled
+#    graph's callable is that `call` exactly: post_compile may wrap it (e.g. copying
+#    misaligned inputs), and then it is not used.
 
 CODEGEN_VERSION = 3     # bump when the code Inductor generates for us changes (FX graph cache key)
 _tls = threading.local()
@@ -130,4 +131,3 @@ def compile_inductor(gm: torch.fx.GraphModule, example_inputs: list):
         box.clear()
         return fn(args)
     return run
-

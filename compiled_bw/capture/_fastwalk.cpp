@@ -748,13 +748,25 @@ bool plain_accumulator(Node* n) {
          !acc->tensor_post_acc_grad_hooks();
 }
 
-// Calls AccumulateGrad::apply for each (node, grad) as the engine does (grad mode off, the grad
-// moved in so that it can be stolen), emptying grads[i].  Returns false, touching nothing, when
-// any node is not plain_accumulator.  None grads are skipped.
-bool accumulate(const std::vector<Node*>& nodes, py::list grads) {
-  TORCH_CHECK(nodes.size() == (size_t)py::len(grads), "accumulate: nodes and grads differ in length");
+bool all_plain_accumulators(const std::vector<Node*>& nodes) {
   for (Node* n : nodes)
     if (!plain_accumulator(n)) return false;
+  return true;
+}
+
+// Calls AccumulateGrad::apply as the engine does, the grad moved in so that it can be stolen;
+// the caller holds grad mode off (at::NoGradGuard), as the engine does for every node.
+void accumulate_one(Node* n, at::Tensor grad) {
+  torch::autograd::variable_list in;
+  in.push_back(std::move(grad));
+  (*n)(std::move(in));
+}
+
+// accumulate_one for each (node, grad), emptying grads[i].  Returns false, touching nothing,
+// when any node is not plain_accumulator.  None grads are skipped.
+bool accumulate(const std::vector<Node*>& nodes, py::list grads) {
+  TORCH_CHECK(nodes.size() == (size_t)py::len(grads), "accumulate: nodes and grads differ in length");
+  if (!all_plain_accumulators(nodes)) return false;
   at::NoGradGuard no_grad;
   for (size_t i = 0; i < nodes.size(); ++i) {
     PyObject* g = PyList_GET_ITEM(grads.ptr(), i);
@@ -762,9 +774,7 @@ bool accumulate(const std::vector<Node*>& nodes, py::list grads) {
     at::Tensor t = THPVariable_Unpack(g);
     Py_INCREF(Py_None);
     PyList_SetItem(grads.ptr(), i, Py_None);  // drops our Python reference: stealable
-    torch::autograd::variable_list in;
-    in.push_back(std::move(t));
-    (*nodes[i])(std::move(in));
+    accumulate_one(nodes[i], std::move(t));
   }
   return true;
 }
@@ -778,7 +788,7 @@ bool accumulate(const std::vector<Node*>& nodes, py::list grads) {
 // use) and returns one capsule (ours to steal) or None per output.  Inputs: the root grads,
 // then the saved tensors (moved out of the walk: the graph holds the only reference, Note
 // [Box ownership]).  backward() (accumulate): leaf k gets output leaf_pos[k] (None: no grad)
-// through its AccumulateGrad, as accumulate() does; returns True.  grad(): leaf_idx is empty
+// through its AccumulateGrad (accumulate_one); returns True.  grad(): leaf_idx is empty
 // and the result is the list of outputs at leaf_pos (None stays None), as Python tensors.
 // Returns False, touching nothing, when the saved tensors are already in Python or some
 // leaf's AccumulateGrad is not plain_accumulator.
@@ -793,10 +803,9 @@ py::object run_native(CWalk& w, py::handle entry, py::list roots, size_t n_input
   TORCH_CHECK((size_t)PySequence_Fast_GET_SIZE(leaf_idx.ptr()) == (accumulate ? n_leaves : 0),
               "run_native: leaves and positions differ in length");
   std::vector<Node*> nodes(accumulate ? n_leaves : 0);
-  for (size_t k = 0; k < nodes.size(); ++k) {
+  for (size_t k = 0; k < nodes.size(); ++k)
     nodes[k] = w.nodes.at(PyLong_AsSsize_t(PySequence_Fast_GET_ITEM(leaf_idx.ptr(), k))).get();
-    if (!plain_accumulator(nodes[k])) return py::bool_(false);
-  }
+  if (!all_plain_accumulators(nodes)) return py::bool_(false);
   const size_t n_roots = py::len(roots);
   TORCH_CHECK(n_roots + w.saved_t.size() == n_inputs, "run_native: the compiled graph takes ",
               n_inputs, " inputs, this step has ", n_roots + w.saved_t.size());
@@ -831,8 +840,9 @@ py::object run_native(CWalk& w, py::handle entry, py::list roots, size_t n_input
     for (size_t k = 0; k < n_leaves; ++k) {
       PyObject* p = PySequence_Fast_GET_ITEM(leaf_pos.ptr(), k);
       PyObject* o = Py_None;
-      if (p != Py_None && outs.at(PyLong_AsSsize_t(p)).defined()) {
-        o = THPVariable_Wrap(outs[PyLong_AsSsize_t(p)]);
+      const at::Tensor* g = p == Py_None ? nullptr : &outs.at(PyLong_AsSsize_t(p));
+      if (g && g->defined()) {
+        o = THPVariable_Wrap(*g);
         if (!o) throw py::error_already_set();
       } else {
         Py_INCREF(o);
@@ -854,10 +864,7 @@ py::object run_native(CWalk& w, py::handle entry, py::list roots, size_t n_input
   at::NoGradGuard no_grad;
   for (size_t k = 0; k < n_leaves; ++k) {
     if (pos[k] < 0 || !outs[pos[k]].defined()) continue;
-    torch::autograd::variable_list in;
-    if (last[pos[k]] == k) in.push_back(std::move(outs[pos[k]]));
-    else in.push_back(outs[pos[k]]);
-    (*nodes[k])(std::move(in));
+    accumulate_one(nodes[k], last[pos[k]] == k ? std::move(outs[pos[k]]) : outs[pos[k]]);
   }
   return py::bool_(true);
 }
