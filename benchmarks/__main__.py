@@ -22,10 +22,11 @@ from compiled_bw.capture import fastwalk
 
 from . import modes as modes_mod
 from .measure import bench_model
-from .models import MODELS
+from .models import GPU_MODELS, MODELS, on_device
 from .report import charts, table
 
 QUICK_MODELS = ("overhead", "pointwise", "cnn", "custom_hooks")
+GPU_QUICK_MODELS = ("overhead", "pointwise", "custom_hooks")
 
 
 def main(argv=None) -> int:
@@ -36,14 +37,25 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true",
                     help="5 steps, no torch compiled autograd, small models (CI smoke test)")
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results"))
+    ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
+                    help="cuda: GPU-sized models (models.GPU_MODELS) and the CUDA-graphs mode")
     a = ap.parse_args(argv)
-    torch.set_num_threads(2)
-    available = modes_mod.available_modes()
-    names = a.modes.split(",") if a.modes else list(modes_mod.QUICK if a.quick else modes_mod.DEFAULT)
+    gpu = a.device == "cuda"
+    if gpu and not torch.cuda.is_available():
+        print("--device cuda: no CUDA device here", file=sys.stderr)
+        return 2
+    if not gpu:
+        torch.set_num_threads(2)
+    available = modes_mod.available_modes(a.device)
+    default = (modes_mod.GPU_QUICK if a.quick else modes_mod.GPU) if gpu else \
+        (modes_mod.QUICK if a.quick else modes_mod.DEFAULT)
+    names = a.modes.split(",") if a.modes else list(default)
     names = [m for m in names if m in available]
     if "eager" not in names:
         names.insert(0, "eager")
-    models = a.models.split(",") if a.models else list(QUICK_MODELS if a.quick else MODELS)
+    catalog = GPU_MODELS if gpu else MODELS
+    models = a.models.split(",") if a.models else list(
+        (GPU_QUICK_MODELS if gpu else QUICK_MODELS) if a.quick else catalog)
     steps = 5 if a.quick else a.steps
     t0 = time.perf_counter()        # the C++ walk: built once per machine, not part of a cell
     ok = fastwalk.in_use()
@@ -55,8 +67,8 @@ def main(argv=None) -> int:
     try:
         for name in models:
             print(f"[{name}] {len(names)} modes x {steps} steps ...", file=sys.stderr, flush=True)
-            results[name] = bench_model(MODELS[name], {m: available[m] for m in names}, steps,
-                                        tmp_root)
+            results[name] = bench_model(on_device(catalog[name], a.device, name),
+                                        {m: available[m] for m in names}, steps, tmp_root)
     finally:
         shutil.rmtree(tmp_root, ignore_errors=True)
     lines = table(results, names)
@@ -64,13 +76,15 @@ def main(argv=None) -> int:
         print(line)
     os.makedirs(a.out, exist_ok=True)
     meta = {"torch": torch.__version__, "machine": platform.machine(),
-            "cpu": _cpu_name(), "cpus": os.cpu_count(),
+            "cpu": _cpu_name(), "cpus": os.cpu_count(), "device": a.device,
+            "gpu": torch.cuda.get_device_name() if gpu else None,
             "threads": torch.get_num_threads(), "steps": steps, "date": time.strftime("%Y-%m-%d"),
             "seconds": round(time.perf_counter() - t_start), "cpp_walk": ok}
     with open(os.path.join(a.out, "latest.json"), "w") as f:
         json.dump({"meta": meta, "modes": names, "results": results}, f, indent=1)
     with open(os.path.join(a.out, "latest.md"), "w") as f:
-        f.write(f"{meta['date']}, torch {meta['torch']}, {meta['cpu']} ({meta['cpus']} CPUs, "
+        on = f"{meta['gpu']} + " if gpu else ""
+        f.write(f"{meta['date']}, torch {meta['torch']}, {on}{meta['cpu']} ({meta['cpus']} CPUs, "
                 f"{meta['threads']} threads), {steps} steps per mode, run took "
                 f"{meta['seconds']} s.\n\n" + "\n".join(lines) + "\n")
     for p in charts(results, names, a.out):

@@ -2,7 +2,7 @@
 
 Consumes a model factory and mode names; produces per mode: median steady-state backward time
 (modes interleaved A B C A B C ... so machine drift cancels) and its ratio to eager, the first
-backward (capture + compile; with compiled_bw's background compile, capture + a run on the
+backward (capture + compile; on a GPU, timed from an idle device to the last kernel; with compiled_bw's background compile, capture + a run on the
 eager backend) and when the compiled code is in use ("ready": the first backward plus the wait
 for background compiles), peak live tensor bytes during one backward (memory.py's method),
 compiled_bw's per-step overhead on a cache hit (walk + signature + lookup), captures / cache
@@ -22,21 +22,35 @@ import compiled_bw
 from compiled_bw.capture import fastwalk
 from compiled_bw.capture.saved import gradient_edge
 
-from .memory import peak_backward_bytes
+from .memory import peak_backward_bytes, peak_backward_bytes_cuda
 
-TOL = 1e-3   # max abs grad difference above which a cell is marked FAIL
+TOL = 1e-3   # max abs grad difference (float32; x30 for 16-bit grads) above which a cell FAILs
+
+
+def _diff(a, b) -> float:
+    """Max abs difference, in float32 units: 16-bit grads are compared at 1/30 of it."""
+    d = (a.float() - b.float()).abs().max().item()
+    return d / 30 if a.dtype in (torch.bfloat16, torch.float16) else d
 
 
 def _loss(model, x):
     return model(x).float().pow(2).mean()
 
 
+def _sync(x) -> None:
+    if x.is_cuda:
+        torch.cuda.synchronize(x.device)
+
+
 def _backward(model, x, ctx_factory):
+    """One backward, timed (on a GPU: from an idle device to the backward's last kernel)."""
     model.zero_grad(set_to_none=True)
     loss = _loss(model, x)
     with ctx_factory():
+        _sync(x)
         t0 = time.perf_counter()
         loss.backward()
+        _sync(x)
         dt = time.perf_counter() - t0
     return dt, [p.grad.detach().clone() for p in model.parameters() if p.grad is not None]
 
@@ -80,13 +94,14 @@ def bench_model(factory, modes: dict, steps: int, tmp_root: str) -> dict:
                 waited = time.perf_counter() - t0
             res[name]["first_ms"] = first * 1e3
             res[name]["ready_ms"] = (first + waited) * 1e3
-            res[name]["maxdiff"] = max(((a - b).abs().max().item() for a, b in zip(ref, g, strict=True)),
+            res[name]["maxdiff"] = max((_diff(a, b) for a, b in zip(ref, g, strict=True)),
                                        default=0.0)
             for _ in range(2):      # warm up: later steps must be cache hits
                 _, g = _backward(model, x, ctx)
             res[name]["maxdiff"] = max([res[name]["maxdiff"]] + [
-                (a - b).abs().max().item() for a, b in zip(ref, g, strict=True)])
-            res[name]["peak_mb"] = peak_backward_bytes(model, x, ctx) / 2**20
+                _diff(a, b) for a, b in zip(ref, g, strict=True)])
+            peak = peak_backward_bytes_cuda if x.is_cuda else peak_backward_bytes
+            res[name]["peak_mb"] = peak(model, x, ctx) / 2**20
         except Exception as e:  # noqa: BLE001 -- one failing cell never stops the harness
             res[name]["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:100]}"
         st = compiled_bw.stats()

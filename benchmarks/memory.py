@@ -117,6 +117,24 @@ def peak_backward_bytes(model, x, mode, warmup: int = 2,
     return peak - base - _MARKER
 
 
+def peak_backward_bytes_cuda(model, x, mode, warmup: int = 2,
+                             loss_fn=lambda y: y.float().pow(2).mean()) -> int:
+    """On a GPU: torch.cuda.max_memory_allocated over one steady-state forward + backward,
+    above what was allocated before its forward (the CPU method's quantity)."""
+    ctx_factory = MODES[mode] if isinstance(mode, str) else mode
+    for _ in range(warmup):
+        _step(model, x, ctx_factory, loss_fn, marker=False)
+    compiled_bw.wait_for_compiles()
+    _step(model, x, ctx_factory, loss_fn, marker=False)     # loads what the compiles made
+    model.zero_grad(set_to_none=True)
+    torch.cuda.synchronize(x.device)
+    base = torch.cuda.memory_allocated(x.device)
+    torch.cuda.reset_peak_memory_stats(x.device)
+    _step(model, x, ctx_factory, loss_fn, marker=False)
+    torch.cuda.synchronize(x.device)
+    return torch.cuda.max_memory_allocated(x.device) - base
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.memory", description=__doc__.splitlines()[0])
     ap.add_argument("--models", default=",".join(MEMORY_MODELS))

@@ -4,6 +4,10 @@ overhead  16 blocks of Linear(32)+tanh+LayerNorm, batch 16: per-op dispatch domi
 gemm      pre-norm MLP blocks, D=512, 2048 tokens: matmuls dominate.
 pointwise RMSNorm + SwiGLU + rotary-style elementwise ops, small D, many tokens.
 cnn       conv/bn/relu/pool.
+GPU_MODELS (`python -m benchmarks --device cuda`): GPU-sized versions, built on the device:
+overhead as above; pointwise D=1024 x 16k tokens; gemm bf16 D=2048 x 8k tokens; a 4-layer
+transformer encoder D=1024; custom Functions + hooks D=1024; a torch.compile'd (Inductor)
+forward.
 """
 import torch
 from torch import nn
@@ -127,3 +131,44 @@ def compiled_forward():
 
 
 MODELS.update({"custom_hooks": custom_hooks, "compiled_forward": compiled_forward})
+
+
+def _gpu_transformer():
+    layer = nn.TransformerEncoderLayer(1024, 16, 4096, dropout=0.0, batch_first=True,
+                                       norm_first=True)
+    return nn.TransformerEncoder(layer, 4, enable_nested_tensor=False), torch.randn(8, 1024, 1024)
+
+
+def _gpu_gemm():
+    m = nn.Sequential(*[MLPBlock(2048) for _ in range(4)]).to(torch.bfloat16)
+    return m, torch.randn(8192, 2048, dtype=torch.bfloat16)
+
+
+def _gpu_compiled_forward():
+    m = nn.Sequential(*[MLPBlock(1024) for _ in range(4)])
+    return m, torch.randn(8192, 1024)
+
+
+GPU_MODELS = {
+    "overhead": overhead,
+    "pointwise": lambda: (nn.Sequential(*[PointwiseBlock(1024) for _ in range(4)]),
+                          torch.randn(16384, 1024)),
+    "gemm": _gpu_gemm,
+    "transformer": _gpu_transformer,
+    "custom_hooks": lambda: (CustomAndHooks(d=1024), torch.randn(8192, 1024)),
+    "compiled_forward": _gpu_compiled_forward,
+}
+COMPILED = {"compiled_forward"}     # on a GPU: torch.compile(backend="inductor") after .to(device)
+
+
+def on_device(factory, device: str, name: str):
+    """factory() -> (model, x), moved to device (GPU_MODELS's compiled forward compiled there)."""
+    def build():
+        model, x = factory()
+        if device == "cpu":
+            return model, x
+        model, x = model.to(device), x.to(device)
+        if name in COMPILED:
+            model = torch.compile(model, backend="inductor")
+        return model, x
+    return build

@@ -5,6 +5,7 @@ torch-ca      torch's compiled autograd, the anchor we must beat:
               torch._dynamo.compiled_autograd._enable(torch.compile(backend="inductor"))
 cbw-eager     compiled_bw, eager backend (the reference: runs the captured FX graph)
 cbw-inductor  compiled_bw, Inductor backend (when this torch has Inductor), background compile
+cbw-inductor-cg  the same with enable(cudagraphs=True) (GPU only)
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ def _torch_compiled_autograd():
     return ca._enable(torch.compile(backend="inductor"))
 
 
-def available_modes() -> dict:
+def available_modes(device: str = "cpu") -> dict:
     modes = {
         "eager": contextlib.nullcontext,
         "torch-ca": _torch_compiled_autograd,
@@ -31,8 +32,13 @@ def available_modes() -> dict:
         # after the first backward, and reports both times
         modes["cbw-inductor"] = lambda: compiled_bw.enable(backend="inductor",
                                                            background_compile=True)
+        if device == "cuda":
+            modes["cbw-inductor-cg"] = lambda: compiled_bw.enable(
+                backend="inductor", background_compile=True, cudagraphs=True)
     return modes
 
 
 DEFAULT = ("eager", "torch-ca", "cbw-eager", "cbw-inductor")
 QUICK = ("eager", "cbw-eager", "cbw-inductor")
+GPU = ("eager", "torch-ca", "cbw-eager", "cbw-inductor", "cbw-inductor-cg")
+GPU_QUICK = ("eager", "cbw-inductor", "cbw-inductor-cg")

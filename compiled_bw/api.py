@@ -44,6 +44,7 @@ class Stats:
     background_compiles: int = 0            # graphs switched to the slow backend's callable
     background_compile_seconds: float = 0.0  # their compile + load time (worker process)
     native_runs: int = 0                    # cache hits run in one C++ call (Note [C++ hit path])
+    cudagraph_replays: int = 0              # runs replayed as a CUDA graph (enable(cudagraphs=True))
 
 
 class _Global:
@@ -73,7 +74,7 @@ class _State:
     """What runtime/run.py needs for one call: cache, stats, backend, limits, logging."""
 
     def __init__(self, cfg) -> None:
-        backend, self.strict, self.cache_size_limit, background = cfg
+        backend, self.strict, self.cache_size_limit, background, self.cudagraphs = cfg
         self.backend = backend
         self.backend_key = backend if isinstance(backend, str) else id(backend)
         self.background = _in_background(backend, background)
@@ -210,16 +211,20 @@ class enable(contextlib.ContextDecorator):
     compiles it in a worker process; later backwards use Inductor's code once it is ready
     (`wait_for_compiles()` waits for that).  Off: the first backward compiles, then runs
     Inductor's code (Note [Background compile]).
+    cudagraphs: replay each compiled graph that runs on one CUDA device with no user code
+    inside as a CUDA graph (runtime/cudagraphs.py Note [CUDA graphs]); other graphs run as
+    usual, and `stats().notes` says why.
     A class, not a generator: entering and leaving it is on every step's path (~1 µs).
     """
     __slots__ = ("_cfg",)
 
     def __init__(self, backend: str | Callable = "eager", *, strict: bool = False,
-                 cache_size_limit: int = 8, background_compile: bool | None = None) -> None:
+                 cache_size_limit: int = 8, background_compile: bool | None = None,
+                 cudagraphs: bool = False) -> None:
         if background_compile is None:
             background_compile = os.environ.get("COMPILED_BW_BACKGROUND_COMPILE", "1") not in (
                 "", "0")
-        cfg = (backend, strict, cache_size_limit, bool(background_compile))
+        cfg = (backend, strict, cache_size_limit, bool(background_compile), bool(cudagraphs))
         if not (isinstance(backend, str) and cfg in _G.states):
             lookup_backend(backend, load=not _in_background(backend, background_compile))
             _install()

@@ -34,6 +34,22 @@ def cbw_backend(request, monkeypatch):
     return backend
 
 
+@pytest.fixture(autouse=True)
+def cbw_device():
+    """COMPILED_BW_TEST_DEVICE=cuda runs a suite with tensors made on that device by default
+    (tools/gpu_check.sh runs the differential suites so on a GPU)."""
+    dev = os.environ.get("COMPILED_BW_TEST_DEVICE")
+    if not dev:
+        yield None
+        return
+    import torch
+    torch.set_default_device(dev)
+    try:
+        yield dev
+    finally:
+        torch.set_default_device(None)
+
+
 def pytest_generate_tests(metafunc):
     if metafunc.module.__name__ in BOTH_BACKENDS and "cbw_backend" in metafunc.fixturenames:
         metafunc.parametrize("cbw_backend", ["eager", "inductor"], indirect=True)

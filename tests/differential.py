@@ -67,11 +67,12 @@ def compare_runs(eager: list, ours: list, adjust=lambda eager_value, our_value: 
 
 
 def differential(build, step, *, steps=3, backend=None, seed=0, captures=1,
-                 fallbacks=0, strict=None, allow_errors=False):
+                 fallbacks=0, strict=None, allow_errors=False, options=None):
     """Returns compiled_bw.stats() of the compiled run after asserting equality.
 
     An exception in a step is compared like a value, but only allowed when the test says the
     error is its point (allow_errors=True): a program that always raises compares nothing.
+    options: more enable() arguments (e.g. cudagraphs=True).
     """
     if backend is None:
         backend = selected_backend()
@@ -81,7 +82,7 @@ def differential(build, step, *, steps=3, backend=None, seed=0, captures=1,
     compiled_bw.reset()
     if strict is None:
         strict = fallbacks == 0
-    with compiled_bw.enable(backend=backend, strict=strict):
+    with compiled_bw.enable(backend=backend, strict=strict, **(options or {})):
         ours = _run(build, step, steps, seed)
     st = compiled_bw.stats()
     compare_runs(eager, ours)

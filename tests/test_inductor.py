@@ -167,7 +167,10 @@ def test_cpp_wrapper_switch(monkeypatch):
         assert ("inductor_entry_impl" in fn.source_code) == native, env
         torch.testing.assert_close(fn(list(inputs))[0], (inputs[0] * inputs[1]).cos().sum(1))
     monkeypatch.setenv("COMPILED_BW_CPP_WRAPPER", "1")
-    assert cpp_wrapper([]) and not cpp_wrapper(["an opaque site"])
+    cpu, meta = torch.empty(2), torch.empty(2, device="meta")
+    assert cpp_wrapper([], [cpu]) and not cpp_wrapper(["an opaque site"], [cpu])
+    # not on other devices (GPU: Inductor's C++ wrapper runs kernels at compile time)
+    assert not cpp_wrapper([], [cpu, meta])
 
 
 def test_missing_backend_dependency_disables_only_that_backend(monkeypatch):

@@ -65,9 +65,13 @@ CODEGEN_VERSION = 3     # bump when the code Inductor generates for us changes (
 _tls = threading.local()
 
 
-def cpp_wrapper(sites: list) -> bool:
-    """Note 6: for graphs without opaque calls, unless COMPILED_BW_CPP_WRAPPER is 0 or empty."""
-    return not sites and os.environ.get("COMPILED_BW_CPP_WRAPPER", "1") not in ("", "0")
+def cpp_wrapper(sites: list, inputs: list) -> bool:
+    """Note 6: for CPU graphs without opaque calls, unless COMPILED_BW_CPP_WRAPPER is 0 or
+    empty.  Not on CUDA: Inductor's GPU C++ wrapper fills its kernel parameter cache by running
+    the kernels at compile time, which fake inputs cannot ("CudaKernelParamCache not
+    populated"); CUDA graphs (runtime/cudagraphs.py) are the GPU's answer to launch overhead."""
+    return (not sites and os.environ.get("COMPILED_BW_CPP_WRAPPER", "1") not in ("", "0")
+            and all(t.device.type == "cpu" for t in inputs if isinstance(t, torch.Tensor)))
 
 
 _input_size_asserts = PythonWrapperCodegen.codegen_input_size_asserts
@@ -120,7 +124,7 @@ def compile_inductor(gm: torch.fx.GraphModule, example_inputs: list):
     try:
         with torch._guards.tracing(torch._guards.TracingContext(fake_mode)), \
                 inductor_config.patch(keep_output_stride=True):
-            fn = compile_fx_inner(retraced, fakes, cpp_wrapper=cpp_wrapper(sites))
+            fn = compile_fx_inner(retraced, fakes, cpp_wrapper=cpp_wrapper(sites, fakes))
     finally:
         _tls.keyed_inputs = False
     if isinstance(fn, CompiledFxGraph):

@@ -45,6 +45,11 @@ def load_graph(data: bytes) -> tuple:
 
 def dump_compiled(fn: CompiledFxGraph) -> bytes:
     fn.prepare_for_serialization()      # drops the loaded callables; keeps source and paths
+    # The Triton bundle (GPU graphs) holds the kernels' autotuners, which refuse pickling once
+    # their launchers exist ("pickle should not be called with after make_launchers()").  The
+    # parent does not need it: loading the generated module loads the kernels from the caches
+    # both processes share.
+    fn._triton_bundle = None
     return GraphPickler.dumps(fn, _OPTIONS)
 
 

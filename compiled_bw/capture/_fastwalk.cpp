@@ -49,8 +49,10 @@
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -109,19 +111,25 @@ py::object& g_classify = *new py::object();  // classify(node, address) -> class
 py::object& g_list_svs = *new py::object();  // list_svs(node, attr) -> [SavedVariable address]
 py::object& g_py_node = *new py::object();   // py_node(i, node, saved, py_keys, slot_only) -> entry
 
-c10::intrusive_ptr<Node> node_of(PyObject* o) {
-  if (torch::autograd::THPCppFunction_Check(o)) return ((torch::autograd::THPCppFunction*)o)->cdata;
-  if (THPFunction_Check(o)) return ((THPFunction*)o)->cdata;
+// How an autograd node is owned: c10::intrusive_ptr on torch 2.13, std::shared_ptr (and a
+// weak_ptr in THPFunction) on older releases (e.g. the 2.11 of a GPU machine's image).
+using NodePtr = decltype(torch::autograd::Edge::function);
+template <class P> NodePtr owning(const P& p) { return p; }
+template <class T> NodePtr owning(const std::weak_ptr<T>& p) { return p.lock(); }
+
+NodePtr node_of(PyObject* o) {
+  if (torch::autograd::THPCppFunction_Check(o)) return owning(((torch::autograd::THPCppFunction*)o)->cdata);
+  if (THPFunction_Check(o)) return owning(((THPFunction*)o)->cdata);
   raise(PyExc_TypeError, "compiled_bw fastwalk: not an autograd node");
 }
 
-py::object node_obj(const c10::intrusive_ptr<Node>& n) {
+py::object node_obj(const NodePtr& n) {
   PyObject* o = torch::autograd::functionToPyObject(n);
   if (!o) throw py::error_already_set();
   return py::reinterpret_steal<py::object>(o);
 }
 
-ClassInfo* class_info(Node* node, const c10::intrusive_ptr<Node>& owner) {
+ClassInfo* class_info(Node* node, const NodePtr& owner) {
   const std::type_info* ti = &typeid(*node);
   static const std::type_info* last_ti = nullptr;
   static ClassInfo* last = nullptr;
@@ -381,7 +389,7 @@ struct SavedSrc {
 };
 
 struct CWalk {
-  std::vector<c10::intrusive_ptr<Node>> nodes;
+  std::vector<NodePtr> nodes;
   std::vector<py::object> pynodes;           // materialized on demand
   std::vector<ClassInfo*> cls;               // per node
   std::vector<uint8_t> opaque;               // per node: TRACE class run opaquely (hidden state)
@@ -413,9 +421,9 @@ struct Visitor {
   NodeCall call;
   std::optional<CompiledNodeArgs> args;
   size_t used = 0;       // bytes in args' buffer
-  explicit Visitor(AutogradCompilerCall& c) : cc(c), call(0, c10::intrusive_ptr<Node>()) {}
+  explicit Visitor(AutogradCompilerCall& c) : cc(c), call(0, NodePtr()) {}
   // Appends node's compiled_args bytes to k (size-prefixed).
-  void visit(Node* node, const c10::intrusive_ptr<Node>& owner, const ClassInfo& ci, Key& k) {
+  void visit(Node* node, const NodePtr& owner, const ClassInfo& ci, Key& k) {
     if (!args || used > (1u << 15)) {
       args.reset();
       args.emplace(cc, call);
@@ -441,7 +449,7 @@ struct Visitor {
 // node whose saved tensors already carry our slots (a retained graph walked again) reuses the
 // bytes recorded at install: compiled_args would take its hooks path and write other bytes.
 void collect_node(CWalk& w, AutogradCompilerCall& cc, Visitor& vis, int i, Node* node,
-                  const c10::intrusive_ptr<Node>& owner, const ClassInfo& ci, bool opaque,
+                  const NodePtr& owner, const ClassInfo& ci, bool opaque,
                   Key& k) {
   // The SavedVariables, in the Python walk's order: per attr, its element(s).
   struct One { const SavedVariable* sv; int a; int pos; };
@@ -531,7 +539,7 @@ std::shared_ptr<CWalk> walk(py::list roots) {
   NodeIndex index;
   std::vector<int32_t> stack;
   Key k;
-  auto see = [&](const c10::intrusive_ptr<Node>& n) -> int32_t {
+  auto see = [&](const NodePtr& n) -> int32_t {
     auto [j, fresh] = index.find_or_add(n.get(), (int32_t)w->nodes.size());
     if (fresh) {
       const char* p = reinterpret_cast<const char*>(n.get());
@@ -611,7 +619,7 @@ std::shared_ptr<CWalk> walk(py::list roots) {
     if (!node->tensor_pre_hooks().empty() || !node->pre_hooks().empty() ||
         !node->post_hooks().empty() || !node->retains_grad_hooks().empty())
       w->hook_nodes.append(i);
-    const c10::intrusive_ptr<Node>& owner = w->nodes[i];  // no see() below: stays valid
+    const NodePtr& owner = w->nodes[i];  // no see() below: stays valid
     if (ci->how == H_PY) {
       py::list got;
       size_t keys_before = py::len(w->py_keys);
@@ -869,6 +877,26 @@ py::object run_native(CWalk& w, py::handle entry, py::list roots, size_t n_input
   return py::bool_(true);
 }
 
+// The streams the forward ran the nodes' ops on, as the engine reads them (InputMetadata::stream,
+// which the engine makes a node's backward run on): distinct (device type, device index, stream
+// id) of every non-CPU input metadata of the nodes.  runtime/streams.py compares them with the
+// caller's current streams.
+void add_streams(Node* n, std::set<std::tuple<std::string, int, int64_t>>& out) {
+  for (uint32_t i = 0; i < n->num_inputs(); ++i) {
+    const auto& m = n->input_metadata(i);
+    if (m.device().is_cpu() || m.device().is_meta()) continue;
+    auto st = m.stream();
+    out.emplace(c10::DeviceTypeName(st.device_type(), /*lower_case=*/true), (int)st.device_index(),
+                (int64_t)st.id());
+  }
+}
+
+py::list stream_list(const std::set<std::tuple<std::string, int, int64_t>>& s) {
+  py::list out;
+  for (const auto& [t, i, id] : s) out.append(py::make_tuple(t, i, id));
+  return out;
+}
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("init", [](py::object unsupported, py::object giveup, py::object classify,
                    py::object list_svs, py::object py_node) {
@@ -878,6 +906,11 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     g_classify = classify;
     g_list_svs = list_svs;
     g_py_node = py_node;
+  });
+  m.def("node_streams", [](py::iterable nodes) {
+    std::set<std::tuple<std::string, int, int64_t>> s;
+    for (auto n : nodes) add_streams(node_of(n.ptr()).get(), s);
+    return stream_list(s);
   });
   m.def("node_address", [](py::object n) { return (size_t)node_of(n.ptr()).get(); });
   m.def("saved_variable_address", [](py::object sv) { return (size_t)sv.cast<SavedVariable*>(); });
@@ -913,7 +946,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   });
   m.def("walk", &walk);
   m.def("accumulate_nodes", [](py::list nodes, py::list grads) {
-    std::vector<c10::intrusive_ptr<Node>> own;
+    std::vector<NodePtr> own;
     std::vector<Node*> raw;
     for (auto n : nodes) {
       own.push_back(node_of(n.ptr()));
@@ -998,6 +1031,11 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       })
       // Eager's retain_graph=False: Node::release_variables() on each executed node (frees
       // its saved variables; a later unpack raises "backward through the graph a second time").
+      .def("streams", [](CWalk& w) {
+        std::set<std::tuple<std::string, int, int64_t>> s;
+        for (const auto& n : w.nodes) add_streams(n.get(), s);
+        return stream_list(s);
+      })
       .def("release_variables", [](CWalk& w, py::iterable executed) {
         for (auto e : executed) w.nodes.at(e.cast<size_t>())->release_variables();
       })

@@ -370,6 +370,16 @@ def accumulate(w, leaf_idx: list, grads: list) -> bool:
     return ext.accumulate_nodes([w.nodes[i] for i in leaf_idx], grads)
 
 
+def forward_streams(w) -> list | None:
+    """The distinct (device type, device index, stream id) that the walk's nodes ran their
+    forward on (non-CPU devices; the engine runs each node's backward there), or None when the
+    extension is not loaded (Python cannot read a node's stream)."""
+    if isinstance(w, FastWalk):
+        return w.cw.streams()
+    ext = _S.ext or (load() if _S.enabled else None)
+    return None if ext is None else ext.node_streams(list(w.nodes))
+
+
 def install(w):
     """Slots for a Walk or FastWalk: an object with set_placeholders / clear_placeholders /
     release (saved.py PySlots for the Python walk)."""

@@ -21,6 +21,8 @@ class Compiled:
     start_compile: Callable | None = None   # starts its background compile (run.py)
     native: Callable | None = None  # the C entry point of fn (run.py Note [C++ hit path])
     n_inputs: int = 0               # how many Box entries fn takes
+    devices: frozenset = frozenset()    # non-CPU device types it touches (streams.py)
+    replay: Any = None              # its CUDA graph, when enable(cudagraphs=True) (cudagraphs.py)
 
 
 @dataclasses.dataclass

@@ -61,7 +61,7 @@ from ..capture.subclass import flatten, rebuild
 from ..capture.trace import Options, TraceFailed, trace_backward
 from ..capture.walk import WalkUnsupported, tensor_meta
 from ..passes import run_passes
-from . import background, dispatch_tls, engine_state
+from . import background, cudagraphs, dispatch_tls, engine_state, streams
 from .cache import Compiled, Fallback
 
 _ENGINE = torch.autograd.Variable._execution_engine
@@ -231,10 +231,11 @@ def _capture(state, w, opts, grad_tensors, slots):
         example = flatten(example)
     owned = _box_owned(w, plan)
     box_nodes = tuple(sorted({w.saved_node[k][0] for k in owned}))
+    devices = streams.device_types([*example, *(w.leaves[i] for i, _ in plan.leaf_outputs)])
     if state.background:                # Note [Background compile]
         background.start_worker()
         entry = Compiled(compile_eager(gm, example), plan, gm, owned, box_nodes,
-                         n_inputs=len(example))
+                         n_inputs=len(example), devices=devices)
         entry.start_compile = background.prepare(entry, gm, plan.opaque_sites,
                                                  state.compiled_in_background(entry))
         return entry
@@ -244,7 +245,8 @@ def _capture(state, w, opts, grad_tensors, slots):
     if state.backend == "inductor":     # (Inductor is imported: it just compiled)
         from ..backends.inductor_artifact import native_entry
         native = native_entry(fn)
-    return Compiled(fn, plan, gm, owned, box_nodes, native=native, n_inputs=len(example))
+    return Compiled(fn, plan, gm, owned, box_nodes, native=native, n_inputs=len(example),
+                    devices=devices)
 
 
 def _box_owned(w, plan) -> tuple:
@@ -255,6 +257,8 @@ def _box_owned(w, plan) -> tuple:
 
 def _run(state, entry: Compiled, w, opts, grad_tensors, slots):
     plan = entry.plan
+    if entry.devices:                   # Note [Streams] (runtime/streams.py)
+        streams.check(w, entry.devices, FallbackToEager)
     if entry.native is not None and slots is None and isinstance(w, fastwalk.FastWalk):
         result = _run_native(state, entry, w, opts, grad_tensors)
         if result is not False:
@@ -275,7 +279,7 @@ def _run(state, entry: Compiled, w, opts, grad_tensors, slots):
             # graph computes with (what eager does after each node, done before the run).
             w.cw.release_variables(entry.box_nodes)
     if not plan.opaque_sites:           # Note [Direct delivery]
-        result = _run_direct(entry, w, opts, box)
+        result = _run_direct(state, entry, w, opts, box)
     else:
         result = _run_in_engine(state, entry, w, opts, box)
     if not opts.retain_graph:
@@ -313,15 +317,19 @@ def _run_native(state, entry: Compiled, w, opts, grad_tensors):
     return None if opts.accumulate else tuple(ran)
 
 
-def _run_direct(entry: Compiled, w, opts, box: list):
+def _run_direct(state, entry: Compiled, w, opts, box: list):
     """No user code runs inside the graph: call it without the engine.  Leaf grads go to the
-    AccumulateGrad nodes directly when none has a hook, else through the engine (_Deliver)."""
+    AccumulateGrad nodes directly when none has a hook, else through the engine (_Deliver).
+    enable(cudagraphs=True): CUDA graphs replay it (runtime/cudagraphs.py)."""
     plan = entry.plan
     prev = torch.is_grad_enabled()
     torch._C._set_grad_enabled(False)   # the engine runs nodes with grad mode off
     _tls.running = True
     try:
-        outs = entry.fn(box)
+        if state.cudagraphs and entry.devices:
+            outs = cudagraphs.run(entry, box, state)
+        else:
+            outs = entry.fn(box)
     finally:
         _tls.running = False
         torch._C._set_grad_enabled(prev)

@@ -1,0 +1,61 @@
+"""Streams (runtime/streams.py Note [Streams]), on any machine: the rule that decides whether a
+compiled graph may run on the caller's current streams.  The CUDA cases that exercise it for
+real are in tests/test_cuda.py (skipped without a GPU)."""
+import pytest
+import torch
+
+import compiled_bw
+from compiled_bw.capture import fastwalk
+from compiled_bw.runtime import streams
+from compiled_bw.runtime.run import FallbackToEager
+
+
+def test_cpu_graph_reads_no_streams():
+    # the C++ walk reads each node's InputMetadata stream; CPU nodes have none to check
+    if not fastwalk.in_use():
+        pytest.skip("C++ walk unavailable")
+    from compiled_bw.capture.saved import gradient_edge
+    x = torch.randn(3, requires_grad=True)
+    y = (x.sin() * 2).sum()
+    assert fastwalk.forward_streams(fastwalk.walk([gradient_edge(y)])) == []
+    assert streams.device_types([x, torch.empty(1, device="meta"), 3]) == frozenset()
+
+
+@pytest.mark.parametrize(("seen", "current", "reason"), [
+    ([("cuda", 0, 7)], 7, None),                                   # one stream, the current one
+    ([("cuda", 0, 7), ("cuda", 1, 9)], 7, None),                   # one per device
+    ([("cuda", 0, 7), ("cuda", 0, 8)], 7, "ran on 2 streams of cuda:0"),
+    ([("cuda", 0, 8)], 7, "ran on stream 8 of cuda:0, the backward is called on stream 7"),
+])
+def test_stream_rule(monkeypatch, seen, current, reason):
+    monkeypatch.setattr(fastwalk, "forward_streams", lambda w: seen)
+    monkeypatch.setattr(streams, "current_stream_id",
+                        lambda dev: current if dev.index == 0 else 9)
+    if reason is None:
+        streams.check(object(), frozenset({"cuda"}), FallbackToEager)
+    else:
+        with pytest.raises(FallbackToEager, match=reason):
+            streams.check(object(), frozenset({"cuda"}), FallbackToEager)
+
+
+def test_unreadable_streams_fall_back(monkeypatch):
+    monkeypatch.setattr(fastwalk, "forward_streams", lambda w: None)
+    with pytest.raises(FallbackToEager, match="without the C\\+\\+ extension"):
+        streams.check(object(), frozenset({"cuda"}), FallbackToEager)
+    streams.check(object(), frozenset(), FallbackToEager)      # CPU graphs: nothing to read
+
+
+def test_cudagraphs_option_on_cpu_changes_nothing():
+    # enable(cudagraphs=True) only applies to CUDA graphs: a CPU backward runs as without it
+    from differential import differential, grads
+
+    def build():
+        return torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Tanh(), torch.nn.Linear(4, 1))
+
+    def step(m):
+        m.zero_grad(set_to_none=True)
+        m(torch.randn(3, 4)).pow(2).sum().backward()
+        return grads(m)
+    st = differential(build, step, options={"cudagraphs": True})
+    assert st.cudagraph_replays == 0
+    assert not any("cudagraphs" in n for n in compiled_bw.stats().notes)

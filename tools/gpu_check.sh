@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# compiled_bw on a GPU machine, in one command: the CUDA tests, the differential suites with
+# tensors on the GPU, and the GPU benchmark.  Run in the repository root:
+#   bash tools/gpu_check.sh OUTDIR            # on a machine with a CUDA device
+#   bash tools/gpu_check.sh OUTDIR --dry-run  # anywhere: the same steps, CPU-sized, no GPU
+#   bash tools/gpu_check.sh OUTDIR --full     # also the full GPU benchmark (several minutes)
+# Installs nothing beyond the README's install command, and runs that only when compiled_bw
+# or torch cannot be imported (a GPU machine's preinstalled CUDA torch is used as it is; the
+# checkout is put on PYTHONPATH).  Writes OUTDIR/{env.txt,build.log,cuda_tests.log,
+# suites_cuda.log,bench/latest.md,bench/latest.json,summary.txt}; exits non-zero if a step failed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${1:?usage: tools/gpu_check.sh OUTDIR [--dry-run|--full]}
+mode=${2:-}
+mkdir -p "$out/bench"
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+PY=${PYTHON:-python3}
+if ! "$PY" -c "import torch, compiled_bw" 2>/dev/null; then
+  install_cmd=$(grep -m1 '^pip install' README.md | sed 's/ *#.*//')
+  echo "+ $install_cmd"; eval "$install_cmd" || exit 1
+fi
+export TORCHINDUCTOR_CACHE_DIR="${TORCHINDUCTOR_CACHE_DIR:-$(mktemp -d)}"
+status=0
+step() {  # step NAME LOG CMD...: run, record pass/fail in the summary
+  local name=$1 log=$2; shift 2
+  local t0=$SECONDS
+  "$@" >"$log" 2>&1; local rc=$?
+  printf '%-12s rc=%-3s %4ss  %s\n' "$name" "$rc" "$((SECONDS - t0))" "$(tail -n1 "$log")" | tee -a "$out/summary.txt"
+  [ "$rc" -eq 0 ] || status=1
+}
+: >"$out/summary.txt"
+{ nvidia-smi -L 2>/dev/null || echo "no nvidia-smi"
+  "$PY" -c "import torch, sys; print('python', sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda, 'available', torch.cuda.is_available()); print(torch.cuda.get_device_name() if torch.cuda.is_available() else 'no GPU')"
+  "$PY" -c "import triton; print('triton', triton.__version__)" 2>&1 | tail -n1
+  git rev-parse HEAD 2>/dev/null; } >"$out/env.txt" 2>&1
+cat "$out/env.txt"
+gpu=$("$PY" -c "import torch; print(int(torch.cuda.is_available()))")
+if [ "$mode" != "--dry-run" ] && [ "$gpu" != 1 ]; then
+  echo "no CUDA device: run with --dry-run for the CPU rehearsal" | tee -a "$out/summary.txt"; exit 2
+fi
+step build "$out/build.log" "$PY" -m compiled_bw.build
+step cuda_tests "$out/cuda_tests.log" timeout 420 "$PY" -m pytest -q -p no:cacheprovider tests/test_cuda.py tests/test_streams.py
+if [ "$mode" = "--dry-run" ]; then
+  step bench "$out/bench.log" timeout 300 "$PY" -m benchmarks --quick --models overhead --out "$out/bench"
+else
+  step suites_cuda "$out/suites_cuda.log" env COMPILED_BW_TEST_DEVICE=cuda timeout 300 "$PY" -m pytest -q -p no:cacheprovider \
+    tests/test_core.py tests/test_hooks.py tests/test_custom_functions.py -k "not inductor"
+  step bench "$out/bench.log" timeout 420 "$PY" -m benchmarks --device cuda --quick --out "$out/bench"
+  if [ "$mode" = "--full" ]; then
+    step bench_full "$out/bench_full.log" timeout 1500 "$PY" -m benchmarks --device cuda --out "$out/bench_full"
+  fi
+fi
+echo "gpu_check: $([ $status -eq 0 ] && echo PASSED || echo FAILED) ($out/summary.txt)"
+exit $status
