@@ -59,11 +59,13 @@ def _hook_build():
 
 
 def _bf16_step(m):
+    # compared at bf16's tolerance: Inductor computes a fused bf16 chain in float32 and rounds
+    # once, eager rounds after every op (the float32 grads differ by ~2e-4)
     m.zero_grad(set_to_none=True)
     with torch.autocast("cuda", dtype=torch.bfloat16):
         loss = m(torch.randn(32, 64, device=DEV)).float().pow(2).mean()
     loss.backward()
-    return grads(m)
+    return [g.to(torch.bfloat16) for g in grads(m)]
 
 
 def _grad_step(m):
@@ -162,23 +164,15 @@ def test_forward_on_a_side_stream_backward_on_another():
     assert all("ran on stream" in r for r in st.fallback_reasons), st.fallback_reasons
 
 
-class Acts(nn.Module):
-    def __init__(self, n=1 << 22, layers=8):
-        super().__init__()
-        self.ws = nn.ParameterList(nn.Parameter(torch.rand(n) + 0.5) for _ in range(layers))
-
-    def forward(self, x):
-        for w in self.ws:
-            x = torch.tanh(x * w)
-        return x
 
 
 @pytest.mark.parametrize("backend", ["eager", "inductor"])
 def test_peak_memory_at_most_eager(backend):
     # with retain_graph=False the graph frees each saved activation after its last use
+    # (8 x Linear + tanh: GEMMs separate the layers; benchmarks/memory.py mlp8, GPU-sized)
     torch.manual_seed(0)
-    m = Acts().to(DEV)
-    x = torch.randn(1 << 22, device=DEV)
+    m = nn.Sequential(*[k for _ in range(8) for k in (nn.Linear(2048, 2048), nn.Tanh())]).to(DEV)
+    x = torch.randn(4096, 2048, device=DEV)
 
     def peak(ctx):
         for _ in range(3):

@@ -3,6 +3,7 @@
 Each program logs every hook call (name + a value) and returns the log with the grads; the
 differential helper compares both over 3 steps and checks the run compiled once.
 """
+import pytest
 import torch
 from differential import differential, grads
 from functions import Double
@@ -233,3 +234,26 @@ def test_hooks_on_the_accumulate_grad_node_itself():
         ((x * 3).sin() * y).sum().backward()
         return [x.grad, y.grad, list(log)]
     differential(build, step)
+
+
+class _PassThrough(torch.overrides.TorchFunctionMode):
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("mode", ["default_device", "function_mode"])
+def test_hooks_registered_under_a_torch_function_mode(mode):
+    # torch's Tensor.register_hook re-enters Tensor.register_hook through the mode; the hook
+    # must still run once (it ran twice here: grads 3x eager's)
+    def step(st):
+        x, log = st
+        x.grad = None
+        ctx = torch.device("cpu") if mode == "default_device" else _PassThrough()
+        with ctx:
+            y = x.exp()
+            z = y * 3
+            y.register_hook(lambda g: log.append(("y", round(g.sum().item(), 4))) or g * 2)
+            z.register_hook(lambda g: g + 1)
+            z.sum().backward()
+        return [x.grad, list(log)]
+    differential(_x, step)

@@ -48,9 +48,14 @@ def register_hook(self, hook):
     fresh = self._backward_hooks is None
     handle = _orig_register_hook(self, hook)
     fn = self.grad_fn
-    if fresh and fn is not None and self._backward_hooks is not None:
-        COUNTS.tensor += 1
-        fn.metadata.setdefault(TENSOR_HOOKS_KEY, []).append((self.output_nr, self._backward_hooks))
+    d = self._backward_hooks
+    if fresh and fn is not None and d is not None:
+        # Under a TorchFunctionMode (torch.set_default_device is one) torch's register_hook
+        # calls Tensor.register_hook -- this wrapper -- again from inside: record a dict once
+        recs = fn.metadata.setdefault(TENSOR_HOOKS_KEY, [])
+        if not any(r is d for _, r in recs):
+            COUNTS.tensor += 1
+            recs.append((self.output_nr, d))
     return handle
 
 

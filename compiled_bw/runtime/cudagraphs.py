@@ -57,9 +57,20 @@ def unusable(entry, box: list) -> str | None:
         if dev is not None and t.device != dev:
             return f"graph inputs on {dev} and {t.device}"
         dev = t.device
-        if not t.is_non_overlapping_and_dense():
+        if not is_non_overlapping_and_dense(t):
             return "a graph input is not dense (expanded or overlapping strides)"
     return None
+
+
+def is_non_overlapping_and_dense(t: torch.Tensor) -> bool:
+    """Its elements fill its storage extent exactly once, in some order of its dimensions."""
+    expected = 1
+    for stride, size in sorted((st, sz) for sz, st in zip(t.shape, t.stride(), strict=True)
+                               if sz != 1):
+        if stride != expected:
+            return False
+        expected *= size
+    return True
 
 
 def _fresh_like(t: torch.Tensor) -> torch.Tensor:
@@ -84,6 +95,12 @@ def run(entry, box: list, state) -> list:
         _no_graph(entry, reason, note)
         return entry.fn(box)
     return _record(entry, box, note)
+
+
+def skip(entry, state) -> None:
+    """A graph that does not run through run() (user code inside it): say so, once per entry."""
+    if not (isinstance(entry.replay, NoGraph) and entry.replay.fn is entry.fn):
+        _no_graph(entry, unusable(entry, []) or "not a direct run", state.note)
 
 
 def _no_graph(entry, reason: str, note) -> None:

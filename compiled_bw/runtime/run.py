@@ -281,6 +281,8 @@ def _run(state, entry: Compiled, w, opts, grad_tensors, slots):
     if not plan.opaque_sites:           # Note [Direct delivery]
         result = _run_direct(state, entry, w, opts, box)
     else:
+        if state.cudagraphs and entry.devices:
+            cudagraphs.skip(entry, state)
         result = _run_in_engine(state, entry, w, opts, box)
     if not opts.retain_graph:
         if slots is not None:
