@@ -105,7 +105,8 @@ def bench_model(factory, modes: dict, steps: int, tmp_root: str) -> dict:
         except Exception as e:  # noqa: BLE001 -- one failing cell never stops the harness
             res[name]["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:100]}"
         st = compiled_bw.stats()
-        stats[name] = (st.captures, st.fallbacks, sorted(set(st.fallback_reasons)))
+        stats[name] = (st.captures, st.fallbacks, sorted(set(st.fallback_reasons)),
+                       sorted(set(st.notes)), st.cudagraph_replays)
     live = [m for m in modes if "error" not in res[m]]
     for _ in range(steps):
         for m in live:
@@ -119,9 +120,10 @@ def bench_model(factory, modes: dict, steps: int, tmp_root: str) -> dict:
             out[m] = {"error": r["error"]}
             continue
         med = statistics.median(r["times"])
-        captures, fallbacks, reasons = stats[m]
+        captures, fallbacks, reasons, notes, replays = stats[m]
         out[m] = {"median_ms": med * 1e3, "ratio": med / base, "first_ms": r["first_ms"],
                   "ready_ms": r["ready_ms"], "peak_mb": r["peak_mb"],
                   "maxdiff": r["maxdiff"], "fail": r["maxdiff"] > TOL,
-                  "captures": captures, "fallbacks": fallbacks, "fallback_reasons": reasons}
+                  "captures": captures, "fallbacks": fallbacks, "fallback_reasons": reasons,
+                  "notes": notes, "cudagraph_replays": replays}
     return out
