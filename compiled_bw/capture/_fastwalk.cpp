@@ -473,7 +473,8 @@ void collect_node(CWalk& w, AutogradCompilerCall& cc, Visitor& vis, int i, Node*
   for (const One& o : svs) {
     if (!o.sv->has_hooks()) continue;
     auto st = our_slot(o.sv);
-    if (!st) raise(g_giveup, "saved tensor with hooks that are not compiled_bw's");
+    // never unpacked here: an unpack hook is user code (non-reentrant checkpoint recomputes)
+    if (!st) raise(g_unsupported, "saved tensors already carry hooks (saved_tensors_hooks?): " + ci.name);
     if (!st->key) raise(g_giveup, "slot without recorded node bytes");
     cached = st->key;
     cached_range = {st->kb, st->ke};
@@ -906,6 +907,26 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     g_classify = classify;
     g_list_svs = list_svs;
     g_py_node = py_node;
+  });
+  // Whether saved tensors carry hooks that are not compiled_bw's, without unpacking them (an
+  // unpack hook is user code): a custom Function's (THPFunction) or a node's _raw_saved_<attr>s.
+  m.def("saved_hooks_in", [](py::object node, py::iterable attrs) {
+    auto foreign = [](const SavedVariable& sv) { return sv.has_hooks() && !our_slot(&sv); };
+    if (THPFunction_Check(node.ptr())) {
+      for (const auto& sv : ((THPFunction*)node.ptr())->saved_variables)
+        if (foreign(sv)) return true;
+      return false;
+    }
+    for (auto a : attrs) {
+      py::object raw = node.attr(("_raw_saved_" + a.cast<std::string>()).c_str());
+      if (py::isinstance<py::list>(raw) || py::isinstance<py::tuple>(raw)) {
+        for (auto r : raw)
+          if (!r.is_none() && foreign(*r.cast<SavedVariable*>())) return true;
+      } else if (!raw.is_none() && foreign(*raw.cast<SavedVariable*>())) {
+        return true;
+      }
+    }
+    return false;
   });
   m.def("node_streams", [](py::iterable nodes) {
     std::set<std::tuple<std::string, int, int64_t>> s;

@@ -43,6 +43,7 @@ import time
 
 import torch
 
+from . import walk as _walk_module
 from .hooks import COUNTS, RETAINED, leaf_hooks, node_hooks, retained_by_node
 from .nodes import AOT, CUSTOM, LEAF, TRACE, TRACE_CUSTOM, UNSUPPORTED, hidden_state_unknown
 from .nodes import node_kind as _node_kind
@@ -107,6 +108,7 @@ def _load_once(verbose: bool):
         ext = _load("compiled_bw_fastwalk", [_SRC], build_directory=build_dir(),
                     extra_cflags=["-O2"], verbose=verbose)
         ext.init(WalkUnsupported, GiveUp, _classify, _list_svs, _py_node)
+        _walk_module.saved_hooks_in = ext.saved_hooks_in   # the Python walk's check too
     except Exception as e:  # noqa: BLE001 -- any build/load failure: the Python walk works
         lines = str(e).strip().splitlines()
         errs = [ln.strip() for ln in lines if "error" in ln.lower() and "ninja" not in ln][:3]

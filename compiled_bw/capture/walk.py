@@ -191,6 +191,20 @@ def walk_graph(root_edges: list) -> Walk:
     return w
 
 
+# Set by capture/fastwalk.py when its extension loads: saved_hooks_in(node, attrs) -> bool.
+saved_hooks_in = None
+
+
+def _no_foreign_hooks(node, attrs) -> None:
+    """Raise WalkUnsupported, before anything is unpacked, if the node's saved tensors carry
+    hooks that are not ours: unpacking runs the unpack hook, user code (non-reentrant
+    checkpoint recomputes its forward there), which must run once, inside the backward, by
+    the node -- so that backward runs eager autograd."""
+    if saved_hooks_in is not None and saved_hooks_in(node, attrs):
+        raise WalkUnsupported(f"saved tensors already carry hooks (saved_tensors_hooks?): "
+                              f"{type(node).__name__}")
+
+
 def values_entry(w, i: int, node, info: tuple, entry: list) -> None:
     """Saved values and saved-tensor metadata of a built-in node (info: its _class_info),
     appended to `entry`; its saved tensors to w.saved / w.saved_node (also capture/fastwalk.py)."""
@@ -202,6 +216,7 @@ def values_entry(w, i: int, node, info: tuple, entry: list) -> None:
             vals = (vals,)
         entry.extend(tuple(v) if type(v) is list else v for v in vals)
     if tget is not None:
+        _no_foreign_hooks(node, kind.tensor_attrs)
         ts = tget(node)       # unpacks: eager's version-counter / freed checks happen here
         if one_tensor:
             ts = (ts,)
@@ -236,6 +251,7 @@ def _first(p):
 def _custom_entry(w, i: int, node, how: str, meta: tuple, entry: list) -> None:
     """Signature part and saved tensors of a custom autograd.Function node."""
     name = type(node).__name__
+    _no_foreign_hooks(node, ())
     info = fwd_info(node)
     if info is None:
         raise WalkUnsupported(

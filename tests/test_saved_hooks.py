@@ -1,0 +1,82 @@
+"""Saved-tensor hooks are user code run by the node that unpacks: the walk must never unpack a
+saved tensor that carries hooks (issue 15, "Saved tensors are read by the node, once").
+
+Differential: each program logs every unpack-hook call with `_current_autograd_node()` (eager:
+the node unpacking, never None) and counts non-reentrant checkpoint recomputations; the log
+under compiled_bw equals eager's (today such a backward runs eager autograd, with the reason).
+"""
+import torch
+import torch.utils.checkpoint as cp
+from differential import differential, grads
+from functions import Double
+
+
+def _node_name():
+    n = torch._C._current_autograd_node()
+    return None if n is None else type(n).__name__
+
+
+def _x():
+    return [torch.randn(4, requires_grad=True), torch.randn(4, requires_grad=True), []]
+
+
+def test_unpack_hooks_run_once_by_their_node():
+    def step(st):
+        a, b, log = st
+        a.grad = b.grad = None
+
+        def pack(t):
+            log.append(("pack", tuple(t.shape)))
+            return t
+
+        def unpack(t):
+            log.append(("unpack", _node_name()))
+            return t
+        with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+            y = (a * b).sin()
+        z = Double.apply(y) * a
+        z.sum().backward()
+        return [a.grad, b.grad, list(log)]
+    st = differential(_x, step, fallbacks=3, captures=None, strict=False)
+    assert all(r.startswith("saved tensors already carry hooks") for r in st.fallback_reasons)
+
+
+def test_custom_function_saved_tensors_with_hooks():
+    class Mul(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, y):
+            ctx.save_for_backward(x, y)
+            return x * y
+
+        @staticmethod
+        def backward(ctx, g):
+            x, y = ctx.saved_tensors
+            return g * y, g * x
+
+    def step(st):
+        a, b, log = st
+        a.grad = b.grad = None
+        with torch.autograd.graph.saved_tensors_hooks(
+                lambda t: t, lambda t: log.append(("unpack", _node_name())) or t):
+            y = Mul.apply(a, b)
+        (y.exp() * 2).sum().backward()
+        return [a.grad, b.grad, list(log)]
+    differential(_x, step, fallbacks=3, captures=None, strict=False)
+
+
+def test_non_reentrant_checkpoint_recomputes_once_per_backward():
+    def build():
+        m = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 4))
+        return [m, torch.randn(3, 4), [0]]
+
+    def step(st):
+        m, x, calls = st
+        m.zero_grad(set_to_none=True)
+
+        def f(inp):
+            calls[0] += 1
+            return m(inp)
+        y = cp.checkpoint(f, x.requires_grad_(), use_reentrant=False)
+        y.pow(2).sum().backward()
+        return [*grads(m), x.grad, calls[0]]
+    differential(build, step, fallbacks=3, captures=None, strict=False)
