@@ -423,3 +423,16 @@ def test_threads_walk_and_run_concurrently(ext):
     st = compiled_bw.stats()
     # one capture: threads that miss together wait for it (run.py) instead of recapturing
     assert (st.fallbacks, st.captures, st.cache_hits) == (0, 1, 79), st
+
+
+def test_build_dir_is_keyed_by_what_the_binary_depends_on(monkeypatch):
+    # issue 15: keyed by the torch version alone, two virtual environments with the same torch
+    # rebuilt each other's extension (the include paths are part of the build)
+    from compiled_bw.capture import fastwalk
+    here = fastwalk.build_key()
+    assert here.startswith("torch" + torch.__version__.replace("+", "_"))
+    monkeypatch.setattr(torch, "__file__", "/elsewhere/venv/site-packages/torch/__init__.py")
+    assert fastwalk.build_key() != here
+    monkeypatch.undo()
+    monkeypatch.setattr(torch.version, "git_version", "0" * 40)
+    assert fastwalk.build_key() != here

@@ -35,9 +35,11 @@ on more than Python can see (finer).
 """
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import struct
+import sys
 import threading
 import time
 
@@ -76,11 +78,24 @@ _S = _State()
 _TLS = threading.local()  # .kinds: node index -> NodeKind of the nodes Python read, this walk
 
 
+def build_key() -> str:
+    """Everything the built extension depends on besides its source (which torch's loader
+    hashes itself): torch's release, commit, CUDA version and install location (its headers
+    and libraries; two virtual environments with the same torch would otherwise rebuild each
+    other's build on every switch, since the include paths are part of the build), and the
+    Python ABI."""
+    import sysconfig
+    ident = "|".join((torch.__version__, str(torch.version.git_version),
+                      str(torch.version.cuda), os.path.dirname(os.path.realpath(torch.__file__)),
+                      sys.version, str(sysconfig.get_config_var("EXT_SUFFIX"))))
+    tag = torch.__version__.replace("+", "_")
+    return f"torch{tag}-{hashlib.sha1(ident.encode()).hexdigest()[:12]}"
+
+
 def build_dir() -> str:
     base = os.environ.get("COMPILED_BW_BUILD_DIR") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "compiled_bw")
-    tag = torch.__version__.replace("+", "_")
-    d = os.path.join(base, f"fastwalk-torch{tag}")
+    d = os.path.join(base, f"fastwalk-{build_key()}")
     os.makedirs(d, exist_ok=True)
     return d
 
