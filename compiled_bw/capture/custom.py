@@ -79,9 +79,11 @@ def apply(cls, *args, **kwargs):
 
 
 def set_materialize_grads(self, value: bool):
-    _orig_set_materialize(self, value)
-    self.metadata[MATERIALIZE_KEY] = bool(value)
-    return self
+    res = _orig_set_materialize(self, value)
+    md = getattr(self, "metadata", None)     # a node's ctx; other ctx objects have none
+    if isinstance(md, dict):
+        md[MATERIALIZE_KEY] = bool(value)
+    return res
 
 
 def install() -> None:
