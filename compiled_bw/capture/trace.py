@@ -221,6 +221,13 @@ def _run_engine(w, opts, root_grads: list, opaque_names: list, placeholders: dic
                 raise TraceFailed(f"{kind.name} runs as an opaque call but its forward or saved "
                                   "tensors hold a tensor subclass (its grads may be subclasses); "
                                   "opaque calls take dense tensors only", eager_error=False)
+            if site_kind == "custom" and h is not None and h.post and \
+                    any(c < 0 for c, _ in w.edges[i]):
+                # eager's post-hooks see what the backward returned for an input that needs
+                # no grad; an opaque call returns nothing there (its shape is unknown)
+                raise TraceFailed(f"{kind.name} runs as an opaque call and has post-hooks, and "
+                                  "an input that needs no grad (the hooks would see its grad)",
+                                  eager_error=False)
             outs = _opaque_call(w, i, kind.name, site_kind, buf)
             opaque_names.append(f"{kind.name} ({kind.reason})" if kind.reason else kind.name)
             outs = _validate(w, i, kind.name, outs)

@@ -1,7 +1,7 @@
 """validate_outputs (ENGINE.md 3), for our engine: trace time (fake tensors) and run time.
 
 Consumes one node's output grads and the input metadata of the nodes its edges point to;
-produces the grads the eager engine would pass on: invalid-edge grads dropped, broadcast
+produces the grads the eager engine would pass on: invalid-edge grads unchecked, broadcast
 shapes `sum_to`'d, dtypes cast.  Anything eager would reject raises ValidateError with
 eager's message (the trace turns that into a fallback, so eager raises it for real).
 """
@@ -33,8 +33,8 @@ def validate_outputs(name: str, outs, edges, in_meta) -> list:
             f"{len(edges)}, but got {len(outs)}")
     res = []
     for i, ((c, nr), g) in enumerate(zip(edges, outs, strict=True)):
-        if c < 0 or g is None:
-            res.append(None)
+        if c < 0 or g is None:   # 3.2: unchecked; post-hooks still see it (not sent on)
+            res.append(g)
             continue
         shape, dtype, device = in_meta[c][nr]
         if g.shape != shape:
