@@ -4,6 +4,7 @@ undefined, `grad_dtype`, grads for inputs that need no grad.
 Differential: each program returns its grads (None kept) and a log of what hooks and custom
 backwards received (None kept, tensors cloned); eager and compiled_bw must agree on every step.
 """
+import pytest
 import torch
 from differential import differential, grads
 from torch import nn
@@ -67,3 +68,49 @@ def test_custom_function_post_hook_sees_grad_for_input_needing_no_grad():
         return out
     st = differential(list, step, captures=0, fallbacks=3)
     assert "an input that needs no grad" in st.fallback_reasons[0]
+
+
+# ---- grad_dtype ---------------------------------------------------------------------------
+
+class _ToDouble(torch.autograd.Function):
+    """Its backward returns a float64 grad for a float32 input."""
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        return g.double() * 2
+
+
+class _ToDoubleTraced(_ToDouble):
+    compiled_bw_traceable = True
+
+
+_PRODUCERS = {
+    "root": lambda x: x.backward(torch.full((3,), 2.0, dtype=torch.float64)),
+    "traced": lambda x: _ToDoubleTraced.apply(x).sum().backward(),
+    "opaque": lambda x: _ToDouble.apply(x).sum().backward(),
+    "mixed": lambda x: (_ToDoubleTraced.apply(x).sum() + (x * 3).sum()).backward(),
+}
+
+
+@pytest.mark.parametrize("producer", list(_PRODUCERS))
+@pytest.mark.parametrize("grad_dtype", ["default", None, torch.float16, torch.float64],
+                         ids=["default", "None", "f16", "f64"])
+def test_leaf_grad_dtype(grad_dtype, producer):
+    """torch 2.13 `grad_dtype`: grads reaching the leaf are cast to it, or kept as they are
+    (None: a float64 grad on a float32 leaf stays float64).  Where the dtype is known only at
+    run time (an opaque call, or a sum of two dtypes in eager's input buffer), eager runs."""
+    def build():
+        x = torch.randn(3, requires_grad=True)
+        if grad_dtype != "default":
+            x.grad_dtype = grad_dtype
+        return x
+
+    def step(x):
+        _PRODUCERS[producer](x)
+        return x.grad.clone()
+    runtime_dtype = grad_dtype is None and producer in ("opaque", "mixed")
+    differential(build, step, captures=0 if runtime_dtype else 1,
+                 fallbacks=3 if runtime_dtype else 0)

@@ -114,6 +114,11 @@ def _add(buf: list, nr: int, g) -> None:
     if g is None:
         return
     old = buf[nr]
+    if old is not None and old.dtype != g.dtype:
+        # only into a leaf with grad_dtype None (validate_outputs casts everything else):
+        # eager's InputBuffer adds in place into whichever buffer it may reuse
+        raise TraceFailed(f"grads of dtypes {old.dtype} and {g.dtype} are summed for a leaf "
+                          "whose grad_dtype is None", eager_error=False)
     buf[nr] = g if old is None else old + g
 
 
@@ -309,7 +314,14 @@ def _opaque_call(w, i: int, name: str, site_kind: str, buf: list) -> list:
         if c < 0:
             specs.append(None)
         else:
-            shape, dtype, device = w.in_meta[c][nr]
+            meta = w.in_meta[c][nr]
+            shape, dtype, device = meta[:3]
+            if len(meta) > 3:        # a leaf's grad_dtype (saved.input_meta)
+                dtype = meta[3]
+                if dtype is None:
+                    raise TraceFailed(f"{name} runs as an opaque call and its grad flows into "
+                                      "a leaf whose grad_dtype is None (the grad's dtype is "
+                                      "known only when it runs)", eager_error=False)
             specs.append((tuple(shape), dtype, device))
     site = OpaqueSite(i, name, site_kind, w.edges[i], tuple(specs))
     sid = register_site(site)
