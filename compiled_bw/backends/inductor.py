@@ -13,13 +13,15 @@ import threading
 import torch
 import torch.utils._pytree as pytree
 from torch._inductor import config as inductor_config
+from torch._inductor import ir, lowering
 from torch._inductor.codegen.wrapper import PythonWrapperCodegen
 from torch._inductor.compile_fx import compile_fx_inner
 from torch._inductor.decomposition import select_decomp_table
 from torch._inductor.output_code import CompiledFxGraph
+from torch._inductor.virtualized import V
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from ..capture.opaque import current_sites
+from ..capture.opaque import current_sites, opaque
 
 # Note [Inductor without Dynamo]
 # 1. Retrace: functionalize (a few backward formulas mutate fresh buffers, e.g. index_put_)
@@ -61,8 +63,44 @@ from ..capture.opaque import current_sites
 #    graph's callable is that `call` exactly: post_compile may wrap it (e.g. copying
 #    misaligned inputs), and then it is not used.
 
-CODEGEN_VERSION = 3     # bump when the code Inductor generates for us changes (FX graph cache key)
+#
+# 8. Opaque calls hand tensors to user code (hooks, custom backwards), which may keep them: a
+#    module full backward hook keeps its grad_output until the module's input grads arrive,
+#    `retain_grad` and tensor hooks may store what they get or return.  Inductor assumes it owns
+#    every intermediate buffer: after a buffer's last use in the graph it reuses its memory for
+#    a later buffer (`buf8 = buf4; del buf4  # reuse`) or lets a kernel write its output into
+#    it in place -- overwriting what user code still holds (wrong grads: issue 15).  So every
+#    buffer an opaque call reads or returns goes into `V.graph.never_reuse_buffers` (our
+#    lowering below): it is freed by reference counting, as in eager, and never written again.
+
+CODEGEN_VERSION = 4     # bump when the code Inductor generates for us changes (FX graph cache key)
 _tls = threading.local()
+
+
+def _buffer_names(node) -> list:
+    """The names of the buffers an Inductor IR value lives in (views: their base buffer)."""
+    names = []
+    for x in pytree.tree_leaves(node):
+        if isinstance(x, ir.IRNode):
+            name = x.maybe_get_name()
+            if name is not None:
+                names.append(name)
+    return names
+
+
+_opaque_fallback = lowering.fallback_handler(opaque, add_to_fallback_set=False)
+
+
+@lowering.register_lowering(opaque, type_promotion_kind=None)
+def _lower_opaque(site, grads, label):
+    """Note 8: an extern call of the real op whose inputs and outputs are never reused."""
+    outs = _opaque_fallback(site, grads, label)
+    names = _buffer_names(outs)
+    for k in {id(o.data.data.inputs[0]): o.data.data.inputs[0] for o in outs}.values():
+        assert isinstance(k, ir.FallbackKernel), type(k)
+        names += _buffer_names(list(k.inputs))
+    V.graph.never_reuse_buffers.update(names)
+    return outs
 
 
 def cpp_wrapper(sites: list) -> bool:
