@@ -29,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 
 import torch
+from torch.fx.experimental.proxy_tensor import disable_proxy_modes_tracing
 
 MAX_VARIABLE_INPUTS = 6      # a node with more distinct variable inputs: the capture falls back
 
@@ -111,7 +112,6 @@ def node_outputs(tracker: Tracker, call, grads: list, outs: list) -> None:
     columns: list = [[None] * (full + 1) for _ in outs]
     for j, o in enumerate(outs):
         columns[j][full] = o is not None
-    from torch.fx.experimental.proxy_tensor import disable_proxy_modes_tracing
     for idx in range(full):
         pattern = [g if g is None or forms[k] is True or
                    idx >> variables.index(forms[k]) & 1 else None
