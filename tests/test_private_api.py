@@ -202,3 +202,5 @@ def test_inductor_never_reuse_buffers_and_fallback_lowering():
     assert "never_reuse_buffers" in inspect.getsource(PythonWrapperCodegen.can_reuse), (
         "Inductor's buffer reuse no longer consults never_reuse_buffers")
     assert callable(inductor._opaque_fallback)
+    for op in inductor.KNOWN_WRONG:     # Note 9: our wrappers sit in Inductor's lowering table
+        assert lowering.lowerings[op].__qualname__.startswith("_keep_out_of_inductor"), op
