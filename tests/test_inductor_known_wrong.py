@@ -46,3 +46,19 @@ def test_inductor_avg_pool_backward_still_wrong():
     assert not torch.allclose(compiled, eager, atol=1e-5), (
         "Inductor's avg_pool2d_backward with ceil_mode and count_include_pad is right now: "
         "remove it from compiled_bw/backends/inductor.py KNOWN_WRONG")
+
+
+def test_sgn_grad_device_on_inductor(monkeypatch):
+    """sgn's grad is `_efficientzerotensor(device=cpu)`: Inductor's C++ wrapper passed device
+    index 0 (`cpu:0`); such graphs get the Python wrapper (Note 10)."""
+    monkeypatch.setenv("COMPILED_BW_CPP_WRAPPER", "1")
+
+    def step(st):
+        x, w = st
+        x.grad = w.grad = None
+        gx, gw = torch.autograd.grad((x.sgn() * w).sum(), [x, w], retain_graph=True)
+        (x.sgn() * w).sum().backward()
+        return [str(gx.device), str(gw.device), torch._is_zerotensor(gx), gx, gw,
+                str(x.grad.device), x.grad, w.grad]
+    differential(lambda: (torch.randn(3, requires_grad=True), torch.randn(3, requires_grad=True)),
+                 step, steps=2, backend="inductor", captures=2)

@@ -81,7 +81,11 @@ from ..capture.opaque import current_sites, opaque
 #      avg_pool1d, which runs avg_pool2d): the last window, partly outside the padded input, is
 #      divided by the full kernel size (abs error 0.1-0.3; cf. pytorch/pytorch#198119).
 
-CODEGEN_VERSION = 5     # bump when the code Inductor generates for us changes (FX graph cache key)
+# 10. The C++ wrapper passes device index 0 to an extern kernel given a device without one:
+#    sgn's grad (`_efficientzerotensor(..., device=cpu)`) came out on `cpu:0`, eager's on `cpu`.
+#    A graph with such a call gets the Python wrapper (cpp_wrapper()).
+
+CODEGEN_VERSION = 6     # bump when the code Inductor generates for us changes (FX graph cache key)
 _tls = threading.local()
 
 
@@ -138,9 +142,19 @@ def _lower_opaque(site, grads, label):
     return outs
 
 
-def cpp_wrapper(sites: list) -> bool:
-    """Note 6: for graphs without opaque calls, unless COMPILED_BW_CPP_WRAPPER is 0 or empty."""
-    return not sites and os.environ.get("COMPILED_BW_CPP_WRAPPER", "1") not in ("", "0")
+def cpp_wrapper(sites: list, gm: torch.fx.GraphModule | None = None) -> bool:
+    """Note 6: for graphs without opaque calls, unless COMPILED_BW_CPP_WRAPPER is 0 or empty,
+    and without an extern call that takes an index-less device (Note 10)."""
+    return (not sites and os.environ.get("COMPILED_BW_CPP_WRAPPER", "1") not in ("", "0")
+            and (gm is None or not _indexless_device_externs(gm)))
+
+
+def _indexless_device_externs(gm: torch.fx.GraphModule) -> list:
+    """Note 10: aten calls Inductor runs as extern kernels, given a device without an index."""
+    return [n for n in gm.graph.nodes if n.op == "call_function"
+            and n.target in lowering.fallbacks
+            and any(isinstance(d, torch.device) and d.index is None
+                    for d in (*n.args, *n.kwargs.values()))]
 
 
 _input_size_asserts = PythonWrapperCodegen.codegen_input_size_asserts
@@ -193,7 +207,7 @@ def compile_inductor(gm: torch.fx.GraphModule, example_inputs: list):
     try:
         with torch._guards.tracing(torch._guards.TracingContext(fake_mode)), \
                 inductor_config.patch(keep_output_stride=True):
-            fn = compile_fx_inner(retraced, fakes, cpp_wrapper=cpp_wrapper(sites))
+            fn = compile_fx_inner(retraced, fakes, cpp_wrapper=cpp_wrapper(sites, retraced))
     finally:
         _tls.keyed_inputs = False
     if isinstance(fn, CompiledFxGraph):
