@@ -157,3 +157,50 @@ def test_inductor_artifact_round_trip():
         "torch._inductor.runtime.cache_dir_utils.cache_dir or config.save_config_portable moved")
     with inductor_artifact.applied(cache_dir, config):
         pass
+
+
+def test_grad_dtype_of_a_leaf_is_readable():
+    """capture/saved.py input_meta: `_input_metadata` does not show a leaf's grad_dtype."""
+    x = torch.randn(2, requires_grad=True)
+    node, _ = saved.gradient_edge(x)
+    assert type(node) is torch._C._functions.AccumulateGrad, "AccumulateGrad class moved"
+    assert saved.input_meta(node) == (((2,), torch.float32, torch.device("cpu")),)
+    x.grad_dtype = None
+    assert saved.input_meta(node) == (((2,), torch.float32, torch.device("cpu"), None),)
+    x.grad_dtype = torch.float16
+    assert saved.input_meta(node)[0][3] == torch.float16
+
+
+def test_disable_proxy_modes_tracing():
+    """capture/defined.py runs a node's formula on fake tensors outside the graph being traced."""
+    from torch.fx.experimental.proxy_tensor import disable_proxy_modes_tracing, make_fx
+
+    def f(x):
+        with disable_proxy_modes_tracing():
+            _ = x * 3                      # not recorded
+        return x + 1
+    gm = make_fx(f, tracing_mode="fake")(torch.randn(2))
+    ops = [n.target for n in gm.graph.nodes if n.op == "call_function"]
+    assert ops == [torch.ops.aten.add.Tensor], f"disable_proxy_modes_tracing recorded: {ops}"
+
+
+def test_inductor_never_reuse_buffers_and_fallback_lowering():
+    """backends/inductor.py Note 8: our lowering of compiled_bw::opaque (Inductor's fallback
+    handler) and `V.graph.never_reuse_buffers`, consulted by buffer reuse and in-place updates."""
+    pytest.importorskip("torch._inductor.compile_fx")
+    import inspect
+
+    from torch._inductor import lowering
+    from torch._inductor.codegen.wrapper import PythonWrapperCodegen
+    from torch._inductor.graph import GraphLowering
+
+    from compiled_bw.backends import inductor
+    from compiled_bw.capture.opaque import opaque
+    assert lowering.lowerings.get(opaque) is not None, "our opaque lowering is not registered"
+    assert "never_reuse_buffers" in inspect.getsource(GraphLowering.__init__), (
+        "GraphLowering.never_reuse_buffers moved")
+    assert "never_reuse_buffers" in inspect.getsource(PythonWrapperCodegen.can_reuse), (
+        "Inductor's buffer reuse no longer consults never_reuse_buffers")
+    assert callable(inductor._opaque_fallback)
+    for op in inductor.KNOWN_WRONG:     # Note 9: our wrappers sit in Inductor's lowering table
+        assert lowering.lowerings[op].__qualname__.startswith("_keep_out_of_inductor"), op

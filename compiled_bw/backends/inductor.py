@@ -13,13 +13,15 @@ import threading
 import torch
 import torch.utils._pytree as pytree
 from torch._inductor import config as inductor_config
+from torch._inductor import ir, lowering
 from torch._inductor.codegen.wrapper import PythonWrapperCodegen
 from torch._inductor.compile_fx import compile_fx_inner
 from torch._inductor.decomposition import select_decomp_table
 from torch._inductor.output_code import CompiledFxGraph
+from torch._inductor.virtualized import V
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from ..capture.opaque import current_sites
+from ..capture.opaque import current_sites, opaque
 
 # Note [Inductor without Dynamo]
 # 1. Retrace: functionalize (a few backward formulas mutate fresh buffers, e.g. index_put_)
@@ -61,17 +63,102 @@ from ..capture.opaque import current_sites
 #    graph's callable is that `call` exactly: post_compile may wrap it (e.g. copying
 #    misaligned inputs), and then it is not used.
 
-CODEGEN_VERSION = 3     # bump when the code Inductor generates for us changes (FX graph cache key)
+#
+# 8. Opaque calls hand tensors to user code (hooks, custom backwards), which may keep them: a
+#    module full backward hook keeps its grad_output until the module's input grads arrive,
+#    `retain_grad` and tensor hooks may store what they get or return.  Inductor assumes it owns
+#    every intermediate buffer: after a buffer's last use in the graph it reuses its memory for
+#    a later buffer (`buf8 = buf4; del buf4  # reuse`) or lets a kernel write its output into
+#    it in place -- overwriting what user code still holds (wrong grads: issue 15).  So every
+#    buffer an opaque call reads or returns goes into `V.graph.never_reuse_buffers` (our
+#    lowering below): it is freed by reference counting, as in eager, and never written again.
+
+# 9. Lowerings known to give wrong values stay out of Inductor: for our graphs (during our
+#    compile only; torch.compile is left alone) such an op runs its aten kernel as an extern
+#    call.  KNOWN_WRONG lists each, with the arguments it is wrong for;
+#    tests/test_inductor_opaque.py fails once torch fixes one (then drop it here):
+#    - avg_pool2d/3d_backward with ceil_mode and count_include_pad (no divisor_override; also
+#      avg_pool1d, which runs avg_pool2d): the last window, partly outside the padded input, is
+#      divided by the full kernel size (abs error 0.1-0.3; cf. pytorch/pytorch#198119).
+
+# 10. The C++ wrapper passes device index 0 to an extern kernel given a device without one:
+#    sgn's grad (`_efficientzerotensor(..., device=cpu)`) came out on `cpu:0`, eager's on `cpu`.
+#    A graph with such a call gets the Python wrapper (cpp_wrapper()).
+
+CODEGEN_VERSION = 6     # bump when the code Inductor generates for us changes (FX graph cache key)
 _tls = threading.local()
 
 
-def cpp_wrapper(sites: list, inputs: list) -> bool:
+def _avg_pool_ceil_include_pad(grad, x, kernel_size, stride, padding, ceil_mode,
+                               count_include_pad, divisor_override=None) -> bool:
+    return bool(ceil_mode) and bool(count_include_pad) and divisor_override is None
+
+
+KNOWN_WRONG = {
+    torch.ops.aten.avg_pool2d_backward.default: _avg_pool_ceil_include_pad,
+    torch.ops.aten.avg_pool3d_backward.default: _avg_pool_ceil_include_pad,
+}
+
+
+def _keep_out_of_inductor(op, wrong) -> None:
+    """Note 9: `op`'s lowering, or its aten kernel as an extern call where `wrong(*args)`."""
+    inductor_lowering = lowering.lowerings[op]
+    extern = lowering.fallback_handler(op, add_to_fallback_set=False)
+
+    def lower(*args, **kwargs):
+        if getattr(_tls, "keyed_inputs", False) and wrong(*args, **kwargs):
+            return extern(*args, **kwargs)
+        return inductor_lowering(*args, **kwargs)
+    lowering.lowerings[op] = lower
+
+
+for _op, _wrong in KNOWN_WRONG.items():
+    _keep_out_of_inductor(_op, _wrong)
+
+
+def _buffer_names(node) -> list:
+    """The names of the buffers an Inductor IR value lives in (views: their base buffer)."""
+    names = []
+    for x in pytree.tree_leaves(node):
+        if isinstance(x, ir.IRNode):
+            name = x.maybe_get_name()
+            if name is not None:
+                names.append(name)
+    return names
+
+
+_opaque_fallback = lowering.fallback_handler(opaque, add_to_fallback_set=False)
+
+
+@lowering.register_lowering(opaque, type_promotion_kind=None)
+def _lower_opaque(site, grads, label):
+    """Note 8: an extern call of the real op whose inputs and outputs are never reused."""
+    outs = _opaque_fallback(site, grads, label)
+    names = _buffer_names(outs)
+    for k in {id(o.data.data.inputs[0]): o.data.data.inputs[0] for o in outs}.values():
+        assert isinstance(k, ir.FallbackKernel), type(k)
+        names += _buffer_names(list(k.inputs))
+    V.graph.never_reuse_buffers.update(names)
+    return outs
+
+
+def cpp_wrapper(sites: list, inputs: list, gm: torch.fx.GraphModule | None = None) -> bool:
     """Note 6: for CPU graphs without opaque calls, unless COMPILED_BW_CPP_WRAPPER is 0 or
-    empty.  Not on CUDA: Inductor's GPU C++ wrapper fills its kernel parameter cache by running
-    the kernels at compile time, which fake inputs cannot ("CudaKernelParamCache not
-    populated"); CUDA graphs (runtime/cudagraphs.py) are the GPU's answer to launch overhead."""
+    empty, and without an extern call that takes an index-less device (Note 10).  Not on CUDA:
+    Inductor's GPU C++ wrapper fills its kernel parameter cache by running the kernels at
+    compile time, which fake inputs cannot ("CudaKernelParamCache not populated"); CUDA graphs
+    (runtime/cudagraphs.py) are the GPU's answer to launch overhead."""
     return (not sites and os.environ.get("COMPILED_BW_CPP_WRAPPER", "1") not in ("", "0")
-            and all(t.device.type == "cpu" for t in inputs if isinstance(t, torch.Tensor)))
+            and all(t.device.type == "cpu" for t in inputs if isinstance(t, torch.Tensor))
+            and (gm is None or not _indexless_device_externs(gm)))
+
+
+def _indexless_device_externs(gm: torch.fx.GraphModule) -> list:
+    """Note 10: aten calls Inductor runs as extern kernels, given a device without an index."""
+    return [n for n in gm.graph.nodes if n.op == "call_function"
+            and n.target in lowering.fallbacks
+            and any(isinstance(d, torch.device) and d.index is None
+                    for d in (*n.args, *n.kwargs.values()))]
 
 
 _input_size_asserts = PythonWrapperCodegen.codegen_input_size_asserts
@@ -124,7 +211,8 @@ def compile_inductor(gm: torch.fx.GraphModule, example_inputs: list):
     try:
         with torch._guards.tracing(torch._guards.TracingContext(fake_mode)), \
                 inductor_config.patch(keep_output_stride=True):
-            fn = compile_fx_inner(retraced, fakes, cpp_wrapper=cpp_wrapper(sites, fakes))
+            fn = compile_fx_inner(retraced, fakes,
+                                  cpp_wrapper=cpp_wrapper(sites, fakes, retraced))
     finally:
         _tls.keyed_inputs = False
     if isinstance(fn, CompiledFxGraph):

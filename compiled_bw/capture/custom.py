@@ -79,9 +79,11 @@ def apply(cls, *args, **kwargs):
 
 
 def set_materialize_grads(self, value: bool):
-    _orig_set_materialize(self, value)
-    self.metadata[MATERIALIZE_KEY] = bool(value)
-    return self
+    res = _orig_set_materialize(self, value)
+    md = getattr(self, "metadata", None)     # a node's ctx; other ctx objects have none
+    if isinstance(md, dict):
+        md[MATERIALIZE_KEY] = bool(value)
+    return res
 
 
 def install() -> None:
@@ -122,14 +124,23 @@ def ctx_state(node) -> tuple:
     return tuple(items)
 
 
+def materializes(node, info: FwdInfo) -> tuple:
+    """Per grad slot: does PyNode::to_py_args turn an undefined grad there into zeros?"""
+    if not node.metadata.get(MATERIALIZE_KEY, True):
+        return (False,) * len(info.out_info)
+    non_diff_zeros = node._materialize_non_diff_grads
+    return tuple(o is not None and (d or non_diff_zeros)
+                 for o, d in zip(info.out_info, info.out_diff, strict=True))
+
+
 def materialize(node, info: FwdInfo, grads: list) -> list:
     """PyNode::to_py_args: undefined grads -> zeros of the forward output (unless disabled)."""
     if not node.metadata.get(MATERIALIZE_KEY, True):
         return list(grads)
-    non_diff_zeros = node._materialize_non_diff_grads
     res = []
+    ms = materializes(node, info)
     for i, g in enumerate(grads):
-        if g is None and info.out_info[i] is not None and (info.out_diff[i] or non_diff_zeros):
+        if g is None and ms[i]:
             shape, dtype, device = info.out_info[i]
             g = torch.zeros(shape, dtype=dtype, device=device)
         res.append(g)

@@ -49,7 +49,7 @@ from . import walk as _walk_module
 from .hooks import COUNTS, RETAINED, leaf_hooks, node_hooks, retained_by_node
 from .nodes import AOT, CUSTOM, LEAF, TRACE, TRACE_CUSTOM, UNSUPPORTED, hidden_state_unknown
 from .nodes import node_kind as _node_kind
-from .saved import input_metadata, install_slots, raw_saved
+from .saved import input_meta, install_slots, raw_saved
 from .walk import WalkUnsupported, _as_opaque, _custom_entry, class_info, values_entry, walk_graph
 
 log = logging.getLogger("compiled_bw")
@@ -207,7 +207,7 @@ def _py_node(i: int, node, saved: list, py_keys: list, slot_only: list):
     cls = type(node)
     kind = _node_kind(cls)
     _TLS.kinds[i] = kind
-    meta = tuple([(tuple(m.shape), m.dtype, m.device) for m in input_metadata(node)])
+    meta = input_meta(node)
     entry = [i, kind.name, None, meta]
     sink = _Sink(saved, py_keys, slot_only)
     if kind.how in (CUSTOM, TRACE_CUSTOM, AOT):
@@ -298,8 +298,7 @@ class FastWalk:
     def in_meta(self):
         if self._in_meta is None:
             nodes = self.nodes
-            self._in_meta = LazyList(len(self.cw), lambda i: tuple(
-                [(tuple(m.shape), m.dtype, m.device) for m in input_metadata(nodes[i])]))
+            self._in_meta = LazyList(len(self.cw), lambda i: input_meta(nodes[i]))
         return self._in_meta
 
     @property

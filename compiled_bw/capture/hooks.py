@@ -27,7 +27,8 @@ class _Counts:
 
 
 COUNTS = _Counts()
-RETAINED: weakref.WeakSet = weakref.WeakSet()
+# Retained non-leaf tensors, by id (a WeakSet would compare tensors with `==`, elementwise).
+RETAINED: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
 
 class _Probe(Exception):
@@ -62,7 +63,7 @@ def register_hook(self, hook):
 def retain_grad(self):
     _orig_retain_grad(self)
     if self.grad_fn is not None:
-        RETAINED.add(self)
+        RETAINED[id(self)] = self
 
 
 def _node_register(backward_hooks, hook):
@@ -120,7 +121,7 @@ def _ident(hook):
 def retained_by_node() -> dict:
     """id(grad_fn) -> [(slot, tensor)] for live retained non-leaf tensors."""
     res: dict = {}
-    for t in list(RETAINED):
+    for t in list(RETAINED.values()):
         fn = t.grad_fn
         if fn is not None and t.retains_grad:
             res.setdefault(id(fn), []).append((t.output_nr, t))

@@ -10,7 +10,9 @@ makes outputs from that metadata and whose real implementation runs, for the ste
   post    a node's post-hooks.
 Being a torch.library op, every backend (Inductor included) keeps it as an extern call.
 Outputs are fresh tensors (a custom op may not return its inputs): a value a call passes
-through unchanged is cloned.
+through unchanged is cloned.  Undefined grads (capture/defined.py Note [Undefined grads]): an
+input eager would leave undefined is passed to user code as None, and an output user code
+returns as None becomes zeros for the graph and is recorded in the step (`step.undefined`).
 """
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ import threading
 import torch
 
 from ..runtime import dispatch_tls
-from . import custom, hooks
+from . import custom, defined, hooks
 from .subclass import python_dispatch
 from .validate import validate_outputs
 
@@ -34,6 +36,7 @@ class OpaqueSite:
     out_specs: tuple       # per output: None (undefined) or (shape, dtype, device)
     n_first: int = 0       # post: how many of the grads are the node's outputs
     out_strides: tuple | None = None   # per kept output; Note [Opaque output layout]
+    in_defined: tuple = ()  # per input: its defined.py formula (when it may be undefined)
 
 
 # Note [Opaque output layout]
@@ -77,10 +80,6 @@ def _guess_strides(specs, grads) -> tuple:
 
 def _same_layout(t: torch.Tensor, strides: tuple) -> bool:
     return all(size <= 1 or st == want for size, st, want in zip(t.shape, t.stride(), strides, strict=True))
-
-
-class StructureChanged(RuntimeError):
-    """A call returned an undefined grad where the traced graph holds a tensor."""
 
 
 _tls = threading.local()
@@ -160,6 +159,9 @@ def _opaque_impl(site: int, grads: list, label: str) -> list:
     """label: what the call runs, for readers of the graph (e.g. 'custom DoubleBackward')."""
     step = _tls.step
     s = step.sites[site]
+    if step.undefined:          # some grads are undefined this step: pass None for them
+        grads = [None if g is None or not defined.evaluate(f, step.undefined, step.memo)
+                 else g for g, f in zip(grads, s.in_defined, strict=True)]
     prev = step.current
     step.current = step.nodes[s.node_index]
     try:
@@ -173,12 +175,13 @@ def _opaque_impl(site: int, grads: list, label: str) -> list:
     for o, spec in zip(outs, s.out_specs, strict=True):
         if spec is None:
             continue
-        if o is None:
-            # The graph was traced with a tensor here.  Zeros are the same gradient; the
-            # difference (an undefined grad skips accumulation) is recorded, see runtime/run.py.
-            step.notes.append(f"{s.name}: undefined grad replaced by zeros ({s.kind} call)")
+        if o is None:   # the graph computes on with zeros; eager's None: Note [Undefined grads]
+            step.undefined.add((site, len(res)))
+            step.memo.clear()
             shape, dtype, device = spec
-            o = torch.zeros(shape, dtype=dtype, device=device)
+            res.append(torch.empty_strided(shape, next(strides), dtype=dtype,
+                                           device=device).zero_())
+            continue
         if type(o) is not torch.Tensor and python_dispatch(o):
             # Note [Subclasses stay outside the graph]: the graph was traced with a dense grad
             # here; what it would compute from a subclass is not what eager computes.

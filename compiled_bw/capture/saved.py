@@ -40,6 +40,21 @@ def input_metadata(node) -> tuple:
     return node._input_metadata
 
 
+_ACCUMULATE_GRAD = torch._C._functions.AccumulateGrad
+
+
+def input_meta(node) -> tuple:
+    """Per input slot of `node`: (shape, dtype, device), and for a leaf whose `grad_dtype` is not
+    its dtype a 4th element, the grad_dtype: validate_outputs casts grads to it, or for None
+    keeps them in their own dtype.  `_input_metadata` does not show grad_dtype; the leaf does."""
+    meta = tuple([(tuple(m.shape), m.dtype, m.device) for m in input_metadata(node)])
+    if type(node) is _ACCUMULATE_GRAD:
+        gd = node.variable.grad_dtype
+        if gd != meta[0][1]:
+            meta = ((*meta[0], gd),)
+    return meta
+
+
 def sequence_nr(node) -> int:
     return node._sequence_nr()
 

@@ -20,7 +20,7 @@ from torch._subclasses.fake_tensor import FakeTensor
 from torch.fx.experimental.proxy_tensor import get_proxy_mode, make_fx
 from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
-from . import custom
+from . import custom, defined
 from .aot import aot_plan, trace_aot
 from .heap import StdHeap
 from .nodes import AOT, CUSTOM, LEAF, TRACE, TRACE_CUSTOM
@@ -66,6 +66,7 @@ class Plan:
     opaque_names: tuple              # node class names run opaquely
     in_layouts: tuple | None = None  # per graph input tensor: None or its subclass Layout
     out_layouts: tuple | None = None  # per output: None or the Layout to rebuild it with
+    out_defined: tuple | None = None  # per output: its defined.py formula; None: all defined
 
     # leaf_outputs split, for every step's delivery (runtime/run.py): computed once per plan
     @functools.cached_property
@@ -110,11 +111,20 @@ def _needed_and_captured(w, opts):
     return needed, captures
 
 
-def _add(buf: list, nr: int, g) -> None:
+def _add(buf: list, nr: int, g, df) -> None:
     if g is None:
         return
     old = buf[nr]
-    buf[nr] = g if old is None else old + g
+    if old is not None and old.dtype != g.dtype:
+        # only into a leaf with grad_dtype None (validate_outputs casts everything else):
+        # eager's InputBuffer adds in place into whichever buffer it may reuse
+        raise TraceFailed(f"grads of dtypes {old.dtype} and {g.dtype} are summed for a leaf "
+                          "whose grad_dtype is None", eager_error=False)
+    if old is None:
+        buf[nr] = g
+    else:
+        buf[nr] = old + g
+        df.set(buf[nr], defined.or_(df.of(old), df.of(g)))
 
 
 class TraceStep:
@@ -144,6 +154,7 @@ def _run_engine(w, opts, root_grads: list, opaque_names: list, placeholders: dic
     root_meta_edges = tuple(w.root_edges)
     # nodes with a subclass among their saved tensors: they must not run opaquely
     sub_saved = {key[0] for key, v in placeholders.items() if type(v) is not FakeTensor}
+    df = defined.Tracker()      # Note [Undefined grads] (defined.py)
 
     def send(edges, grads) -> None:
         # ENGINE.md 1.4: every valid edge counts down; pruned nodes get nothing.
@@ -156,14 +167,14 @@ def _run_engine(w, opts, root_grads: list, opaque_names: list, placeholders: dic
             b = buffers.get(c)
             if b is None:
                 b = buffers[c] = [None] * len(w.in_meta[c])
-            _add(b, nr, g)
+            _add(b, nr, g, df)
             if deps[c] == 0:
                 heap.push((0, seq[c]), c)
     grads = validate_outputs("", root_grads, root_meta_edges, w.in_meta)
     if len(w.root_edges) == 1:
         (c, nr), = w.root_edges
         buf = buffers[c] = [None] * len(w.in_meta[c])
-        _add(buf, nr, grads[0])
+        _add(buf, nr, grads[0], df)
         heap.push((0, seq[c]), c)
     else:
         grads = validate_outputs("GraphRoot", grads, root_meta_edges, w.in_meta)
@@ -175,11 +186,13 @@ def _run_engine(w, opts, root_grads: list, opaque_names: list, placeholders: dic
     leaf_outputs: list = []
     capture_pos = [None] * len(opts.inputs)
     executed: list = []
+    out_defined: list = []
 
     def emit(t) -> int | None:
         if t is None:
             return None
         outputs.append(t)
+        out_defined.append(df.of(t))
         return len(outputs) - 1
 
     while len(heap):
@@ -194,7 +207,7 @@ def _run_engine(w, opts, root_grads: list, opaque_names: list, placeholders: dic
             else:                    # only tensor + retains_grad hooks run, hooked value kept
                 if h is not None and (h.tensor or h.retains):
                     _dense_only(f"the tensor hooks of {kind.name}", buf)
-                    buf = _hook_call(w, i, kind.name, "pre-capture", buf, [])
+                    buf = _hook_call(w, i, kind.name, "pre-capture", buf, [], df)
                 for pos, nr in captures[i]:
                     capture_pos[pos] = emit(buf[nr])
         if not needed[i]:
@@ -206,14 +219,14 @@ def _run_engine(w, opts, root_grads: list, opaque_names: list, placeholders: dic
             continue
         if h is not None and h.has_pre():
             _dense_only(f"the hooks of {kind.name}", buf)
-            buf = _hook_call(w, i, kind.name, "pre", buf, [])
+            buf = _hook_call(w, i, kind.name, "pre", buf, [], df)
             opaque_names.append(f"{kind.name} hooks")
         outs = None
         if kind.how == AOT:
-            outs = _aot_call(w, i, kind, node, buf, placeholders, len(aot_seen))
+            outs = _aot_call(w, i, kind, node, buf, placeholders, len(aot_seen), df)
             aot_seen.append(i)
         elif kind.how in (TRACE, TRACE_CUSTOM):
-            outs = _traced_call(w, i, kind, node, buf)
+            outs = _traced_call(w, i, kind, node, buf, df)
         if outs is None:   # custom Function, or a node fake tensors cannot run
             site_kind = "custom" if kind.how in (CUSTOM, TRACE_CUSTOM, AOT) else "node"
             _dense_only(f"{kind.name} (run as an opaque call)", buf)
@@ -221,18 +234,26 @@ def _run_engine(w, opts, root_grads: list, opaque_names: list, placeholders: dic
                 raise TraceFailed(f"{kind.name} runs as an opaque call but its forward or saved "
                                   "tensors hold a tensor subclass (its grads may be subclasses); "
                                   "opaque calls take dense tensors only", eager_error=False)
-            outs = _opaque_call(w, i, kind.name, site_kind, buf)
+            if site_kind == "custom" and h is not None and h.post and \
+                    any(c < 0 for c, _ in w.edges[i]):
+                # eager's post-hooks see what the backward returned for an input that needs
+                # no grad; an opaque call returns nothing there (its shape is unknown)
+                raise TraceFailed(f"{kind.name} runs as an opaque call and has post-hooks, and "
+                                  "an input that needs no grad (the hooks would see its grad)",
+                                  eager_error=False)
+            outs = _opaque_call(w, i, kind.name, site_kind, buf, df)
             opaque_names.append(f"{kind.name} ({kind.reason})" if kind.reason else kind.name)
-            outs = _validate(w, i, kind.name, outs)
+            outs = _validate(w, i, kind.name, outs, df)
         if h is not None and h.post:
             _dense_only(f"the post-hooks of {kind.name}", list(outs) + list(buf))
-            outs = _hook_call(w, i, kind.name, "post", outs, buf)
+            outs = _hook_call(w, i, kind.name, "post", outs, buf, df)
             opaque_names.append(f"{kind.name} post-hooks")
         send(w.edges[i], outs)
     if buffers:
         raise TraceFailed("could not compute gradients for some functions")
     will = tuple(k for k in range(n) if needed[k] or captured[k])
-    return outputs, tuple(leaf_outputs), tuple(capture_pos), tuple(executed), will
+    out_defined = None if all(f is True for f in out_defined) else tuple(out_defined)
+    return outputs, tuple(leaf_outputs), tuple(capture_pos), tuple(executed), will, out_defined
 
 
 def _dense_only(what: str, grads) -> None:
@@ -245,45 +266,73 @@ def _dense_only(what: str, grads) -> None:
                               "grad; opaque calls take dense tensors only", eager_error=False)
 
 
-def _validate(w, i: int, name: str, outs) -> list:
+def _validate(w, i: int, name: str, outs, df) -> list:
     try:
-        return validate_outputs(name, outs, w.edges[i], w.in_meta)
+        res = validate_outputs(name, outs, w.edges[i], w.in_meta)
     except RuntimeError as e:
         raise TraceFailed(f"validate_outputs of {name}: {e}") from None
+    df.carry(list(outs), res)
+    return res
 
 
-def _hook_call(w, i: int, name: str, phase: str, grads: list, extra: list) -> list:
+def _hook_call(w, i: int, name: str, phase: str, grads: list, extra: list, df) -> list:
     """One opaque call running node i's hooks; outputs keep the grads' metadata (4.9 checks
     that hooks do not change it).  'pre-capture' runs tensor hooks and retains_grad only."""
     specs = tuple(None if g is None else (tuple(g.shape), g.dtype, g.device) for g in grads)
     kind = "post" if phase == "post" else "pre"
-    site = OpaqueSite(i, name, kind, (), specs, n_first=len(grads))
+    ins = list(grads) + list(extra)
+    site = OpaqueSite(i, name, kind, (), specs, n_first=len(grads),
+                      in_defined=tuple(df.of(g) for g in ins))
     if phase == "pre-capture":
         site.kind = "pre-capture"
     sid = register_site(site)
-    res = iter(opaque(sid, list(grads) + list(extra), opaque_label(site)))
-    return [None if sp is None else next(res) for sp in specs]
+    return _opaque_outputs(sid, specs, opaque(sid, ins, opaque_label(site)), df)
 
 
-def _aot_call(w, i: int, kind, node, buf: list, placeholders: dict, k: int):
+def _opaque_outputs(sid: int, specs, res, df) -> list:
+    """An opaque call's outputs: each is defined unless user code returns None for it."""
+    res = iter(res)
+    outs = [None if sp is None else next(res) for sp in specs]
+    kept = 0
+    for o in outs:
+        if o is not None:
+            df.set(o, defined.Any(frozenset([(sid, kept)])))
+            kept += 1
+    return outs
+
+
+def _aot_call(w, i: int, kind, node, buf: list, placeholders: dict, k: int, df):
     """An AOT backward spliced in (capture/aot.py); None (-> opaque call) if it cannot be."""
     plan = aot_plan(type(node))
     info = custom.fwd_info(node)
+    if not _materialized(df, node, info, buf):
+        return None
     saved = [placeholders.get((i, "tensors", j)) for j in range(len(node._raw_saved_tensors))]
     no_vc = [placeholders.get((i, "novc", j)) for j in range(len(node._tensors_no_vc_check or ()))]
     graph = get_proxy_mode().tracer.graph
     try:
         out = trace_aot(plan, node, saved, no_vc, custom.materialize(node, info, buf),
                         f"aot{k}_", graph)
-        return _validate(w, i, kind.name, custom.finish(node, info, out))
+        return _validate(w, i, kind.name, custom.finish(node, info, out), df)
     except _FAKE_FAILURES:
         return None
 
 
-def _traced_call(w, i: int, kind, node, buf: list):
+def _materialized(df, node, info, buf: list) -> bool:
+    """A traced Function sees zeros for a grad that may be undefined at run time: exact only
+    where eager would materialize zeros for it too (Note [Undefined grads])."""
+    if not df.variable(buf):
+        return True
+    ms = custom.materializes(node, info)
+    return all(ms[k] for k, g in enumerate(buf) if g is not None and df.of(g) is not True)
+
+
+def _traced_call(w, i: int, kind, node, buf: list, df):
     """The node's formula traced into the graph, validated; None if fake tensors cannot run
     it or its output shapes depend on data (then it becomes an opaque call)."""
     name = kind.name
+    if kind.how == TRACE_CUSTOM and not _materialized(df, node, custom.fwd_info(node), buf):
+        return None
     try:
         with torch.no_grad():
             outs = custom.call_backward(node, buf) if kind.how == TRACE_CUSTOM else node(*buf)
@@ -291,23 +340,36 @@ def _traced_call(w, i: int, kind, node, buf: list):
         for o in outs:
             if o is not None and any(isinstance(d, torch.SymInt) for d in o.shape):
                 return None
-        return _validate(w, i, name, outs)
+        if kind.how == TRACE and df.variable(buf):
+            try:
+                defined.node_outputs(df, lambda gs: as_list(node(*gs)), buf, outs)
+            except defined.NotRepresentable as e:
+                raise TraceFailed(f"which grads of {name} are undefined: {e}",
+                                  eager_error=False) from None
+        return _validate(w, i, name, outs, df)
     except _FAKE_FAILURES:
         return None
 
 
-def _opaque_call(w, i: int, name: str, site_kind: str, buf: list) -> list:
+def _opaque_call(w, i: int, name: str, site_kind: str, buf: list, df) -> list:
     specs = []
     for c, nr in w.edges[i]:
         if c < 0:
             specs.append(None)
         else:
-            shape, dtype, device = w.in_meta[c][nr]
+            meta = w.in_meta[c][nr]
+            shape, dtype, device = meta[:3]
+            if len(meta) > 3:        # a leaf's grad_dtype (saved.input_meta)
+                dtype = meta[3]
+                if dtype is None:
+                    raise TraceFailed(f"{name} runs as an opaque call and its grad flows into "
+                                      "a leaf whose grad_dtype is None (the grad's dtype is "
+                                      "known only when it runs)", eager_error=False)
             specs.append((tuple(shape), dtype, device))
-    site = OpaqueSite(i, name, site_kind, w.edges[i], tuple(specs))
+    site = OpaqueSite(i, name, site_kind, w.edges[i], tuple(specs),
+                      in_defined=tuple(df.of(g) for g in buf))
     sid = register_site(site)
-    res = iter(opaque(sid, list(buf), opaque_label(site)))
-    return [None if s is None else next(res) for s in specs]
+    return _opaque_outputs(sid, specs, opaque(sid, list(buf), opaque_label(site)), df)
 
 
 def _check_no_trace_time_values(gm) -> None:
@@ -376,7 +438,7 @@ def trace_backward(w, opts: Options, root_grads: list, slots: list):
         slots.set_placeholders(flat[n_roots:])
         placeholders = dict(zip(w.saved_node, flat[n_roots:], strict=True))
         try:
-            outs, leaf_outputs, capture_outputs, executed, will = _run_engine(
+            outs, leaf_outputs, capture_outputs, executed, will, out_defined = _run_engine(
                 w, opts, grads, opaque_names, placeholders)
         finally:
             slots.clear_placeholders()
@@ -385,7 +447,8 @@ def trace_backward(w, opts: Options, root_grads: list, slots: list):
         except SubclassUnsupported as e:
             raise TraceFailed(f"a gradient: {e}", eager_error=False) from None
         result.update(leaf_outputs=leaf_outputs, capture_outputs=capture_outputs,
-                      executed=executed, will=will, out_layouts=out_layouts)
+                      executed=executed, will=will, out_layouts=out_layouts,
+                      out_defined=out_defined)
         return outs if out_layouts is None else flatten(outs)
 
     trace_step = TraceStep()
@@ -401,5 +464,5 @@ def trace_backward(w, opts: Options, root_grads: list, slots: list):
     _name_inputs(gm, w, n_roots, in_layouts)
     plan = Plan(root_defined, result["leaf_outputs"], result["capture_outputs"],
                 result["executed"], result["will"], tuple(sites), tuple(opaque_names),
-                in_layouts, result["out_layouts"])
+                in_layouts, result["out_layouts"], result["out_defined"])
     return gm, plan

@@ -1,7 +1,7 @@
 """validate_outputs (ENGINE.md 3), for our engine: trace time (fake tensors) and run time.
 
 Consumes one node's output grads and the input metadata of the nodes its edges point to;
-produces the grads the eager engine would pass on: invalid-edge grads dropped, broadcast
+produces the grads the eager engine would pass on: invalid-edge grads unchecked, broadcast
 shapes `sum_to`'d, dtypes cast.  Anything eager would reject raises ValidateError with
 eager's message (the trace turns that into a fallback, so eager raises it for real).
 """
@@ -33,21 +33,24 @@ def validate_outputs(name: str, outs, edges, in_meta) -> list:
             f"{len(edges)}, but got {len(outs)}")
     res = []
     for i, ((c, nr), g) in enumerate(zip(edges, outs, strict=True)):
-        if c < 0 or g is None:
-            res.append(None)
+        if c < 0 or g is None:   # 3.2: unchecked; post-hooks still see it (not sent on)
+            res.append(g)
             continue
-        shape, dtype, device = in_meta[c][nr]
+        meta = in_meta[c][nr]
+        shape, dtype, device = meta[:3]
         if g.shape != shape:
             if not _expandable(shape, g.shape):
                 raise ValidateError(
                     f"Function {name} returned an invalid gradient at index {i} - got "
                     f"{list(g.shape)} but expected shape compatible with {list(shape)}")
             g = g.sum_to_size(shape)
-        if g.dtype != dtype:
-            if not (g.dtype.is_floating_point or dtype.is_complex == g.dtype.is_complex):
-                raise ValidateError(f"Function {name} returned an invalid gradient at index {i}"
-                                    f" - dtype {g.dtype} cannot be cast to {dtype}")
-            g = g.to(dtype)
+        if g.dtype != dtype and not (g.dtype.is_floating_point or
+                                     dtype.is_complex == g.dtype.is_complex):
+            raise ValidateError(f"Function {name} returned an invalid gradient at index {i}"
+                                f" - dtype {g.dtype} cannot be cast to {dtype}")
+        want = meta[3] if len(meta) > 3 else dtype     # a leaf's grad_dtype (saved.input_meta)
+        if want is not None and g.dtype != want:
+            g = g.to(want)
         # eager skips the check for a __torch_dispatch__ subclass grad or input (ENGINE.md 3.6);
         # `_input_metadata` does not say in Python whether the input was one (README: a 0-dim
         # dense grad on another device than a subclass input is moved; eager does not)

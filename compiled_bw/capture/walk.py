@@ -26,7 +26,7 @@ from .nodes import (
     hidden_state_unknown,
     node_kind,
 )
-from .saved import input_metadata, sequence_nr
+from .saved import input_meta, sequence_nr
 from .subclass import PLAIN, SubclassUnsupported, layout_of
 
 # Note [What the signature holds]
@@ -148,7 +148,7 @@ def walk_graph(root_edges: list) -> Walk:
                 stack.append(j)
             e.append((j, nr))
         e = tuple(e)
-        meta = tuple([(tuple(m.shape), m.dtype, m.device) for m in input_metadata(node)])
+        meta = input_meta(node)
         if how == LEAF:   # sequence_nr is UINT64_MAX for every AccumulateGrad
             var = node.variable
             entry = [i, kind.name, e, meta, tensor_meta(var), var.requires_grad]

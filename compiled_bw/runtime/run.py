@@ -55,6 +55,7 @@ import torch
 from ..backends.eager import compile_eager
 from ..capture import fastwalk
 from ..capture.custom import _orig_apply as _raw_apply
+from ..capture.defined import evaluate
 from ..capture.opaque import current_step
 from ..capture.saved import SavedHooksInUse, gradient_edge
 from ..capture.subclass import flatten, rebuild
@@ -65,6 +66,8 @@ from . import background, cudagraphs, dispatch_tls, engine_state, streams
 from .cache import Compiled, Fallback
 
 _ENGINE = torch.autograd.Variable._execution_engine
+ERR_UNUSED = ("The differentiated Tensor at index {} appears to not have been used in the "
+              "graph. Set allow_unused=True if this is the desired behavior.")
 _ANCHOR = torch.empty(0, requires_grad=True)
 _tls = threading.local()
 
@@ -91,8 +94,8 @@ class _Deliver(torch.autograd.Function):
 class Step:
     """What opaque calls and engine-state queries read at run time (capture/opaque.py,
     runtime/engine_state.py): this step's nodes, input metadata and hooks."""
-    __slots__ = ("_will_ids", "current", "hooks", "in_meta", "nodes", "notes", "plan", "sites",
-                 "tls")
+    __slots__ = ("_will_ids", "current", "hooks", "in_meta", "memo", "nodes", "notes", "plan",
+                 "sites", "tls", "undefined")
 
     def __init__(self, w, plan) -> None:
         self.nodes = w.nodes
@@ -104,6 +107,8 @@ class Step:
         self.notes: list = []
         self._will_ids = None
         self.tls = None          # dispatcher TLS when the graph starts (dispatch_tls.py)
+        self.undefined: set = set()   # opaque outputs that came back None (capture/defined.py)
+        self.memo: dict = {}
 
     def will_execute_ids(self) -> set:
         if self._will_ids is None:
@@ -349,12 +354,17 @@ def _run_direct(state, entry: Compiled, w, opts, box: list):
     return None
 
 
-def _pick_outputs(plan, outs, accumulate: bool) -> list:
+def _pick_outputs(plan, outs, accumulate: bool, step=None) -> list:
     """The graph's outputs that the caller gets: one grad per delivered leaf (accumulate), else
-    one per grad() input; subclasses rebuilt (Note [Subclasses stay outside the graph])."""
+    one per grad() input; subclasses rebuilt (Note [Subclasses stay outside the graph]); None
+    where eager's grad is undefined (capture/defined.py Note [Undefined grads])."""
     if plan.out_layouts is not None:
         outs = rebuild(plan.out_layouts, outs)
     positions = plan.leaf_positions if accumulate else plan.capture_outputs
+    if step is not None and step.undefined and plan.out_defined is not None:
+        forms = plan.out_defined
+        return [None if p is None or not evaluate(forms[p], step.undefined, step.memo)
+                else outs[p] for p in positions]
     return [None if p is None else outs[p] for p in positions]
 
 
@@ -379,7 +389,7 @@ def _run_in_engine(state, entry: Compiled, w, opts, box: list):
         step.tls = dispatch_tls.snapshot()
         with current_step(step), engine_state.running(step):
             outs = entry.fn(box)
-        picked = _pick_outputs(plan, outs, opts.accumulate)
+        picked = _pick_outputs(plan, outs, opts.accumulate, step)
         if opts.accumulate:
             return picked
         result.extend(picked)
@@ -391,4 +401,7 @@ def _run_in_engine(state, entry: Compiled, w, opts, box: list):
     finally:
         for note in step.notes:
             state.note(note)
+    if not opts.accumulate and not opts.allow_unused and None in result:
+        # eager's check after running (python_engine.cpp), for a grad user code left undefined
+        raise RuntimeError(ERR_UNUSED.format(result.index(None)))
     return result

@@ -1,0 +1,64 @@
+"""Inductor lowerings known to give wrong grads stay out of our graphs (backends/inductor.py
+Note 9): compiled_bw's grads equal eager's for them on the Inductor backend, and a second test
+fails as soon as torch fixes the lowering (then the workaround can go)."""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from differential import differential
+
+from compiled_bw.backends import inductor
+
+pytest.importorskip("torch._inductor.compile_fx")
+
+POOLS = {
+    "1d": (F.avg_pool1d, (2, 3, 8)),
+    "2d": (F.avg_pool2d, (2, 3, 8, 9)),
+    "3d": (F.avg_pool3d, (1, 2, 6, 7, 6)),
+}
+
+
+@pytest.mark.parametrize("padding", [0, 1])
+@pytest.mark.parametrize("dims", list(POOLS))
+def test_avg_pool_ceil_mode_include_pad_grads_on_inductor(dims, padding):
+    pool, shape = POOLS[dims]
+
+    def step(x):
+        x.grad = None
+        pool(x, 3, 2, padding, ceil_mode=True, count_include_pad=True).pow(2).sum().backward()
+        return [x.grad]
+    differential(lambda: torch.randn(*shape, requires_grad=True), step, steps=2,
+                 backend="inductor")
+
+
+def test_inductor_avg_pool_backward_still_wrong():
+    """Fails once torch.compile of avg_pool2d_backward(ceil_mode, count_include_pad) is right:
+    then remove it from backends/inductor.py KNOWN_WRONG (Note 9)."""
+    op = torch.ops.aten.avg_pool2d_backward.default
+    assert op in inductor.KNOWN_WRONG
+    x = torch.randn(2, 3, 8, 8)
+    args = ([3, 3], [2, 2], [1, 1], True, True, None)
+    g = torch.randn(2, 3, 5, 5)
+    eager = op(g, x, *args)
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda g, x: op(g, x, *args), backend="inductor")(g, x)
+    assert not torch.allclose(compiled, eager, atol=1e-5), (
+        "Inductor's avg_pool2d_backward with ceil_mode and count_include_pad is right now: "
+        "remove it from compiled_bw/backends/inductor.py KNOWN_WRONG")
+
+
+def test_sgn_grad_device_on_inductor(monkeypatch):
+    """sgn's grad is `_efficientzerotensor(device=cpu)`: Inductor's C++ wrapper passed device
+    index 0 (`cpu:0`); such graphs get the Python wrapper (Note 10)."""
+    monkeypatch.setenv("COMPILED_BW_CPP_WRAPPER", "1")
+
+    def step(st):
+        x, w = st
+        x.grad = w.grad = None
+        gx, gw = torch.autograd.grad((x.sgn() * w).sum(), [x, w], retain_graph=True)
+        (x.sgn() * w).sum().backward()
+        return [str(gx.device), str(gw.device), torch._is_zerotensor(gx), gx, gw,
+                str(x.grad.device), x.grad, w.grad]
+    differential(lambda: (torch.randn(3, requires_grad=True), torch.randn(3, requires_grad=True)),
+                 step, steps=2, backend="inductor", captures=2)

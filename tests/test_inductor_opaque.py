@@ -1,0 +1,115 @@
+"""Inductor never writes into a tensor that user code in an opaque call received or returned
+(backends/inductor.py Note 8; issue 15: a module full backward hook returning grad_input gave
+wrong parameter grads on GPT-2, Llama, ResNet-18 and ViT).
+
+Each kind of opaque call (custom Function, tensor hook, node pre-/post-hook, module full
+backward hook and pre-hook) keeps what it receives and returns, while the graph runs on with
+kernels of the same size (so Inductor could reuse those buffers).  At the end of each step
+the kept tensors must still hold their values, and every grad must equal eager's.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+from differential import differential, grads
+from torch import nn
+
+import compiled_bw
+
+pytest.importorskip("torch._inductor.compile_fx")
+
+D = 8
+
+
+class _Keep(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, kept):
+        ctx.kept = kept
+        return x * 1.0
+
+    @staticmethod
+    def backward(ctx, g):
+        r = g * 2.0
+        ctx.kept += [g, r]
+        return r, None
+
+
+def _keep_tensor_hook(kept):
+    def hook(g):
+        r = g * 1.5
+        kept.extend([g, r])
+        return r
+    return hook
+
+
+def _keep_pre(kept):
+    def hook(gs):
+        r = (gs[0] * 0.5,)
+        kept.extend([gs[0], r[0]])
+        return r
+    return hook
+
+
+def _keep_post(kept):
+    def hook(gin, gout):
+        r = tuple(g * 3.0 for g in gin)
+        kept.extend([*gin, *gout, *r])
+        return r
+    return hook
+
+
+KINDS = ("custom", "tensor_hook", "node_prehook", "node_posthook", "module_hook", "all")
+
+
+def _build(kind):
+    def build():
+        blk = nn.Sequential(nn.Linear(D, D), nn.ReLU())
+        m = nn.Sequential(nn.Linear(D, D), nn.Tanh(), blk, nn.Linear(D, D), nn.Tanh(),
+                          nn.Linear(D, D), nn.Linear(D, 1))
+        kept: list = []
+        if kind in ("module_hook", "all"):
+            # the issue's hook: returns a new grad_input made from grad_output
+            blk.register_full_backward_hook(
+                lambda mod, gin, gout: kept.extend([*gin, *gout]) or (gout[0] * 1.0,))
+            blk.register_full_backward_pre_hook(lambda mod, gout: kept.extend(gout))
+        return m, torch.randn(4, D), kept
+    return build
+
+
+def _step(kind):
+    def step(st):
+        m, x, kept = st
+        m.zero_grad(set_to_none=True)
+        h = m[1](m[0](x))
+        if kind in ("tensor_hook", "all"):
+            h.register_hook(_keep_tensor_hook(kept))
+        h = m[2](h)
+        if kind in ("custom", "all"):
+            h = _Keep.apply(h, kept)
+        h = m[4](m[3](h))
+        if kind in ("node_prehook", "all"):
+            h.grad_fn.register_prehook(_keep_pre(kept))
+        if kind in ("node_posthook", "all"):
+            h.grad_fn.register_hook(_keep_post(kept))
+        m[6](m[5](h)).pow(2).sum().backward()
+        compiled_bw.wait_for_compiles()
+        out = [[None if t is None else t.clone() for t in kept], grads(m)]
+        kept.clear()
+        return out
+    return step
+
+
+@pytest.mark.parametrize("cpp_wrapper", ["1", "0"])
+@pytest.mark.parametrize("kind", KINDS)
+def test_user_code_keeps_what_it_saw(kind, cpp_wrapper, monkeypatch):
+    monkeypatch.setenv("COMPILED_BW_CPP_WRAPPER", cpp_wrapper)
+    differential(_build(kind), _step(kind), steps=3, backend="inductor")
+
+
+def test_user_code_keeps_what_it_saw_background_compile(monkeypatch):
+    """Background compile (the users' default): step 1 runs the eager backend, later steps the
+    kernels compiled by the worker process."""
+    monkeypatch.setenv("COMPILED_BW_BACKGROUND_COMPILE", "1")
+    st = differential(_build("all"), _step("all"), steps=3, backend="inductor")
+    assert st.background_compiles == 1, st
+    assert hasattr(compiled_bw.last_compiled(), "source_code"), "Inductor's kernels did not run"

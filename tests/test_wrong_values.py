@@ -1,0 +1,327 @@
+"""Values eager autograd defines precisely (issue 15, "wrong values"): undefined grads stay
+undefined, `grad_dtype`, grads for inputs that need no grad.
+
+Differential: each program returns its grads (None kept) and a log of what hooks and custom
+backwards received (None kept, tensors cloned); eager and compiled_bw must agree on every step.
+"""
+import pytest
+import torch
+from differential import differential, grads
+from torch import nn
+
+
+def _v(g):
+    return None if g is None else g.detach().clone()
+
+
+# ---- grads for inputs that need no grad ------------------------------------------------------
+
+class _Masked(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x, mask):
+        return self.lin(x) * mask
+
+
+def test_module_full_backward_hook_sees_zeros_for_input_needing_no_grad():
+    """BackwardHookFunction's backward returns a grad for the mask (which needs none): eager's
+    validate_outputs leaves it unchecked and the node's post-hook (the module hook) sees zeros."""
+    def build():
+        m = _Masked()
+        log = []
+        m.register_full_backward_hook(lambda mod, gin, gout: log.append(
+            [_v(g) for g in gin] + [_v(g) for g in gout]))
+        return m, log
+
+    def step(st):
+        m, log = st
+        m.zero_grad(set_to_none=True)
+        x = torch.randn(2, 4, requires_grad=True)
+        m(x, torch.ones(2, 4)).sum().backward()
+        out = [list(log), x.grad, grads(m)]
+        log.clear()
+        return out
+    differential(build, step)
+
+
+class _PassThrough(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, mask):
+        return x * mask
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2, g * 3          # a grad for `mask`, which needs none
+
+
+def test_custom_function_post_hook_sees_grad_for_input_needing_no_grad():
+    """Run opaquely, the Function's output for `mask` has no known shape: eager runs it."""
+    def step(log):
+        x = torch.randn(3, requires_grad=True)
+        y = _PassThrough.apply(x * 1, torch.ones(3))
+        y.grad_fn.register_hook(lambda gi, go: log.append([_v(g) for g in gi]))
+        y.sum().backward()
+        out = [list(log), x.grad]
+        log.clear()
+        return out
+    st = differential(list, step, captures=0, fallbacks=3)
+    assert "an input that needs no grad" in st.fallback_reasons[0]
+
+
+# ---- grad_dtype ---------------------------------------------------------------------------
+
+class _ToDouble(torch.autograd.Function):
+    """Its backward returns a float64 grad for a float32 input."""
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        return g.double() * 2
+
+
+class _ToDoubleTraced(_ToDouble):
+    compiled_bw_traceable = True
+
+
+_PRODUCERS = {
+    "root": lambda x: x.backward(torch.full((3,), 2.0, dtype=torch.float64)),
+    "traced": lambda x: _ToDoubleTraced.apply(x).sum().backward(),
+    "opaque": lambda x: _ToDouble.apply(x).sum().backward(),
+    "mixed": lambda x: (_ToDoubleTraced.apply(x).sum() + (x * 3).sum()).backward(),
+}
+
+
+@pytest.mark.parametrize("producer", list(_PRODUCERS))
+@pytest.mark.parametrize("grad_dtype", ["default", None, torch.float16, torch.float64],
+                         ids=["default", "None", "f16", "f64"])
+def test_leaf_grad_dtype(grad_dtype, producer):
+    """torch 2.13 `grad_dtype`: grads reaching the leaf are cast to it, or kept as they are
+    (None: a float64 grad on a float32 leaf stays float64).  Where the dtype is known only at
+    run time (an opaque call, or a sum of two dtypes in eager's input buffer), eager runs."""
+    def build():
+        x = torch.randn(3, requires_grad=True)
+        if grad_dtype != "default":
+            x.grad_dtype = grad_dtype
+        return x
+
+    def step(x):
+        _PRODUCERS[producer](x)
+        return x.grad.clone()
+    runtime_dtype = grad_dtype is None and producer in ("opaque", "mixed")
+    differential(build, step, captures=0 if runtime_dtype else 1,
+                 fallbacks=3 if runtime_dtype else 0)
+
+
+# ---- undefined grads stay undefined (capture/defined.py Note [Undefined grads]) -------------
+
+BACKENDS = ["eager", "inductor"]
+
+
+class _NoneOn(torch.autograd.Function):
+    """x * 2; its backward returns None on the steps `when(step)` says (else 2 * g)."""
+    @staticmethod
+    def forward(ctx, x, when, step):
+        ctx.none = when(step)
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        return (None if ctx.none else g * 2), None, None
+
+
+class _Recv(torch.autograd.Function):
+    """Logs what its backward receives; materialize_grads as asked; two outputs."""
+    @staticmethod
+    def forward(ctx, x, log, materialize):
+        ctx.log = log
+        ctx.set_materialize_grads(materialize)
+        return x * 3, x * 4
+
+    @staticmethod
+    def backward(ctx, g1, g2):
+        ctx.log.append(("recv", _v(g1), _v(g2)))
+        gs = [g for g in (g1, g2) if g is not None]
+        return (sum(gs) if gs else None), None, None
+
+
+def _undefined_program(when, materialize):
+    """leaf -> mul -> _Recv -> (tanh | _NoneOn) -> ..., with tensor hooks logging what they see."""
+    def build():
+        return torch.randn(3, requires_grad=True), torch.randn(3, requires_grad=True), [], [0]
+
+    def step(st):
+        x, w, log, n = st
+        x.grad = w.grad = None
+        k = n[0]
+        n[0] += 1
+        h = x * 1.5
+        h.register_hook(lambda g: log.append(("h", _v(g))))
+        a, b = _Recv.apply(h, log, materialize)
+        t = a.tanh()
+        t.register_hook(lambda g: log.append(("t", _v(g))))
+        a2 = _NoneOn.apply(t, when, k)
+        a2.register_hook(lambda g: log.append(("a2", _v(g))))
+        b2 = _NoneOn.apply(b, lambda s: True, k)      # always undefined
+        loss = (a2 * w).sum() + b2.sum()
+        loss.backward()
+        out = [x.grad, w.grad, list(log)]
+        log.clear()
+        return out
+    return build, step
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("materialize", [True, False], ids=["materialize", "no_materialize"])
+@pytest.mark.parametrize("when", ["always", "odd_steps"])
+def test_undefined_grad_stays_undefined(when, materialize, backend):
+    """A custom backward returning None: downstream nodes, hooks and custom backwards see
+    None (or zeros where eager materializes them), and a leaf reached only by undefined grads
+    keeps `.grad is None`.  The pattern may change from step to step."""
+    pred = (lambda s: True) if when == "always" else (lambda s: s % 2 == 1)
+    build, step = _undefined_program(pred, materialize)
+    differential(build, step, steps=4, backend=backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_undefined_grads_meet_in_one_node(backend):
+    """SplitBackward0 with one undefined and one defined grad gives a defined grad (zeros
+    where undefined); with both undefined, the leaf's grad stays None."""
+    def step(st):
+        x, n = st
+        x.grad = None
+        k = n[0]
+        n[0] += 1
+        p, q = (x * 1).split(2)
+        loss = _NoneOn.apply(p, lambda s: True, k).sum() + \
+            _NoneOn.apply(q, lambda s: s % 2 == 1, k).sum()
+        loss.backward()
+        return [x.grad]
+    differential(lambda: (torch.randn(4, requires_grad=True), [0]), step, steps=4,
+                 backend=backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("allow_unused", [True, False])
+def test_grad_of_undefined(allow_unused, backend):
+    """grad(): an input whose grad user code left undefined is None (allow_unused), or
+    eager's error, or zeros with materialize_grads."""
+    def step(st):
+        x, n = st
+        k = n[0]
+        n[0] += 1
+        y = _NoneOn.apply(x.exp(), lambda s: s % 2 == 0, k).sum()
+        r = torch.autograd.grad(y, [x], allow_unused=allow_unused, retain_graph=True)
+        z = torch.autograd.grad(y, [x], materialize_grads=True)
+        return [list(r), list(z)]
+    differential(lambda: (torch.randn(3, requires_grad=True), [0]), step, steps=4,
+                 backend=backend, captures=2, allow_errors=not allow_unused)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_hooks_returning_none_make_grads_undefined(backend):
+    """Node pre-hooks, post-hooks and module full backward hooks may return None for a grad:
+    it becomes undefined from there on, as in eager."""
+    def build():
+        blk = nn.Linear(3, 3)
+        log: list = []
+        blk.register_full_backward_hook(
+            lambda mod, gin, gout: log.append(("mod", [_v(g) for g in gin])) or (None,))
+        return blk, torch.randn(3, requires_grad=True), torch.randn(3, requires_grad=True), log, [0]
+
+    def step(st):
+        blk, x, w, log, n = st
+        k = n[0]
+        n[0] += 1
+        x.grad = w.grad = None
+        blk.zero_grad(set_to_none=True)
+        a = x.sin()
+        a.register_hook(lambda g: log.append(("a", _v(g))))
+        b = a * w
+        b.grad_fn.register_prehook(lambda gs: (None,) if k % 2 else None)
+        c = (x * 2).cos()
+        c.grad_fn.register_hook(lambda gi, go: (None,) if k % 3 == 0 else None)
+        d = blk(x * 3)
+        (b.sum() + c.sum() + d.sum()).backward()
+        out = [x.grad, w.grad, grads(blk), list(log)]
+        log.clear()
+        return out
+    differential(build, step, steps=4, backend=backend)
+
+
+class _InplaceNone(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        x.mul_(2)
+        ctx.mark_dirty(x)
+        return x
+
+    @staticmethod
+    def backward(ctx, g):
+        return None
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_inplace_function_on_view_returning_none(backend):
+    """mark_dirty on a view: CopySlices runs the Function's backward for the slice."""
+    def step(st):
+        a, w = st
+        a.grad = w.grad = None
+        b = a * 1
+        _InplaceNone.apply(b[:2])
+        (b * w).sum().backward()
+        return [a.grad, w.grad]
+    differential(lambda: (torch.randn(4, requires_grad=True), torch.randn(4, requires_grad=True)),
+                 step, backend=backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_undefined_patterns_through_multi_grad_node_and_input_buffer(backend):
+    """VarMeanBackward0 gets two grads, each undefined on some steps; the leaf's input buffer
+    sums that with a third grad, undefined on other steps: every combination over 6 steps."""
+    def step(st):
+        x, n = st
+        x.grad = None
+        k = n[0]
+        n[0] += 1
+        var, mean = torch.var_mean(x * 1, dim=0)
+        loss = (_NoneOn.apply(var, lambda s: s % 2 == 1, k).sum()
+                + _NoneOn.apply(mean, lambda s: s % 3 == 0, k).sum()
+                + _NoneOn.apply(x * 1, lambda s: s in (1, 3), k).sum())
+        loss.backward()
+        return [x.grad]
+    differential(lambda: (torch.randn(4, 3, requires_grad=True), [0]), step, steps=6,
+                 backend=backend)
+
+
+class _TracedRecv(torch.autograd.Function):
+    """Opted in to tracing, without materialize_grads: its backward may receive None."""
+    compiled_bw_traceable = True
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.set_materialize_grads(False)
+        return x * 3
+
+    @staticmethod
+    def backward(ctx, g):
+        return None if g is None else g * 3
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_traceable_function_receiving_undefined(backend):
+    """A traced Function is exact for a grad that may be undefined only where eager passes it
+    zeros (materialize_grads); here it runs as an opaque call and sees None."""
+    def step(st):
+        x, n = st
+        x.grad = None
+        k = n[0]
+        n[0] += 1
+        y = _TracedRecv.apply(x * 1)
+        _NoneOn.apply(y, lambda s: s % 2 == 0, k).sum().backward()
+        return [x.grad]
+    differential(lambda: (torch.randn(3, requires_grad=True), [0]), step, steps=4,
+                 backend=backend)
