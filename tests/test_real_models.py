@@ -19,8 +19,8 @@ V, D = 96, 32
 
 
 def _cfg(name):
-    small = dict(vocab_size=V, hidden_size=D, num_hidden_layers=2, num_attention_heads=2,
-                 intermediate_size=64)
+    small = {"vocab_size": V, "hidden_size": D, "num_hidden_layers": 2,
+             "num_attention_heads": 2, "intermediate_size": 64}
     if name == "gpt2":
         return transformers.GPT2Config(vocab_size=V, n_embd=D, n_layer=2, n_head=2, n_positions=64,
                                        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
