@@ -4,6 +4,7 @@ overhead  16 blocks of Linear(32)+tanh+LayerNorm, batch 16: per-op dispatch domi
 gemm      pre-norm MLP blocks, D=512, 2048 tokens: matmuls dominate.
 pointwise RMSNorm + SwiGLU + rotary-style elementwise ops, small D, many tokens.
 cnn       conv/bn/relu/pool.
+gpt2      a GPT-2-style language model from transformers (when the `models` extra is installed).
 GPU_MODELS (`python -m benchmarks --device cuda`): GPU-sized versions, built on the device:
 overhead as above; pointwise D=1024 x 16k tokens; gemm bf16 D=2048 x 8k tokens; a 4-layer
 transformer encoder D=1024; custom Functions + hooks D=1024; a torch.compile'd (Inductor)
@@ -131,6 +132,34 @@ def compiled_forward():
 
 
 MODELS.update({"custom_hooks": custom_hooks, "compiled_forward": compiled_forward})
+
+
+class _Logits(nn.Module):
+    """A Hugging Face model called on token ids, returning its logits."""
+
+    def __init__(self, m) -> None:
+        super().__init__()
+        self.m = m
+
+    def forward(self, ids):
+        return self.m(input_ids=ids).logits
+
+
+def gpt2():
+    """A GPT-2-style language model (Hugging Face transformers, random init): 4 layers, D=256,
+    8 sequences of 128 tokens, eager attention."""
+    import transformers
+    cfg = transformers.GPT2Config(vocab_size=2048, n_embd=256, n_layer=4, n_head=4,
+                                  n_positions=128, resid_pdrop=0.0, embd_pdrop=0.0,
+                                  attn_pdrop=0.0)
+    return _Logits(transformers.GPT2LMHeadModel(cfg).train()), torch.randint(0, 2048, (8, 128))
+
+
+try:        # the `models` extra
+    import transformers  # noqa: F401
+    MODELS["gpt2"] = gpt2
+except ImportError:
+    pass
 
 
 def _gpu_transformer():
