@@ -1,0 +1,127 @@
+"""What one opaque call costs (issue 20): a chain of N trivial custom autograd.Functions, or of
+N tensor hooks, backward under eager autograd and under compiled_bw (eager and Inductor
+backends, cache hits).
+
+Consumes --n, --steps; prints per mode the median backward time for N and for 0 opaque calls
+(the same chain of built-in ops without them), and the difference per call in µs -- next to
+eager's own per-PyNode / per-hook cost measured the same way, interleaved in one process.
+`--profile` adds the top functions (cProfile, cumulative) of compiled_bw's cache-hit step.
+Run: python -m benchmarks.opaque_cost [--n 64] [--steps 200] [--profile]
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import cProfile
+import pstats
+import statistics
+import sys
+import time
+
+import torch
+
+import compiled_bw
+
+
+class Ident(torch.autograd.Function):
+    """The cheapest custom Function: forward x * 1, backward passes the grad through."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x * 1
+
+    @staticmethod
+    def backward(ctx, g):
+        return g
+
+
+def _program(kind: str, n: int):
+    w = torch.randn(16, requires_grad=True)
+
+    def loss():
+        x = w * 2
+        for _ in range(n):
+            if kind == "function":
+                x = Ident.apply(x)
+            elif kind == "hook":
+                x = x * 1
+                x.register_hook(lambda g: g)
+            else:                   # "plain": the same chain without opaque calls
+                x = x * 1
+            x = x.sin()
+        return x.sum()
+    return w, loss
+
+
+MODES = {
+    "eager": contextlib.nullcontext,
+    "cbw-eager": lambda: compiled_bw.enable(backend="eager", strict=True),
+    "cbw-inductor": lambda: compiled_bw.enable(backend="inductor", strict=True,
+                                               background_compile=False),
+}
+
+
+def measure(kind: str, n: int, steps: int) -> dict:
+    progs = {k: _program(kind if k else "plain", n) for k in (True, False)}
+    times: dict = {(m, k): [] for m in MODES for k in progs}
+    for ctx in MODES.values():              # captures and compiles, then warm
+        for _, loss in progs.values():
+            for _ in range(3):
+                with ctx():
+                    loss().backward()
+    for _ in range(steps):
+        for m, ctx in MODES.items():
+            for k, (w, loss) in progs.items():
+                w.grad = None
+                lo = loss()
+                with ctx():
+                    t0 = time.perf_counter()
+                    lo.backward()
+                    times[(m, k)].append(time.perf_counter() - t0)
+    out = {}
+    for m in MODES:
+        with_, without = (statistics.median(times[(m, k)]) * 1e6 for k in (True, False))
+        out[m] = (with_, without, (with_ - without) / n)
+    return out
+
+
+def profile(kind: str, n: int, steps: int = 300) -> str:
+    w, loss = _program(kind, n)
+    for _ in range(3):
+        with MODES["cbw-eager"]():
+            loss().backward()
+    pr = cProfile.Profile()
+    for _ in range(steps):
+        lo = loss()
+        with MODES["cbw-eager"]():
+            pr.enable()
+            lo.backward()
+            pr.disable()
+    s = pstats.Stats(pr)
+    s.sort_stats("tottime")
+    import io
+    buf = io.StringIO()
+    s.stream = buf
+    s.print_stats(14)
+    return buf.getvalue()
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.opaque_cost",
+                                 description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=64)
+    ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--profile", action="store_true")
+    a = ap.parse_args(argv)
+    torch.set_num_threads(1)
+    print(f"{'opaque kind':12} {'mode':13} {'N calls µs':>11} {'0 calls µs':>11} {'µs per call':>12}")
+    for kind in ("function", "hook"):
+        for m, (w, wo, per) in measure(kind, a.n, a.steps).items():
+            print(f"{kind:12} {m:13} {w:11.1f} {wo:11.1f} {per:12.2f}", flush=True)
+        if a.profile:
+            print(profile(kind, a.n))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
