@@ -86,7 +86,7 @@ def measure(kind: str, n: int, steps: int) -> dict:
 
 
 def profile(kind: str, n: int, steps: int = 300) -> str:
-    w, loss = _program(kind, n)
+    _w, loss = _program(kind, n)
     for _ in range(3):
         with MODES["cbw-eager"]():
             loss().backward()
