@@ -21,6 +21,8 @@ if ! "$PY" -c "import torch, compiled_bw" 2>/dev/null; then
 fi
 export TORCHINDUCTOR_CACHE_DIR="${TORCHINDUCTOR_CACHE_DIR:-$(mktemp -d)}"
 status=0
+# pytest-xdist (on GPU machines' images): the tests' compiles run in parallel
+par=$("$PY" -c "import xdist" 2>/dev/null && echo "-n 8 -p no:benchmark" || true)
 step() {  # step NAME LOG CMD...: run, record pass/fail in the summary
   local name=$1 log=$2; shift 2
   local t0=$SECONDS
@@ -39,11 +41,11 @@ if [ "$mode" != "--dry-run" ] && [ "$gpu" != 1 ]; then
   echo "no CUDA device: run with --dry-run for the CPU rehearsal" | tee -a "$out/summary.txt"; exit 2
 fi
 step build "$out/build.log" "$PY" -m compiled_bw.build
-step cuda_tests "$out/cuda_tests.log" timeout 420 "$PY" -m pytest -q -p no:cacheprovider tests/test_cuda.py tests/test_streams.py
+step cuda_tests "$out/cuda_tests.log" timeout 420 "$PY" -m pytest -q -p no:cacheprovider $par tests/test_cuda.py tests/test_streams.py
 if [ "$mode" = "--dry-run" ]; then
   step bench "$out/bench.log" timeout 300 "$PY" -m benchmarks --quick --models overhead --out "$out/bench"
 else
-  step suites_cuda "$out/suites_cuda.log" env COMPILED_BW_TEST_DEVICE=cuda timeout 300 "$PY" -m pytest -q -p no:cacheprovider \
+  step suites_cuda "$out/suites_cuda.log" env COMPILED_BW_TEST_DEVICE=cuda timeout 300 "$PY" -m pytest -q -p no:cacheprovider $par \
     tests/test_core.py tests/test_hooks.py tests/test_custom_functions.py -k "not inductor"
   step bench "$out/bench.log" timeout 420 "$PY" -m benchmarks --device cuda --quick --out "$out/bench"
   if [ "$mode" = "--full" ]; then
