@@ -9,6 +9,8 @@ import torch
 from differential import differential, grads
 from torch import nn
 
+import compiled_bw
+
 
 def _v(g):
     return None if g is None else g.detach().clone()
@@ -325,3 +327,18 @@ def test_traceable_function_receiving_undefined(backend):
         return [x.grad]
     differential(lambda: (torch.randn(3, requires_grad=True), [0]), step, steps=4,
                  backend=backend)
+
+
+def test_undefined_grads_with_background_compile(monkeypatch):
+    """Background compile (the users' default): the graph's opaque sites, with their formulas,
+    go to the worker process; grads stay eager's before and after the switch."""
+    monkeypatch.setenv("COMPILED_BW_BACKGROUND_COMPILE", "1")
+    build, step = _undefined_program(lambda s: s % 2 == 1, False)
+
+    def step_and_wait(st):
+        out = step(st)
+        compiled_bw.wait_for_compiles()
+        return out
+    st = differential(build, step_and_wait, steps=4, backend="inductor")
+    assert st.background_compiles == 1, st
+    assert hasattr(compiled_bw.last_compiled(), "source_code"), "Inductor's kernels did not run"
