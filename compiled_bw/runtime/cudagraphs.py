@@ -132,6 +132,12 @@ def _record(entry, box: list, note) -> list:
     torch._foreach_copy_(static_in, box)
     box.clear()
     outs = fn(list(static_in))      # this step's run; also every lazy initialization
+    # an output may be (a view of) an input, e.g. a root grad passed through: the next
+    # replay's input copy would overwrite it under the leaf's .grad
+    ptrs = {t.untyped_storage().data_ptr() for t in static_in}
+    copies: dict = {}
+    outs = [copies.setdefault(id(o), o.clone()) if isinstance(o, torch.Tensor)
+            and o.untyped_storage().data_ptr() in ptrs else o for o in outs]
     graph = torch.cuda.CUDAGraph()
     try:
         with torch.cuda.device(static_in[0].device if static_in else torch.cuda.current_device()):
