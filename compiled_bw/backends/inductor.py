@@ -12,14 +12,17 @@ import threading
 
 import torch
 import torch.utils._pytree as pytree
+from torch._inductor import comms
 from torch._inductor import config as inductor_config
 from torch._inductor.codegen.wrapper import PythonWrapperCodegen
 from torch._inductor.compile_fx import compile_fx_inner
 from torch._inductor.decomposition import select_decomp_table
+from torch._inductor.dependencies import WeakDep
 from torch._inductor.output_code import CompiledFxGraph
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from ..capture.opaque import current_sites
+from ..capture.deliver import deliver
+from ..capture.opaque import current_sites, opaque
 
 # Note [Inductor without Dynamo]
 # 1. Retrace: functionalize (a few backward formulas mutate fresh buffers, e.g. index_put_)
@@ -60,8 +63,16 @@ from ..capture.opaque import current_sites
 #    (Note [C++ hit path]; inductor_artifact.native_entry finds it).  Only when the compiled
 #    graph's callable is that `call` exactly: post_compile may wrap it (e.g. copying
 #    misaligned inputs), and then it is not used.
+# 8. Call order: opaque calls and delivery points run user code (hooks, custom Functions,
+#    AccumulateGrad with DDP's/FSDP's hooks), so they must run in graph order, which is eager's
+#    (runtime/run.py Note [Delivery points]).  Inductor orders kernels by data dependencies
+#    only: independent extern calls may swap (fusion re-sorts nodes, reorder_for_peak_memory
+#    moves them; FSDP2 then read `.grad` before it was delivered).  So each of our calls gets a
+#    fake dependency on the previous one -- what Inductor itself does to keep collectives in
+#    graph order (comms.decide_global_ordering_of_comms, which we wrap, on this thread during
+#    our compiles only).
 
-CODEGEN_VERSION = 3     # bump when the code Inductor generates for us changes (FX graph cache key)
+CODEGEN_VERSION = 4     # bump when the code Inductor generates for us changes (FX graph cache key)
 _tls = threading.local()
 
 
@@ -79,6 +90,25 @@ def _maybe_input_size_asserts(self) -> None:
 
 
 PythonWrapperCodegen.codegen_input_size_asserts = _maybe_input_size_asserts
+
+
+_global_ordering = comms.decide_global_ordering_of_comms
+
+
+def _ordered_calls(nodes: list, *args, **kwargs) -> list:
+    """Note 8: Inductor's ordering of collectives, then a WeakDep from each of our calls on the
+    previous one (scheduler nodes, before dependencies are computed)."""
+    nodes = _global_ordering(nodes, *args, **kwargs)
+    if getattr(_tls, "keyed_inputs", False):
+        calls = [n for n in nodes if getattr(n.node, "op_overload", None) in (opaque, deliver)]
+        for prev, cur in zip(calls, calls[1:]):
+            mutating = next(iter(cur.get_buffer_names()))
+            for buf in prev.get_buffer_names():
+                cur.add_fake_dep(WeakDep(buf, mutating_buf=mutating, is_fake=True))
+    return nodes
+
+
+comms.decide_global_ordering_of_comms = _ordered_calls
 
 
 def _tuple_outputs(gm: torch.fx.GraphModule):

@@ -55,6 +55,7 @@ import torch
 from ..backends.eager import compile_eager
 from ..capture import fastwalk
 from ..capture.custom import _orig_apply as _raw_apply
+from ..capture.nodes import CUSTOM
 from ..capture.opaque import current_step
 from ..capture.saved import SavedHooksInUse, gradient_edge
 from ..capture.subclass import flatten, rebuild
@@ -92,9 +93,10 @@ class Step:
     """What opaque calls and engine-state queries read at run time (capture/opaque.py,
     runtime/engine_state.py): this step's nodes, input metadata and hooks."""
     __slots__ = ("_will_ids", "current", "hooks", "in_meta", "nodes", "notes", "plan", "sites",
-                 "tls")
+                 "tls", "walk")
 
     def __init__(self, w, plan) -> None:
+        self.walk = w            # engine_state.py's execution order reads its edges
         self.nodes = w.nodes
         self.in_meta = w.in_meta
         self.hooks = w.hooks
@@ -160,7 +162,9 @@ def compiled_call(state, t_outputs, grad_tensors, keep_graph, create_graph, inpu
     except WalkUnsupported as e:
         raise FallbackToEager(f"root grad: {e}") from None
     opts = Options(accumulate, bool(keep_graph), tuple(in_edges), bool(allow_unused))
-    opts_key = (accumulate, opts.retain_graph, opts.inputs, opts.allow_unused)
+    # Note [Delivery points]: whether a leaf's AccumulateGrad has a hook (also one only C++ sees)
+    observed = fastwalk.leaf_observed(w) if accumulate else False
+    opts_key = (accumulate, opts.retain_graph, opts.inputs, opts.allow_unused, observed)
     key = (w.signature, tuple(w.root_edges), root_meta, opts_key, state.backend_key)
     root_key = (tuple(type(n).__name__ for n, _ in root_edges), root_meta, state.backend_key)
 
@@ -178,7 +182,7 @@ def compiled_call(state, t_outputs, grad_tensors, keep_graph, create_graph, inpu
             entry = state.cache.get(key)    # another thread may have captured it meanwhile
             if entry is None:
                 state.log_recompile(reason)
-                entry = _capture(state, w, opts, list(grad_tensors), slots)
+                entry = _capture(state, w, opts, list(grad_tensors), slots, observed)
                 state.cache.put(root_key, key, entry)
                 state.stats.compile_seconds += time.perf_counter() - t0
                 fresh = True
@@ -215,9 +219,39 @@ def _install(w):
         raise FallbackToEager(f"saved tensors already carry hooks (saved_tensors_hooks?): {e}") from None
 
 
-def _capture(state, w, opts, grad_tensors, slots):
+def _user_code_inside(w) -> bool:
+    """A guess, before the trace, that the graph will hold opaque calls (hooks on interior
+    nodes, custom Functions); the trace says for sure (_trace)."""
+    return any(i not in w.leaves for i in w.hooks) or any(k.how == CUSTOM for k in w.kinds)
+
+
+def _leaves_maybe_observed(w) -> bool:
+    """Without the C++ extension (leaf hooks of C++ code are invisible): a leaf hook Python
+    sees, or torch.distributed in use (DDP and FSDP hook leaves from C++)."""
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        return True
+    return any(v._backward_hooks or v._post_accumulate_grad_hooks for v in w.leaves.values())
+
+
+def _trace(w, opts, grad_tensors, slots, observed):
+    """Note [Delivery points]: trace with them when anything can observe when a leaf gets its
+    grad (a hook on a leaf, user code inside the graph); else leaf grads are graph outputs."""
+    delivers = opts.accumulate and (bool(observed) or _user_code_inside(w))
+    gm, plan = trace_backward(w, opts, grad_tensors, slots, delivers=delivers)
+    if opts.accumulate and not delivers and plan.opaque_sites:
+        delivers = True     # an untraceable node runs opaquely: user code after all
+        gm, plan = trace_backward(w, opts, grad_tensors, slots, delivers=True)
+    if observed is None and (delivers or _leaves_maybe_observed(w)):
+        raise TraceFailed("leaf grads must be delivered where eager delivers them (hooks or "
+                          "user code observe them), which needs compiled_bw's C++ extension; "
+                          f"it is unavailable ({fastwalk.counters()['error']}); "
+                          "see `python -m compiled_bw.build`", eager_error=False)
+    return gm, plan
+
+
+def _capture(state, w, opts, grad_tensors, slots, observed=False):
     try:
-        gm, plan = trace_backward(w, opts, grad_tensors, slots)
+        gm, plan = _trace(w, opts, grad_tensors, slots, observed)
     except TraceFailed as e:
         return Fallback(f"capture: {str(e).splitlines()[0]}", is_error=e.eager_error)
     if not opts.accumulate and not opts.allow_unused and None in plan.capture_outputs:

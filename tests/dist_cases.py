@@ -1,0 +1,148 @@
+"""Distributed programs run eagerly and under compiled_bw in one process (issue 14).
+
+Consumes an initialised default process group (gloo, CPU); produces, per case, a list of
+mismatches between eager autograd and compiled_bw (empty: equal), for tests/test_distributed.py
+(world 1, in-process) and `python tests/dist_cases.py RANK WORLD PORT` (one rank of a
+multi-process run; prints `OK` or the mismatches, exits non-zero on any).
+  fsdp2  an MLP with each Linear fully_shard'ed plus the root, 3 steps, zero_grad(set_to_none)
+         between: every `p.grad.full_tensor()` equals eager's (FSDP2 reads and clears `.grad`
+         in a per-group post-backward mid-backward);
+  ddp    DDP with several buckets: grads equal, and the buckets reach the comm hook in the
+         same order with the same parameters as in eager (DDP rebuilds its buckets after step 0
+         from the order in which grads arrived).
+Both run on the "eager" and "inductor" backends; `stats().fallbacks` must be 0.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+import compiled_bw
+
+STEPS = 3
+
+
+def _mlp():
+    return nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 16), nn.ReLU(),
+                         nn.Linear(16, 16), nn.Tanh(), nn.Linear(16, 1))
+
+
+def _compare(ref, got, what: str) -> list:
+    bad = []
+    for s, (r, g) in enumerate(zip(ref, got, strict=True)):
+        for k, (x, y) in enumerate(zip(r, g, strict=True)):
+            if (x is None) != (y is None):
+                bad.append(f"{what} step {s} grad {k}: eager None={x is None}, ours None={y is None}")
+            elif x is not None and not torch.allclose(x, y, rtol=1e-5, atol=1e-6):
+                bad.append(f"{what} step {s} grad {k}: max diff {(x - y).abs().max().item():.3g}")
+    return bad
+
+
+def _run(make, step, backend):
+    torch.manual_seed(1234 + dist.get_rank())
+    state = make()
+    if backend is None:
+        return [step(state, s) for s in range(STEPS)], None
+    compiled_bw.reset()
+    with compiled_bw.enable(backend=backend):
+        out = [step(state, s) for s in range(STEPS)]
+    return out, compiled_bw.stats()
+
+
+def _check_stats(st, what: str) -> list:
+    bad = []
+    if st.fallbacks:
+        bad.append(f"{what}: {st.fallbacks} fallbacks: {st.fallback_reasons}")
+    if st.captures + st.cache_hits < STEPS:
+        bad.append(f"{what}: only {st.captures} captures + {st.cache_hits} hits for {STEPS} steps")
+    return bad
+
+
+def fsdp2(backend: str) -> list:
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    mesh = init_device_mesh("cpu", (dist.get_world_size(),))
+
+    def make():
+        model = _mlp()
+        for m in model:
+            if isinstance(m, nn.Linear):
+                fully_shard(m, mesh=mesh)
+        fully_shard(model, mesh=mesh)
+        return model
+
+    def step(model, s):
+        model.zero_grad(set_to_none=True)
+        x = torch.randn(4, 8)
+        model(x).pow(2).sum().backward()
+        return [None if p.grad is None else p.grad.full_tensor().clone() for p in model.parameters()]
+
+    ref, _ = _run(make, step, None)
+    got, st = _run(make, step, backend)
+    return _compare(ref, got, f"fsdp2/{backend}") + _check_stats(st, f"fsdp2/{backend}")
+
+
+def ddp(backend: str) -> list:
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    def make():
+        log: list = []
+        model = DDP(_mlp(), bucket_cap_mb=0.0005)    # ~500 bytes: several buckets
+
+        def hook(state, bucket):
+            log.append((bucket.index(), tuple(tuple(p.shape) for p in bucket.parameters())))
+            return default_hooks.allreduce_hook(None, bucket)
+        model.register_comm_hook(None, hook)
+        return model, log
+
+    def step(state, s):
+        model, log = state
+        model.zero_grad(set_to_none=True)
+        log.clear()
+        x = torch.randn(4, 8)
+        model(x).pow(2).sum().backward()
+        return [p.grad.clone() for p in model.parameters()], list(log)
+
+    ref, _ = _run(make, step, None)
+    got, st = _run(make, step, backend)
+    what = f"ddp/{backend}"
+    bad = _compare([g for g, _ in ref], [g for g, _ in got], what) + _check_stats(st, what)
+    for s, ((_, lr), (_, lg)) in enumerate(zip(ref, got, strict=True)):
+        if s > 0 and len(lr) < 2:   # step 0 has one (DDP's first bucket is 1 MB until rebuilt)
+            bad.append(f"{what} step {s}: only {len(lr)} bucket(s) in eager; the test needs several")
+        if lr != lg:
+            bad.append(f"{what} step {s}: buckets reached the comm hook as\n  eager {lr}\n  ours  {lg}")
+    return bad
+
+
+CASES = {"fsdp2": fsdp2, "ddp": ddp}
+
+
+def run_all(backends=("eager", "inductor")) -> list:
+    bad = []
+    for name, case in CASES.items():
+        for b in backends:
+            bad += case(b)
+    return bad
+
+
+def main(rank: int, world: int, port: int) -> int:
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    from datetime import timedelta
+    dist.init_process_group("gloo", rank=rank, world_size=world, timeout=timedelta(seconds=60))
+    try:
+        bad = run_all()
+    finally:
+        dist.destroy_process_group()
+    print("\n".join(bad) if bad else "OK", flush=True)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])))
