@@ -125,7 +125,7 @@ CASES = {"fsdp2": fsdp2, "ddp": ddp}
 
 def run_all(backends=("eager", "inductor")) -> list:
     bad = []
-    for name, case in CASES.items():
+    for case in CASES.values():
         for b in backends:
             bad += case(b)
     return bad

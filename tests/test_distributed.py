@@ -10,10 +10,9 @@ import subprocess
 import sys
 from datetime import timedelta
 
+import dist_cases
 import pytest
 import torch.distributed as dist
-
-import dist_cases
 
 pytestmark = pytest.mark.skipif(
     not (dist.is_available() and dist.is_gloo_available()),

@@ -35,21 +35,27 @@ def test_tensor_hook_reads_another_leafs_grad_mid_backward():
     differential(_ab, step)
 
 
-def test_post_accumulate_hook_reads_a_leaf_delivered_later():
-    """A post-accumulate-grad hook of one leaf sees which other leaves already have grads."""
+def test_leaves_are_delivered_in_eagers_order():
+    """Post-accumulate-grad hooks of four leaves log the order of delivery and which other
+    leaves already hold a grad (the branches' nodes interleave with the deliveries)."""
+    def build():
+        return [[torch.randn(3, requires_grad=True) for _ in range(4)], []]
+
     def step(st):
-        a, b, log = st
-        a.grad = b.grad = None
-        y = (a.exp() * 2).sum() + (b.sin() * a).sum()
-        h1 = a.register_post_accumulate_grad_hook(
-            lambda p: log.append(("a done; b has grad", b.grad is not None)))
-        h2 = b.register_post_accumulate_grad_hook(
-            lambda p: log.append(("b done; a has grad", a.grad is not None)))
+        leaves, log = st
+        for p in leaves:
+            p.grad = None
+        hs = [p.register_post_accumulate_grad_hook(
+            lambda p, k=k: log.append((k, [q.grad is not None for q in leaves])))
+            for k, p in enumerate(leaves)]
+        y = sum((leaves[i].sin() * (i + 1)).exp().sum() for i in (3, 2, 1, 0))
         y.backward()
-        h1.remove()
-        h2.remove()
-        return [a.grad, b.grad, list(log)]
-    differential(_ab, step)
+        for h in hs:
+            h.remove()
+        res = [[p.grad for p in leaves], list(log)]
+        log.clear()
+        return res
+    differential(build, step)
 
 
 def _acc(p):

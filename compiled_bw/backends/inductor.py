@@ -7,6 +7,7 @@ without Inductor disables only this backend.  See Note [Inductor without Dynamo]
 """
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 
@@ -101,7 +102,7 @@ def _ordered_calls(nodes: list, *args, **kwargs) -> list:
     nodes = _global_ordering(nodes, *args, **kwargs)
     if getattr(_tls, "keyed_inputs", False):
         calls = [n for n in nodes if getattr(n.node, "op_overload", None) in (opaque, deliver)]
-        for prev, cur in zip(calls, calls[1:]):
+        for prev, cur in itertools.pairwise(calls):
             mutating = next(iter(cur.get_buffer_names()))
             for buf in prev.get_buffer_names():
                 cur.add_fake_dep(WeakDep(buf, mutating_buf=mutating, is_fake=True))

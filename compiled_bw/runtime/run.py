@@ -6,17 +6,36 @@ or raises Fallback so the caller runs eager autograd and records why.
 
 Note [Delivery through the real engine]
 Leaf grads are not written by us: the compiled graph runs inside the backward of a tiny
-autograd.Function (`_Deliver`) whose inputs are the leaves, run by the real engine.  The
-engine then runs each leaf's AccumulateGrad node with our grad: tensor hooks, the layout
-contract, stealing, post-accumulate-grad hooks and node hooks (also C++ ones we cannot see)
-behave exactly as in eager, and `queue_callback` / `_current_graph_task_id()` work for code
-run inside the graph.  The graph finishes before any leaf is touched, so an error in it
-leaves every `.grad` as it was.  Trade-off: leaves accumulate after the whole graph rather
-than interleaved with it (only observable from hooks that read other leaves' `.grad`).
+autograd.Function (`_Deliver`) run by the real engine, so `queue_callback` /
+`_current_graph_task_id()` work for code run inside the graph and final callbacks run after
+it.  Each leaf's real AccumulateGrad node gets its grad either at a delivery point inside the
+graph (Note [Delivery points]) or, when nothing can observe when that happens, from the
+engine after the graph (the leaves are `_Deliver`'s inputs): tensor hooks, the layout
+contract, post-accumulate-grad hooks and node hooks (also C++ ones we cannot see) behave as in
+eager.
+
+Note [Delivery points]
+Eager runs a leaf's AccumulateGrad (and its hooks: DDP's reducer hook, which hands a bucket to
+allreduce; FSDP2's per-group post-backward reads and clears `.grad`) as soon as its last grad
+arrived, interleaved with the rest of the backward in ready-queue order.  So whenever that can
+be observed -- some leaf's AccumulateGrad has a hook of any kind (CWalk.leaf_observed: C++
+sees C++ hooks too; part of the cache key), or user code runs inside the graph (hooks, custom
+Functions) -- the trace makes every leaf's AccumulateGrad a delivery point, a
+`compiled_bw::deliver` call placed where our engine (engine.cpp's order) runs the node
+(capture/deliver.py; with Inductor kept in graph order by backends/inductor.py Note 8).  It
+runs the real node as the engine does (fastwalk.run_leaf), inside `_Deliver`'s graph task.
+Errors: a backward that fails half-way has then already delivered exactly the leaves eager
+had delivered before the failing node, and no other.  Graphs without delivery points (nothing
+observes) compute every grad before any leaf is touched: an error there (an untraceable
+built-in node raising, out of memory) leaves every `.grad` as it was, where eager keeps the
+grads of the leaves it delivered first.  The graph holds each grad it delivers, so
+AccumulateGrad copies it into `.grad` where eager would steal it (values equal; strides of
+size-1 dims may differ).  Without the C++ extension, a graph that needs delivery points runs
+eagerly (fallback reason says so).
 
 Note [Direct delivery]
-When the graph holds no opaque call (no custom Function, hook or untraceable node: no user
-code runs inside it), going through the engine buys nothing but its cost (a GraphTask, the
+When the graph holds no opaque call or delivery point (no custom Function, hook or
+untraceable node: no user code runs inside it), going through the engine buys nothing but its cost (a GraphTask, the
 _Deliver node, one engine step per leaf: about a quarter of an overhead-bound backward).  Then
 the graph is called directly with grad mode off, as the engine would run it, and each leaf's
 AccumulateGrad node is called directly from C++ (fastwalk.accumulate) with the grad moved in,
@@ -238,8 +257,8 @@ def _trace(w, opts, grad_tensors, slots, observed):
     grad (a hook on a leaf, user code inside the graph); else leaf grads are graph outputs."""
     delivers = opts.accumulate and (bool(observed) or _user_code_inside(w))
     gm, plan = trace_backward(w, opts, grad_tensors, slots, delivers=delivers)
-    if opts.accumulate and not delivers and plan.opaque_sites:
-        delivers = True     # an untraceable node runs opaquely: user code after all
+    if opts.accumulate and not delivers and any(s.kind != "node" for s in plan.opaque_sites):
+        delivers = True     # user code runs inside after all (not only untraceable nodes)
         gm, plan = trace_backward(w, opts, grad_tensors, slots, delivers=True)
     if observed is None and (delivers or _leaves_maybe_observed(w)):
         raise TraceFailed("leaf grads must be delivered where eager delivers them (hooks or "
