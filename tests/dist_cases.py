@@ -154,6 +154,25 @@ def ddp(backend: str, variant: str = "buckets") -> list:
     return bad
 
 
+def fsdp1(backend: str) -> list:
+    """FSDP1, each Linear wrapped (FULL_SHARD with 2 ranks; NO_SHARD with 1, so 2-process only)."""
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+    from torch.distributed.fsdp.wrap import ModuleWrapPolicy
+
+    def make():
+        return FSDP(_mlp(), auto_wrap_policy=ModuleWrapPolicy({nn.Linear}),
+                    device_id=torch.device("cpu"))
+
+    def step(model, s):
+        model.zero_grad(set_to_none=True)
+        model(torch.randn(4, 8)).pow(2).sum().backward()
+        return [None if p.grad is None else p.grad.clone() for p in model.parameters()]
+
+    ref, _ = _run(make, step, None)
+    got, st = _run(make, step, backend)
+    return _compare(ref, got, f"fsdp1/{backend}") + _check_stats(st, f"fsdp1/{backend}")
+
+
 CASES = {
     "fsdp2": fsdp2,
     "fsdp2_keep_unsharded": lambda b: fsdp2(b, reshard_after_forward=False),
@@ -164,11 +183,18 @@ CASES = {
 }
 
 
-def run_all(backends=("eager", "inductor")) -> list:
+# The 2-process run (bounded time on 2 cores): the variants on the eager backend only.
+WORLD2_CASES = {"fsdp2": ("eager", "inductor"), "ddp": ("eager", "inductor"),
+                "fsdp1": ("eager", "inductor"), "fsdp2_keep_unsharded": ("eager",),
+                "ddp_unused": ("eager",), "ddp_no_sync": ("eager",), "ddp_static_graph": ("eager",)}
+
+
+def run_all() -> list:
+    cases = {**CASES, "fsdp1": fsdp1}
     bad = []
-    for case in CASES.values():
+    for name, backends in WORLD2_CASES.items():
         for b in backends:
-            bad += case(b)
+            bad += cases[name](b)
     return bad
 
 

@@ -204,3 +204,30 @@ def test_no_hooks_keeps_the_direct_path():
     differential(build, step)
     g = compiled_bw.last_graph()
     assert "deliver" not in g.code, g.code
+
+
+def test_hook_that_frees_a_parameter_runs_after_its_last_reader():
+    """Like FSDP's post-backward (which frees a layer's unsharded parameters), a
+    post-accumulate-grad hook overwrites its parameter in place: eager has already run every
+    node reading it (its matmuls' saved weights); so must the compiled graph (backends/inductor.py
+    Note 8), or the input grads would be computed from the overwritten weights."""
+    def build():
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(6, 6), nn.Tanh(), nn.Linear(6, 6), nn.Tanh(), nn.Linear(6, 1))
+        ref = [p.detach().clone() for p in model.parameters()]
+        def free(q) -> None:
+            q.detach().fill_(float("nan"))
+        for p in model.parameters():
+            p.register_post_accumulate_grad_hook(free)
+        return [model, ref, torch.randn(4, 6, requires_grad=True)]
+
+    def step(st):
+        model, ref, x = st
+        with torch.no_grad():
+            for p, r in zip(model.parameters(), ref, strict=True):
+                p.copy_(r)
+        model.zero_grad(set_to_none=True)
+        x.grad = None
+        model(x).pow(2).sum().backward()
+        return [x.grad] + [p.grad for p in model.parameters()]
+    differential(build, step)

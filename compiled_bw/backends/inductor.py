@@ -7,7 +7,7 @@ without Inductor disables only this backend.  See Note [Inductor without Dynamo]
 """
 from __future__ import annotations
 
-import itertools
+import copy
 import os
 import threading
 
@@ -22,7 +22,7 @@ from torch._inductor.dependencies import WeakDep
 from torch._inductor.output_code import CompiledFxGraph
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from ..capture.deliver import deliver
+from ..capture.deliver import barrier, deliver
 from ..capture.opaque import current_sites, opaque
 
 # Note [Inductor without Dynamo]
@@ -66,14 +66,19 @@ from ..capture.opaque import current_sites, opaque
 #    misaligned inputs), and then it is not used.
 # 8. Call order: opaque calls and delivery points run user code (hooks, custom Functions,
 #    AccumulateGrad with DDP's/FSDP's hooks), so they must run in graph order, which is eager's
-#    (runtime/run.py Note [Delivery points]).  Inductor orders kernels by data dependencies
-#    only: independent extern calls may swap (fusion re-sorts nodes, reorder_for_peak_memory
-#    moves them; FSDP2 then read `.grad` before it was delivered).  So each of our calls gets a
-#    fake dependency on the previous one -- what Inductor itself does to keep collectives in
-#    graph order (comms.decide_global_ordering_of_comms, which we wrap, on this thread during
-#    our compiles only).
+#    (runtime/run.py Note [Delivery points]), and after everything eager ran before them: a
+#    hook may free or change what earlier nodes read (FSDP reshards a layer's parameters --
+#    the saved weights of its matmuls -- in the post-backward hook on their AccumulateGrad).
+#    Inductor orders kernels by data dependencies only: independent extern calls may swap
+#    (fusion re-sorts nodes, reorder_for_peak_memory moves them: FSDP2 then read `.grad` before
+#    it was delivered) and a kernel may run after a later call (FSDP1 then crashed reading a
+#    freed weight).  So each of our calls gets a fake dependency on the previous call and on
+#    every node between them -- what Inductor itself does to keep collectives in graph order
+#    (comms.decide_global_ordering_of_comms, which we wrap, on this thread during our compiles
+#    only; fake WeakDeps order, they keep no buffer alive).  Kernels after a call may still run
+#    before it where data allows: whatever a call's user code returns reaches them as data.
 
-CODEGEN_VERSION = 4     # bump when the code Inductor generates for us changes (FX graph cache key)
+CODEGEN_VERSION = 5     # bump when the code Inductor generates for us changes (FX graph cache key)
 _tls = threading.local()
 
 
@@ -94,18 +99,44 @@ PythonWrapperCodegen.codegen_input_size_asserts = _maybe_input_size_asserts
 
 
 _global_ordering = comms.decide_global_ordering_of_comms
+_CALLS = (opaque, deliver, barrier)
+
+
+def _insert_barriers(gm: torch.fx.GraphModule) -> None:
+    """Note 8: before each opaque call / delivery point, a barrier taking every tensor computed
+    before it and used after it, so that Inductor computes them before the call (an unrealized
+    value would be computed inside a later kernel, reading its inputs after the call)."""
+    nodes = list(gm.graph.nodes)
+    pos = {n: i for i, n in enumerate(nodes)}
+    active: dict = {}               # computed tensors defined so far -> position of last use
+    for i, n in enumerate(nodes):
+        if n.op == "call_function" and n.target in (opaque, deliver):
+            active = {v: k for v, k in active.items() if k > i}
+            if active:
+                with gm.graph.inserting_before(n):
+                    b = gm.graph.call_function(barrier, (list(active),))
+                b.meta["val"] = None
+        if n.op == "call_function" and isinstance(n.meta.get("val"), torch.Tensor) and n.users:
+            active[n] = max(pos[u] for u in n.users)
+    gm.recompile()
 
 
 def _ordered_calls(nodes: list, *args, **kwargs) -> list:
     """Note 8: Inductor's ordering of collectives, then a WeakDep from each of our calls on the
-    previous one (scheduler nodes, before dependencies are computed)."""
+    previous call and on every node between the two (scheduler nodes in graph order, before
+    dependencies are computed)."""
     nodes = _global_ordering(nodes, *args, **kwargs)
     if getattr(_tls, "keyed_inputs", False):
-        calls = [n for n in nodes if getattr(n.node, "op_overload", None) in (opaque, deliver)]
-        for prev, cur in itertools.pairwise(calls):
-            mutating = next(iter(cur.get_buffer_names()))
-            for buf in prev.get_buffer_names():
-                cur.add_fake_dep(WeakDep(buf, mutating_buf=mutating, is_fake=True))
+        before: list = []       # the previous call and the nodes after it
+        for n in nodes:
+            if getattr(n.node, "op_overload", None) not in _CALLS:
+                before.append(n)
+                continue
+            mutating = next(iter(n.get_buffer_names()))
+            for p in before:
+                for buf in p.get_buffer_names():
+                    n.add_fake_dep(WeakDep(buf, mutating_buf=mutating, is_fake=True))
+            before = [n]
     return nodes
 
 
@@ -137,6 +168,9 @@ def _pin_output_strides(gm: torch.fx.GraphModule, vals: list) -> tuple:
 
 def compile_inductor(gm: torch.fx.GraphModule, example_inputs: list):
     vals = _output_vals(gm)
+    if current_sites():
+        gm = copy.deepcopy(gm)      # the captured graph stays as it was (last_graph, eager)
+        _insert_barriers(gm)
     retraced = make_fx(torch.func.functionalize(_tuple_outputs(gm)),
                        decomposition_table=select_decomp_table(),
                        tracing_mode="fake")(*example_inputs)

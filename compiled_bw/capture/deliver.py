@@ -43,3 +43,16 @@ torch.fx.node.has_side_effect(deliver)
 @torch.library.register_fake("compiled_bw::deliver", lib=_LIB)
 def _deliver_fake(site: int, grad: torch.Tensor | None, label: str) -> None:
     return None
+
+
+# `compiled_bw::barrier(live)`: does nothing; Inductor must materialize its inputs before it
+# (backends/inductor.py Note 8 inserts one before each opaque call and delivery point).
+_LIB.define("barrier(Tensor[] live) -> ()")
+_LIB.impl("barrier", lambda live: None, "CompositeExplicitAutograd")
+barrier = torch.ops.compiled_bw.barrier.default
+torch.fx.node.has_side_effect(barrier)
+
+
+@torch.library.register_fake("compiled_bw::barrier", lib=_LIB)
+def _barrier_fake(live: list[torch.Tensor]) -> None:
+    return None
