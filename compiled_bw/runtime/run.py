@@ -35,8 +35,9 @@ eagerly (fallback reason says so).
 
 Note [Direct delivery]
 When the graph holds no opaque call or delivery point (no custom Function, hook or
-untraceable node: no user code runs inside it), going through the engine buys nothing but its cost (a GraphTask, the
-_Deliver node, one engine step per leaf: about a quarter of an overhead-bound backward).  Then
+untraceable node: no user code runs inside it), going through the engine buys nothing but its
+cost (a GraphTask, the _Deliver node, one engine step per leaf: about a quarter of an
+overhead-bound backward).  Then
 the graph is called directly with grad mode off, as the engine would run it, and each leaf's
 AccumulateGrad node is called directly from C++ (fastwalk.accumulate) with the grad moved in,
 so it steals, accumulates and honours the layout contract exactly as in eager.  That is only
