@@ -38,7 +38,7 @@ def _compare(ref, got, what: str) -> list:
         for k, (x, y) in enumerate(zip(r, g, strict=True)):
             if (x is None) != (y is None):
                 bad.append(f"{what} step {s} grad {k}: eager None={x is None}, ours None={y is None}")
-            elif x is not None and not torch.allclose(x, y, rtol=1e-5, atol=1e-6):
+            elif x is not None and not torch.allclose(x, y, rtol=1e-5, atol=1e-5):
                 bad.append(f"{what} step {s} grad {k}: max diff {(x - y).abs().max().item():.3g}")
     return bad
 
@@ -75,28 +75,34 @@ class _WithUnused(nn.Module):
         return self.mlp(x)
 
 
-def fsdp2(backend: str, reshard_after_forward: bool = True) -> list:
+def _transformer():
+    layer = nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, dropout=0.0, batch_first=True)
+    return nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+
+
+def fsdp2(backend: str, reshard_after_forward: bool = True, transformer: bool = False) -> list:
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
     mesh = init_device_mesh("cpu", (dist.get_world_size(),))
 
     def make():
-        model = _mlp()
-        for m in model:
-            if isinstance(m, nn.Linear):
-                fully_shard(m, mesh=mesh, reshard_after_forward=reshard_after_forward)
+        model = _transformer() if transformer else _mlp()
+        groups = model.layers if transformer else [m for m in model if isinstance(m, nn.Linear)]
+        for m in groups:
+            fully_shard(m, mesh=mesh, reshard_after_forward=reshard_after_forward)
         fully_shard(model, mesh=mesh, reshard_after_forward=reshard_after_forward)
         return model
 
     def step(model, s):
         model.zero_grad(set_to_none=True)
-        x = torch.randn(4, 8)
+        x = torch.randn(2, 3, 8) if transformer else torch.randn(4, 8)
         model(x).pow(2).sum().backward()
         return [None if p.grad is None else p.grad.full_tensor().clone() for p in model.parameters()]
 
     ref, _ = _run(make, step, None)
     got, st = _run(make, step, backend)
-    what = f"fsdp2(reshard_after_forward={reshard_after_forward})/{backend}"
+    kind = "transformer" if transformer else "mlp"
+    what = f"fsdp2({kind}, reshard_after_forward={reshard_after_forward})/{backend}"
     return _compare(ref, got, what) + _check_stats(st, what)
 
 
@@ -176,6 +182,7 @@ def fsdp1(backend: str) -> list:
 CASES = {
     "fsdp2": fsdp2,
     "fsdp2_keep_unsharded": lambda b: fsdp2(b, reshard_after_forward=False),
+    "fsdp2_transformer": lambda b: fsdp2(b, transformer=True),
     "ddp": ddp,
     "ddp_unused": lambda b: ddp(b, "unused"),
     "ddp_no_sync": lambda b: ddp(b, "no_sync"),
@@ -186,6 +193,7 @@ CASES = {
 # The 2-process run (bounded time on 2 cores): the variants on the eager backend only.
 WORLD2_CASES = {"fsdp2": ("eager", "inductor"), "ddp": ("eager", "inductor"),
                 "fsdp1": ("eager", "inductor"), "fsdp2_keep_unsharded": ("eager",),
+                "fsdp2_transformer": ("eager",),
                 "ddp_unused": ("eager",), "ddp_no_sync": ("eager",), "ddp_static_graph": ("eager",)}
 
 
