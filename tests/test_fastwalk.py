@@ -436,3 +436,30 @@ def test_build_dir_is_keyed_by_what_the_binary_depends_on(monkeypatch):
     monkeypatch.undo()
     monkeypatch.setattr(torch.version, "git_version", "0" * 40)
     assert fastwalk.build_key() != here
+
+
+def test_run_leaf_runs_an_accumulate_grad_as_the_engine(ext):
+    """capture/_fastwalk.cpp run_leaf (delivery points): Node hook lists and call order of
+    engine.cpp's call_function (ENGINE.md 4.10); a Python hook's exception passes through."""
+    x = torch.randn(3, requires_grad=True)
+    node = torch.autograd.graph.get_gradient_edge(x).node
+    assert not ext.leaves_observed([node])
+    log = []
+    x.register_hook(lambda g: log.append("tensor") or (None if g is None else g * 2))
+    node.register_prehook(lambda g: log.append("pre"))
+    x.register_post_accumulate_grad_hook(lambda p: log.append(("post-acc", p.grad.sum().item())))
+    node.register_hook(lambda gi, go: log.append(
+        ("post", gi, None if go[0] is None else go[0].sum().item())))
+    assert ext.leaves_observed([node])
+    ext.run_leaf(node, torch.ones(3))
+    assert log == ["tensor", "pre", ("post-acc", 6.0), ("post", (), 6.0)], log
+    assert x.grad.sum().item() == 6.0
+    log.clear()
+    ext.run_leaf(node, None)     # no grad: hooks run, nothing accumulates (ENGINE.md 4.10)
+    assert log == ["tensor", "pre", ("post-acc", 6.0), ("post", (), None)], log
+
+    def boom(p):
+        raise KeyError("from a hook")
+    x.register_post_accumulate_grad_hook(boom)
+    with pytest.raises(KeyError, match="from a hook"):
+        ext.run_leaf(node, torch.ones(3))

@@ -187,7 +187,8 @@ class <lambda>(torch.nn.Module):
         opaque = torch.ops.compiled_bw.opaque.default(0, [expand], 'custom DoubleBackward');  expand = None
         getitem: "f32[3]" = opaque[0];  opaque = None
         mul: "f32[3]" = torch.ops.aten.mul.Tensor(getitem, saved_exp2_result);  getitem = saved_exp2_result = None
-        return [mul]""")
+        deliver = torch.ops.compiled_bw.deliver.default(1, mul, 'leaf AccumulateGrad');  mul = deliver = None
+        return []""")
 
     def test_tensor_hook_and_node_post_hook_are_opaque_calls(self):
         x = torch.randn(3, requires_grad=True)
@@ -207,4 +208,5 @@ class <lambda>(torch.nn.Module):
         mul: "f32[3]" = torch.ops.aten.mul.Tensor(getitem, saved_exp1_result);  saved_exp1_result = None
         opaque_1 = torch.ops.compiled_bw.opaque.default(1, [mul, getitem], 'post ExpBackward0');  mul = getitem = None
         getitem_1: "f32[3]" = opaque_1[0];  opaque_1 = None
-        return [getitem_1]""")
+        deliver = torch.ops.compiled_bw.deliver.default(2, getitem_1, 'leaf AccumulateGrad');  getitem_1 = deliver = None
+        return []""")

@@ -204,3 +204,44 @@ def test_inductor_never_reuse_buffers_and_fallback_lowering():
     assert callable(inductor._opaque_fallback)
     for op in inductor.KNOWN_WRONG:     # Note 9: our wrappers sit in Inductor's lowering table
         assert lowering.lowerings[op].__qualname__.startswith("_keep_out_of_inductor"), op
+
+
+def test_engine_state_queries_replaced():
+    # runtime/engine_state.py replaces these torch._C functions while a compiled backward runs
+    from compiled_bw.runtime import engine_state
+    for name in ("_current_autograd_node", "_will_engine_execute_node",
+                 "_current_graph_task_execution_order"):
+        assert hasattr(torch._C, name), f"torch._C.{name} moved (runtime/engine_state.py)"
+        assert getattr(torch._C, name) is getattr(engine_state, name), (
+            f"torch._C.{name} is not compiled_bw's replacement (engine_state.install)")
+    x = torch.randn(2, requires_grad=True)
+    seen = []
+    y = (x * 2).sum()
+    y.register_hook(lambda g: seen.append(engine_state._orig_execution_order()))
+    with torch.autograd.set_multithreading_enabled(False):
+        y.backward()
+    assert [type(n).__name__ for n in seen[0]] == ["SumBackward0", "MulBackward0",
+                                                   "AccumulateGrad"], (
+        "torch._C._current_graph_task_execution_order changed what it lists")
+
+
+def test_inductor_call_order_hook():
+    # backends/inductor.py Note 11: our calls get WeakDeps through Inductor's ordering of comms
+    pytest.importorskip("torch._inductor.compile_fx")
+    from torch._inductor import comms, dependencies, ir
+
+    from compiled_bw.backends import inductor
+    assert comms.decide_global_ordering_of_comms is inductor._ordered_calls, (
+        "torch._inductor.comms.decide_global_ordering_of_comms moved: backends/inductor.py "
+        "Note 11 orders opaque calls and delivery points through it")
+    assert "is_fake" in dependencies.WeakDep.__dataclass_fields__, "Inductor's WeakDep changed"
+    assert hasattr(ir.FallbackKernel, "has_side_effects"), "Inductor's FallbackKernel changed"
+
+
+def test_delivery_op_is_side_effectful():
+    # capture/deliver.py: FX and Inductor keep `compiled_bw::deliver` although nothing uses it
+    from torch._library.utils import is_impure
+
+    from compiled_bw.capture.deliver import deliver
+    assert is_impure(deliver), (
+        "torch.fx.node.has_side_effect no longer marks an op impure (capture/deliver.py)")

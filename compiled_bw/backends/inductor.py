@@ -7,20 +7,23 @@ without Inductor disables only this backend.  See Note [Inductor without Dynamo]
 """
 from __future__ import annotations
 
+import copy
 import os
 import threading
 
 import torch
 import torch.utils._pytree as pytree
+from torch._inductor import comms, ir, lowering
 from torch._inductor import config as inductor_config
-from torch._inductor import ir, lowering
 from torch._inductor.codegen.wrapper import PythonWrapperCodegen
 from torch._inductor.compile_fx import compile_fx_inner
 from torch._inductor.decomposition import select_decomp_table
+from torch._inductor.dependencies import WeakDep
 from torch._inductor.output_code import CompiledFxGraph
 from torch._inductor.virtualized import V
 from torch.fx.experimental.proxy_tensor import make_fx
 
+from ..capture.deliver import barrier, deliver
 from ..capture.opaque import current_sites, opaque
 
 # Note [Inductor without Dynamo]
@@ -62,7 +65,6 @@ from ..capture.opaque import current_sites, opaque
 #    (Note [C++ hit path]; inductor_artifact.native_entry finds it).  Only when the compiled
 #    graph's callable is that `call` exactly: post_compile may wrap it (e.g. copying
 #    misaligned inputs), and then it is not used.
-
 #
 # 8. Opaque calls hand tensors to user code (hooks, custom backwards), which may keep them: a
 #    module full backward hook keeps its grad_output until the module's input grads arrive,
@@ -85,7 +87,21 @@ from ..capture.opaque import current_sites, opaque
 #    sgn's grad (`_efficientzerotensor(..., device=cpu)`) came out on `cpu:0`, eager's on `cpu`.
 #    A graph with such a call gets the Python wrapper (cpp_wrapper()).
 
-CODEGEN_VERSION = 6     # bump when the code Inductor generates for us changes (FX graph cache key)
+# 11. Call order: opaque calls and delivery points run user code (hooks, custom Functions,
+#    AccumulateGrad with DDP's/FSDP's hooks), so they must run in graph order, which is eager's
+#    (runtime/run.py Note [Delivery points]), and after everything eager ran before them: a
+#    hook may free or change what earlier nodes read (FSDP reshards a layer's parameters --
+#    the saved weights of its matmuls -- in the post-backward hook on their AccumulateGrad).
+#    Inductor orders kernels by data dependencies only: independent extern calls may swap
+#    (fusion re-sorts nodes, reorder_for_peak_memory moves them: FSDP2 then read `.grad` before
+#    it was delivered) and a kernel may run after a later call (FSDP1 then crashed reading a
+#    freed weight).  So each of our calls gets a fake dependency on the previous call and on
+#    every node between them -- what Inductor itself does to keep collectives in graph order
+#    (comms.decide_global_ordering_of_comms, which we wrap, on this thread during our compiles
+#    only; fake WeakDeps order, they keep no buffer alive).  Kernels after a call may still run
+#    before it where data allows: whatever a call's user code returns reaches them as data.
+
+CODEGEN_VERSION = 7     # bump when the code Inductor generates for us changes (FX graph cache key)
 _tls = threading.local()
 
 
@@ -172,6 +188,51 @@ def _maybe_input_size_asserts(self) -> None:
 PythonWrapperCodegen.codegen_input_size_asserts = _maybe_input_size_asserts
 
 
+_global_ordering = comms.decide_global_ordering_of_comms
+_CALLS = (opaque, deliver, barrier)
+
+
+def _insert_barriers(gm: torch.fx.GraphModule) -> None:
+    """Note 11: before each opaque call / delivery point, a barrier taking every tensor computed
+    before it and used after it, so that Inductor computes them before the call (an unrealized
+    value would be computed inside a later kernel, reading its inputs after the call)."""
+    nodes = list(gm.graph.nodes)
+    pos = {n: i for i, n in enumerate(nodes)}
+    active: dict = {}               # computed tensors defined so far -> position of last use
+    for i, n in enumerate(nodes):
+        if n.op == "call_function" and n.target in (opaque, deliver):
+            active = {v: k for v, k in active.items() if k > i}
+            if active:
+                with gm.graph.inserting_before(n):
+                    b = gm.graph.call_function(barrier, (list(active),))
+                b.meta["val"] = None
+        if n.op == "call_function" and isinstance(n.meta.get("val"), torch.Tensor) and n.users:
+            active[n] = max(pos[u] for u in n.users)
+    gm.recompile()
+
+
+def _ordered_calls(nodes: list, *args, **kwargs) -> list:
+    """Note 11: Inductor's ordering of collectives, then a WeakDep from each of our calls on the
+    previous call and on every node between the two (scheduler nodes in graph order, before
+    dependencies are computed)."""
+    nodes = _global_ordering(nodes, *args, **kwargs)
+    if getattr(_tls, "keyed_inputs", False):
+        before: list = []       # the previous call and the nodes after it
+        for n in nodes:
+            if getattr(n.node, "op_overload", None) not in _CALLS:
+                before.append(n)
+                continue
+            mutating = next(iter(n.get_buffer_names()))
+            for p in before:
+                for buf in p.get_buffer_names():
+                    n.add_fake_dep(WeakDep(buf, mutating_buf=mutating, is_fake=True))
+            before = [n]
+    return nodes
+
+
+comms.decide_global_ordering_of_comms = _ordered_calls
+
+
 def _tuple_outputs(gm: torch.fx.GraphModule):
     def program(*args):
         return tuple(gm(*args))
@@ -197,6 +258,9 @@ def _pin_output_strides(gm: torch.fx.GraphModule, vals: list) -> tuple:
 
 def compile_inductor(gm: torch.fx.GraphModule, example_inputs: list):
     vals = _output_vals(gm)
+    if current_sites():
+        gm = copy.deepcopy(gm)      # the captured graph stays as it was (last_graph, eager)
+        _insert_barriers(gm)
     retraced = make_fx(torch.func.functionalize(_tuple_outputs(gm)),
                        decomposition_table=select_decomp_table(),
                        tracing_mode="fake")(*example_inputs)

@@ -33,6 +33,7 @@
 // slots and reused.  Cache hits install nothing: release_variables after the run, as eager.
 #include <torch/extension.h>
 
+#include <torch/csrc/Exceptions.h>
 #include <torch/csrc/PyInterpreter.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/functions/accumulate_grad.h>
@@ -68,6 +69,8 @@ using torch::dynamo::autograd::CompiledNodeArgs;
 using torch::dynamo::autograd::NodeCall;
 using torch::dynamo::autograd::SizeInput;
 using torch::dynamo::autograd::TensorArg;
+
+bool plain_accumulator(Node* n);  // below: an AccumulateGrad with no hook of any kind
 
 namespace {
 
@@ -406,6 +409,7 @@ struct CWalk {
   py::list slot_only;                        // keys of Python-read slot-only tensors
   py::dict leaves;
   py::list hook_nodes, hook_leaves, py_entries;
+  bool leaf_observed = false;                // some leaf's AccumulateGrad has a hook (any kind)
   py::list root_edges;
   std::shared_ptr<const std::string> key;
   uint64_t hash = 0;
@@ -613,6 +617,7 @@ std::shared_ptr<CWalk> walk(py::list roots) {
       k.put<uint8_t>(var.requires_grad());
       w->leaves[py::int_(i)] = obj;
       if (!node->tensor_pre_hooks().empty()) w->hook_leaves.append(i);
+      if (!w->leaf_observed && !plain_accumulator(node)) w->leaf_observed = true;
       continue;
     }
     seqs.push_back(node->sequence_nr());
@@ -786,6 +791,28 @@ bool accumulate(const std::vector<Node*>& nodes, py::list grads) {
     accumulate_one(nodes[i], std::move(t));
   }
   return true;
+}
+
+// Runs an AccumulateGrad node as engine.cpp's call_function runs it, with `grad` (undefined:
+// no grad reached it) as its one input: tensor pre-hooks and retains_grad hooks, node pre-hooks,
+// apply (which accumulates and runs the post-accumulate-grad hook), node post-hooks -- C++
+// ones (DDP's reducer, FSDP's) included.  Called from inside the compiled graph, where eager
+// runs the node (runtime/run.py Note [Delivery points]); the running graph task stays the
+// current one, so hooks' queue_callback and _current_graph_task_id() see the backward's task.
+void run_leaf(Node* fn, at::Tensor grad) {
+  at::NoGradGuard no_grad;
+  torch::autograd::variable_list inputs;
+  inputs.push_back(std::move(grad));
+  for (const auto& hook : fn->tensor_pre_hooks()) inputs = (*hook)(inputs);
+  for (const auto& pair : fn->retains_grad_hooks()) inputs = (*pair.second)(inputs);
+  for (const auto& hook : fn->pre_hooks()) inputs = (*hook)(inputs);
+  if (fn->post_hooks().empty()) {
+    (*fn)(std::move(inputs));
+    return;
+  }
+  auto copy = inputs;
+  torch::autograd::variable_list outputs = (*fn)(std::move(copy));
+  for (const auto& hook : fn->post_hooks()) outputs = (*hook)(outputs, inputs);
 }
 
 // ---- the C++ hit path ----------------------------------------------------------------------
@@ -975,6 +1002,23 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     }
     return accumulate(raw, grads);
   });
+  m.def("run_leaf", [](py::object node, py::object grad) {
+    NodePtr own = node_of(node.ptr());
+    TORCH_CHECK(dynamic_cast<AccumulateGrad*>(own.get()), "run_leaf: not an AccumulateGrad node");
+    at::Tensor g = grad.is_none() ? at::Tensor() : THPVariable_Unpack(grad.ptr());
+    try {
+      py::gil_scoped_release no_gil;  // as the engine runs nodes: hooks take the GIL themselves
+      run_leaf(own.get(), std::move(g));
+    } catch (python_error& e) {       // a Python hook raised: re-raise that exception
+      e.restore();
+      throw py::error_already_set();
+    }
+  });
+  m.def("leaves_observed", [](py::list nodes) {
+    for (auto n : nodes)
+      if (!plain_accumulator(node_of(n.ptr()).get())) return true;
+    return false;
+  });
   m.def("class_kind", [](uint32_t id) { return g_class_list.at(id)->kind; });
 
   py::class_<CWalk, std::shared_ptr<CWalk>>(m, "CWalk")
@@ -995,6 +1039,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       .def_readonly("leaves", &CWalk::leaves)
       .def_readonly("hook_nodes", &CWalk::hook_nodes)
       .def_readonly("hook_leaves", &CWalk::hook_leaves)
+      .def_readonly("leaf_observed", &CWalk::leaf_observed)
       .def_readonly("py_entries", &CWalk::py_entries)
       .def_readonly("root_edges", &CWalk::root_edges)
       .def_readonly("hash", &CWalk::hash)

@@ -435,3 +435,22 @@ def describe(old: CSig, new: CSig) -> str:
     if old.extra != new.extra:
         return "custom Function / hook state changed"
     return "signature changed"
+
+
+# ---- delivery points (runtime/run.py Note [Delivery points]) --------------------------------
+
+def leaf_observed(w) -> bool | None:
+    """Whether any of these leaves' AccumulateGrad nodes has a hook of any kind (C++ ones such
+    as DDP's included: only C++ sees them); None if the extension is not loaded (unknown)."""
+    if isinstance(w, FastWalk):
+        return bool(w.cw.leaf_observed)
+    ext = _S.ext or load()    # also with the Python walk chosen: only C++ sees C++ hooks
+    if ext is None:
+        return None
+    return ext.leaves_observed([w.nodes[i] for i in w.leaves])
+
+
+def run_leaf(node, grad) -> None:
+    """Run an AccumulateGrad node as the engine does (hooks of every kind, the accumulation);
+    only called where leaf_observed answered (the extension is loaded)."""
+    _S.ext.run_leaf(node, grad)

@@ -22,6 +22,7 @@ from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
 from . import custom, defined
 from .aot import aot_plan, trace_aot
+from .deliver import deliver
 from .heap import StdHeap
 from .nodes import AOT, CUSTOM, LEAF, TRACE, TRACE_CUSTOM
 from .opaque import OpaqueSite, as_list, current_step, opaque, register_site
@@ -67,6 +68,7 @@ class Plan:
     in_layouts: tuple | None = None  # per graph input tensor: None or its subclass Layout
     out_layouts: tuple | None = None  # per output: None or the Layout to rebuild it with
     out_defined: tuple | None = None  # per output: its defined.py formula; None: all defined
+    delivers: bool = False           # leaf grads delivered inside (Note [Delivery points])
 
     # leaf_outputs split, for every step's delivery (runtime/run.py): computed once per plan
     @functools.cached_property
@@ -134,9 +136,12 @@ class TraceStep:
         self.sites: list = []
 
 
-def _run_engine(w, opts, root_grads: list, opaque_names: list, placeholders: dict):
+def _run_engine(w, opts, root_grads: list, opaque_names: list, placeholders: dict,
+                delivers: bool = False):
     """Runs on fake tensors under make_fx; returns (outputs list, plan parts).
-    placeholders: saved-tensor key (node, attr, pos) -> graph placeholder."""
+    placeholders: saved-tensor key (node, attr, pos) -> graph placeholder.  delivers: each
+    leaf's AccumulateGrad becomes a delivery point in the graph, here in eager's order
+    (runtime/run.py Note [Delivery points]), rather than a graph output."""
     n = len(w.nodes)
     aot_seen: list = []
     needed, captures = _needed_and_captured(w, opts)
@@ -214,7 +219,9 @@ def _run_engine(w, opts, root_grads: list, opaque_names: list, placeholders: dic
             continue
         executed.append(i)
         if kind.how == LEAF:         # its hooks run in the real engine (delivery)
-            if opts.accumulate:
+            if opts.accumulate and delivers:
+                _deliver_call(i, kind.name, buf[0], df)
+            elif opts.accumulate:
                 leaf_outputs.append((i, emit(buf[0])))
             continue
         if h is not None and h.has_pre():
@@ -299,6 +306,15 @@ def _opaque_outputs(sid: int, specs, res, df) -> list:
             df.set(o, defined.Any(frozenset([(sid, kept)])))
             kept += 1
     return outs
+
+
+def _deliver_call(i: int, name: str, grad, df) -> None:
+    """A delivery point: the real AccumulateGrad node i runs here (capture/deliver.py), with
+    None for a grad that is undefined this step (defined.py)."""
+    _dense_only(f"the delivery of a leaf's grad ({name})", [grad])
+    site = OpaqueSite(i, name, "leaf", (), (), in_defined=(df.of(grad),))
+    sid = register_site(site)
+    deliver(sid, grad, opaque_label(site))
 
 
 def _aot_call(w, i: int, kind, node, buf: list, placeholders: dict, k: int, df):
@@ -415,9 +431,9 @@ def _inner_names(name: str, lay) -> list:
     return out
 
 
-def trace_backward(w, opts: Options, root_grads: list, slots: list):
+def trace_backward(w, opts: Options, root_grads: list, slots: list, delivers: bool = False):
     """Returns (GraphModule, Plan).  `slots` (saved.PySlots or the C++ SlotList) are installed
-    on w.saved (same order)."""
+    on w.saved (same order).  delivers: see _run_engine."""
     root_defined = tuple(g is not None for g in root_grads)
     example = [g for g in root_grads if g is not None] + list(w.saved)
     n_roots = len(example) - len(w.saved)
@@ -439,7 +455,7 @@ def trace_backward(w, opts: Options, root_grads: list, slots: list):
         placeholders = dict(zip(w.saved_node, flat[n_roots:], strict=True))
         try:
             outs, leaf_outputs, capture_outputs, executed, will, out_defined = _run_engine(
-                w, opts, grads, opaque_names, placeholders)
+                w, opts, grads, opaque_names, placeholders, delivers)
         finally:
             slots.clear_placeholders()
         try:
@@ -464,5 +480,6 @@ def trace_backward(w, opts: Options, root_grads: list, slots: list):
     _name_inputs(gm, w, n_roots, in_layouts)
     plan = Plan(root_defined, result["leaf_outputs"], result["capture_outputs"],
                 result["executed"], result["will"], tuple(sites), tuple(opaque_names),
-                in_layouts, result["out_layouts"], result["out_defined"])
+                in_layouts, result["out_layouts"], result["out_defined"],
+                delivers and opts.accumulate)
     return gm, plan

@@ -3,13 +3,14 @@
 Consumes a traced GraphModule (placeholders: root grads, then saved tensors; all freed after
 their last use by the boxed call); produces the same graph with some nodes moved earlier,
 never across a node that mutates, draws random numbers, or calls back into Python (opaque
-calls, which may run hooks), and never so that the estimated peak rises.
+calls, which may run hooks, and leaf delivery points), and never so that the estimated peak rises.
 See Note [Reordering for memory].
 """
 from __future__ import annotations
 
 import torch
 
+from ..capture.deliver import deliver
 from ..capture.opaque import opaque
 
 # Note [Reordering for memory]
@@ -55,8 +56,8 @@ def _is_barrier(node: torch.fx.Node) -> bool:
     if node.op != "call_function":
         return node.op == "output"
     t = node.target
-    if t is opaque or not isinstance(t, torch._ops.OpOverload):
-        return t is opaque
+    if t is opaque or t is deliver or not isinstance(t, torch._ops.OpOverload):
+        return t is opaque or t is deliver
     return t._schema.is_mutable or torch.Tag.nondeterministic_seeded in t.tags
 
 

@@ -1,11 +1,17 @@
 """Engine-state queries answered as eager would, while a compiled backward runs (ENGINE.md 9.2).
 
 Consumes the Step being run (thread-local, set by runtime/run.py); produces replacements for
-`torch._C._current_autograd_node` and `torch._C._will_engine_execute_node`, installed once at
-import.  Outside a compiled run they are the originals.  Inside one, the real engine is running
-our `_Deliver` node, so the originals would name it and know nothing of the user's graph:
-  _current_autograd_node()      -> the user node whose hook / custom backward is running;
-  _will_engine_execute_node(n)  -> whether our plan runs (or captures) n, as eager's exec_info.
+`torch._C._current_autograd_node`, `torch._C._will_engine_execute_node` and
+`torch._C._current_graph_task_execution_order`, installed once at import.  Outside a compiled
+run they are the originals.  Inside one, the real engine is running our `_Deliver` node, so the
+originals would name it and know nothing of the user's graph:
+  _current_autograd_node()      -> the user node whose hook / custom backward / AccumulateGrad
+                                   (delivery point) is running;
+  _will_engine_execute_node(n)  -> whether our plan runs (or captures) n, as eager's exec_info;
+  _current_graph_task_execution_order() -> eager's list (engine.cpp
+                                   get_current_graph_task_execution_order: from the roots, pop
+                                   the largest sequence_nr, libstdc++ ties, each node once,
+                                   children pushed only if they execute when `inputs=` prunes).
 `_current_graph_task_id()` and `queue_callback` need nothing: the Deliver task is a real task
 that spans the whole compiled backward (register_multi_grad_hook and FSDP rely on both).
 """
@@ -15,9 +21,13 @@ import threading
 
 import torch
 
+from ..capture.heap import StdHeap
+from ..capture.saved import sequence_nr
+
 _tls = threading.local()
 _orig_current_node = torch._C._current_autograd_node
 _orig_will_execute = torch._C._will_engine_execute_node
+_orig_execution_order = torch._C._current_graph_task_execution_order
 
 
 class running:
@@ -50,7 +60,42 @@ def _will_engine_execute_node(node):
     return id(node) in step.will_execute_ids()
 
 
+def _current_graph_task_execution_order():
+    """engine.cpp get_current_graph_task_execution_order, on the graph's initial dependency
+    counts: the answer eager gives before any node ran (from a hook on the root, FSDP's use;
+    later, eager's copy of the half-consumed counts trips an internal assert there)."""
+    step = getattr(_tls, "step", None)
+    if step is None:
+        return _orig_execution_order()
+    if torch.autograd.is_multithreading_enabled():   # eager's check, its message
+        _orig_execution_order()
+    w, will = step.walk, set(step.plan.will_execute)    # every node unless `inputs=` prunes
+    deps = [0] * len(w.nodes)
+    for es in w.edges:
+        for c, _ in es:
+            if c >= 0:
+                deps[c] += 1
+    if len(w.root_edges) > 1:       # the GraphRoot's edges count too (never run here)
+        for c, _ in w.root_edges:
+            deps[c] += 1
+    seq = [sequence_nr(n) for n in w.nodes]
+    heap = StdHeap()
+    for c, _ in w.root_edges:
+        heap.push(seq[c], c)
+    out = []
+    while len(heap):
+        i = heap.pop()
+        out.append(w.nodes[i])
+        for c, _ in w.edges[i]:
+            if c >= 0 and c in will:
+                deps[c] -= 1
+                if deps[c] == 0:
+                    heap.push(seq[c], c)
+    return out
+
+
 def install() -> None:
     if torch._C._current_autograd_node is not _current_autograd_node:
         torch._C._current_autograd_node = _current_autograd_node
         torch._C._will_engine_execute_node = _will_engine_execute_node
+        torch._C._current_graph_task_execution_order = _current_graph_task_execution_order

@@ -6,18 +6,38 @@ or raises Fallback so the caller runs eager autograd and records why.
 
 Note [Delivery through the real engine]
 Leaf grads are not written by us: the compiled graph runs inside the backward of a tiny
-autograd.Function (`_Deliver`) whose inputs are the leaves, run by the real engine.  The
-engine then runs each leaf's AccumulateGrad node with our grad: tensor hooks, the layout
-contract, stealing, post-accumulate-grad hooks and node hooks (also C++ ones we cannot see)
-behave exactly as in eager, and `queue_callback` / `_current_graph_task_id()` work for code
-run inside the graph.  The graph finishes before any leaf is touched, so an error in it
-leaves every `.grad` as it was.  Trade-off: leaves accumulate after the whole graph rather
-than interleaved with it (only observable from hooks that read other leaves' `.grad`).
+autograd.Function (`_Deliver`) run by the real engine, so `queue_callback` /
+`_current_graph_task_id()` work for code run inside the graph and final callbacks run after
+it.  Each leaf's real AccumulateGrad node gets its grad either at a delivery point inside the
+graph (Note [Delivery points]) or, when nothing can observe when that happens, from the
+engine after the graph (the leaves are `_Deliver`'s inputs): tensor hooks, the layout
+contract, post-accumulate-grad hooks and node hooks (also C++ ones we cannot see) behave as in
+eager.
+
+Note [Delivery points]
+Eager runs a leaf's AccumulateGrad (and its hooks: DDP's reducer hook, which hands a bucket to
+allreduce; FSDP2's per-group post-backward reads and clears `.grad`) as soon as its last grad
+arrived, interleaved with the rest of the backward in ready-queue order.  So whenever that can
+be observed -- some leaf's AccumulateGrad has a hook of any kind (CWalk.leaf_observed: C++
+sees C++ hooks too; part of the cache key), or user code runs inside the graph (hooks, custom
+Functions) -- the trace makes every leaf's AccumulateGrad a delivery point, a
+`compiled_bw::deliver` call placed where our engine (engine.cpp's order) runs the node
+(capture/deliver.py; with Inductor kept in graph order by backends/inductor.py Note 11).  It
+runs the real node as the engine does (fastwalk.run_leaf), inside `_Deliver`'s graph task.
+Errors: a backward that fails half-way has then already delivered exactly the leaves eager
+had delivered before the failing node, and no other.  Graphs without delivery points (nothing
+observes) compute every grad before any leaf is touched: an error there (an untraceable
+built-in node raising, out of memory) leaves every `.grad` as it was, where eager keeps the
+grads of the leaves it delivered first.  The graph holds each grad it delivers, so
+AccumulateGrad copies it into `.grad` where eager would steal it (values equal; strides of
+size-1 dims may differ).  Without the C++ extension, a graph that needs delivery points runs
+eagerly (fallback reason says so).
 
 Note [Direct delivery]
-When the graph holds no opaque call (no custom Function, hook or untraceable node: no user
-code runs inside it), going through the engine buys nothing but its cost (a GraphTask, the
-_Deliver node, one engine step per leaf: about a quarter of an overhead-bound backward).  Then
+When the graph holds no opaque call or delivery point (no custom Function, hook or
+untraceable node: no user code runs inside it), going through the engine buys nothing but its
+cost (a GraphTask, the _Deliver node, one engine step per leaf: about a quarter of an
+overhead-bound backward).  Then
 the graph is called directly with grad mode off, as the engine would run it, and each leaf's
 AccumulateGrad node is called directly from C++ (fastwalk.accumulate) with the grad moved in,
 so it steals, accumulates and honours the layout contract exactly as in eager.  That is only
@@ -56,6 +76,7 @@ from ..backends.eager import compile_eager
 from ..capture import fastwalk
 from ..capture.custom import _orig_apply as _raw_apply
 from ..capture.defined import evaluate
+from ..capture.nodes import CUSTOM
 from ..capture.opaque import current_step
 from ..capture.saved import SavedHooksInUse, gradient_edge
 from ..capture.subclass import flatten, rebuild
@@ -95,9 +116,10 @@ class Step:
     """What opaque calls and engine-state queries read at run time (capture/opaque.py,
     runtime/engine_state.py): this step's nodes, input metadata and hooks."""
     __slots__ = ("_will_ids", "current", "hooks", "in_meta", "memo", "nodes", "notes", "plan",
-                 "sites", "tls", "undefined")
+                 "sites", "tls", "undefined", "walk")
 
     def __init__(self, w, plan) -> None:
+        self.walk = w            # engine_state.py's execution order reads its edges
         self.nodes = w.nodes
         self.in_meta = w.in_meta
         self.hooks = w.hooks
@@ -165,7 +187,9 @@ def compiled_call(state, t_outputs, grad_tensors, keep_graph, create_graph, inpu
     except WalkUnsupported as e:
         raise FallbackToEager(f"root grad: {e}") from None
     opts = Options(accumulate, bool(keep_graph), tuple(in_edges), bool(allow_unused))
-    opts_key = (accumulate, opts.retain_graph, opts.inputs, opts.allow_unused)
+    # Note [Delivery points]: whether a leaf's AccumulateGrad has a hook (also one only C++ sees)
+    observed = fastwalk.leaf_observed(w) if accumulate else False
+    opts_key = (accumulate, opts.retain_graph, opts.inputs, opts.allow_unused, observed)
     key = (w.signature, tuple(w.root_edges), root_meta, opts_key, state.backend_key)
     root_key = (tuple(type(n).__name__ for n, _ in root_edges), root_meta, state.backend_key)
 
@@ -183,7 +207,7 @@ def compiled_call(state, t_outputs, grad_tensors, keep_graph, create_graph, inpu
             entry = state.cache.get(key)    # another thread may have captured it meanwhile
             if entry is None:
                 state.log_recompile(reason)
-                entry = _capture(state, w, opts, list(grad_tensors), slots)
+                entry = _capture(state, w, opts, list(grad_tensors), slots, observed)
                 state.cache.put(root_key, key, entry)
                 state.stats.compile_seconds += time.perf_counter() - t0
                 fresh = True
@@ -220,9 +244,39 @@ def _install(w):
         raise FallbackToEager(f"saved tensors already carry hooks (saved_tensors_hooks?): {e}") from None
 
 
-def _capture(state, w, opts, grad_tensors, slots):
+def _user_code_inside(w) -> bool:
+    """A guess, before the trace, that the graph will hold opaque calls (hooks on interior
+    nodes, custom Functions); the trace says for sure (_trace)."""
+    return any(i not in w.leaves for i in w.hooks) or any(k.how == CUSTOM for k in w.kinds)
+
+
+def _leaves_maybe_observed(w) -> bool:
+    """Without the C++ extension (leaf hooks of C++ code are invisible): a leaf hook Python
+    sees, or torch.distributed in use (DDP and FSDP hook leaves from C++)."""
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        return True
+    return any(v._backward_hooks or v._post_accumulate_grad_hooks for v in w.leaves.values())
+
+
+def _trace(w, opts, grad_tensors, slots, observed):
+    """Note [Delivery points]: trace with them when anything can observe when a leaf gets its
+    grad (a hook on a leaf, user code inside the graph); else leaf grads are graph outputs."""
+    delivers = opts.accumulate and (bool(observed) or _user_code_inside(w))
+    gm, plan = trace_backward(w, opts, grad_tensors, slots, delivers=delivers)
+    if opts.accumulate and not delivers and any(s.kind != "node" for s in plan.opaque_sites):
+        delivers = True     # user code runs inside after all (not only untraceable nodes)
+        gm, plan = trace_backward(w, opts, grad_tensors, slots, delivers=True)
+    if observed is None and (delivers or _leaves_maybe_observed(w)):
+        raise TraceFailed("leaf grads must be delivered where eager delivers them (hooks or "
+                          "user code observe them), which needs compiled_bw's C++ extension; "
+                          f"it is unavailable ({fastwalk.counters()['error']}); "
+                          "see `python -m compiled_bw.build`", eager_error=False)
+    return gm, plan
+
+
+def _capture(state, w, opts, grad_tensors, slots, observed=False):
     try:
-        gm, plan = trace_backward(w, opts, grad_tensors, slots)
+        gm, plan = _trace(w, opts, grad_tensors, slots, observed)
     except TraceFailed as e:
         return Fallback(f"capture: {str(e).splitlines()[0]}", is_error=e.eager_error)
     if not opts.accumulate and not opts.allow_unused and None in plan.capture_outputs:
@@ -236,7 +290,7 @@ def _capture(state, w, opts, grad_tensors, slots):
         example = flatten(example)
     owned = _box_owned(w, plan)
     box_nodes = tuple(sorted({w.saved_node[k][0] for k in owned}))
-    devices = streams.device_types([*example, *(w.leaves[i] for i, _ in plan.leaf_outputs)])
+    devices = streams.device_types([*example, *w.leaves.values()])
     if state.background:                # Note [Background compile]
         background.start_worker()
         entry = Compiled(compile_eager(gm, example), plan, gm, owned, box_nodes,

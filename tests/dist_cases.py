@@ -1,0 +1,223 @@
+"""Distributed programs run eagerly and under compiled_bw in one process (issue 14).
+
+Consumes an initialised default process group (gloo, CPU); produces, per case, a list of
+mismatches between eager autograd and compiled_bw (empty: equal), for tests/test_distributed.py
+(world 1, in-process) and `python tests/dist_cases.py RANK WORLD PORT` (one rank of a
+multi-process run; prints `OK` or the mismatches, exits non-zero on any).
+  fsdp2  an MLP with each Linear fully_shard'ed plus the root, 3 steps, zero_grad(set_to_none)
+         between: every `p.grad.full_tensor()` equals eager's (FSDP2 reads and clears `.grad`
+         in a per-group post-backward mid-backward); reshard_after_forward True and False;
+  ddp    DDP with several buckets: grads equal, and the buckets reach the comm hook in the
+         same order with the same parameters as in eager (DDP rebuilds its buckets after step 0
+         from the order in which grads arrived); also find_unused_parameters, no_sync and
+         static_graph.
+Both run on the "eager" and "inductor" backends; `stats().fallbacks` must be 0.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+import compiled_bw
+
+STEPS = 3
+
+
+def _mlp():
+    return nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 16), nn.ReLU(),
+                         nn.Linear(16, 16), nn.Tanh(), nn.Linear(16, 1))
+
+
+def _compare(ref, got, what: str) -> list:
+    bad = []
+    for s, (r, g) in enumerate(zip(ref, got, strict=True)):
+        for k, (x, y) in enumerate(zip(r, g, strict=True)):
+            if (x is None) != (y is None):
+                bad.append(f"{what} step {s} grad {k}: eager None={x is None}, ours None={y is None}")
+            elif x is not None and not torch.allclose(x, y, rtol=1e-5, atol=1e-5):
+                bad.append(f"{what} step {s} grad {k}: max diff {(x - y).abs().max().item():.3g}")
+    return bad
+
+
+def _run(make, step, backend, steps=STEPS):
+    torch.manual_seed(1234 + dist.get_rank())
+    state = make()
+    if backend is None:
+        return [step(state, s) for s in range(steps)], None
+    compiled_bw.reset()
+    with compiled_bw.enable(backend=backend):
+        out = [step(state, s) for s in range(steps)]
+    return out, compiled_bw.stats()
+
+
+def _check_stats(st, what: str, steps=STEPS) -> list:
+    bad = []
+    if st.fallbacks:
+        bad.append(f"{what}: {st.fallbacks} fallbacks: {st.fallback_reasons}")
+    if st.captures + st.cache_hits < steps:
+        bad.append(f"{what}: only {st.captures} captures + {st.cache_hits} hits for {steps} steps")
+    return bad
+
+
+class _WithUnused(nn.Module):
+    """An MLP plus a Linear the forward never uses (DDP's find_unused_parameters)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.mlp = _mlp()
+        self.unused = nn.Linear(8, 8)
+
+    def forward(self, x):
+        return self.mlp(x)
+
+
+def _transformer():
+    layer = nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, dropout=0.0, batch_first=True)
+    return nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+
+
+def fsdp2(backend: str, reshard_after_forward: bool = True, transformer: bool = False) -> list:
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    mesh = init_device_mesh("cpu", (dist.get_world_size(),))
+
+    def make():
+        model = _transformer() if transformer else _mlp()
+        groups = model.layers if transformer else [m for m in model if isinstance(m, nn.Linear)]
+        for m in groups:
+            fully_shard(m, mesh=mesh, reshard_after_forward=reshard_after_forward)
+        fully_shard(model, mesh=mesh, reshard_after_forward=reshard_after_forward)
+        return model
+
+    def step(model, s):
+        model.zero_grad(set_to_none=True)
+        x = torch.randn(2, 3, 8) if transformer else torch.randn(4, 8)
+        model(x).pow(2).sum().backward()
+        return [None if p.grad is None else p.grad.full_tensor().clone() for p in model.parameters()]
+
+    ref, _ = _run(make, step, None)
+    got, st = _run(make, step, backend)
+    kind = "transformer" if transformer else "mlp"
+    what = f"fsdp2({kind}, reshard_after_forward={reshard_after_forward})/{backend}"
+    return _compare(ref, got, what) + _check_stats(st, what)
+
+
+def ddp(backend: str, variant: str = "buckets") -> list:
+    """variant: "buckets" (plain), "unused" (find_unused_parameters, a Linear the forward
+    skips), "no_sync" (every other step under no_sync), "static" (static_graph=True).  The
+    variants also log when each Linear's output grad is ready, so the log shows whether
+    buckets are handed over during the backward (eager) or after it."""
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    def make():
+        log: list = []
+        model = DDP(_WithUnused() if variant == "unused" else _mlp(),
+                    bucket_cap_mb=0.0005,                    # ~500 bytes: several buckets
+                    find_unused_parameters=variant == "unused", static_graph=variant == "static")
+
+        def hook(state, bucket):
+            log.append((bucket.index(), tuple(tuple(p.shape) for p in bucket.parameters())))
+            return default_hooks.allreduce_hook(None, bucket)
+        model.register_comm_hook(None, hook)
+        if variant != "buckets":        # interleaving of bucket hand-overs with the backward
+            def watch(k):
+                def forward_hook(mod, args, out) -> None:
+                    out.register_hook(lambda g: log.append(("activation grad", k)))
+                return forward_hook
+            linears = [m for m in model.modules() if isinstance(m, nn.Linear)]
+            for k, m in enumerate(linears):
+                m.register_forward_hook(watch(k))
+        return model, log
+
+    def step(state, s):
+        model, log = state
+        if variant != "no_sync" or s % 2 == 0:     # no_sync: step 1 accumulates onto step 0
+            model.zero_grad(set_to_none=True)
+        log.clear()
+        x = torch.randn(4, 8)
+        if variant == "no_sync" and s % 2 == 0:
+            with model.no_sync():
+                model(x).pow(2).sum().backward()
+        else:
+            model(x).pow(2).sum().backward()
+        return [None if p.grad is None else p.grad.clone() for p in model.parameters()], list(log)
+
+    steps = 4 if variant == "no_sync" else STEPS    # step 3: buckets rebuilt after step 1
+    ref, _ = _run(make, step, None, steps)
+    got, st = _run(make, step, backend, steps)
+    what = f"ddp({variant})/{backend}"
+    bad = _compare([g for g, _ in ref], [g for g, _ in got], what) + _check_stats(st, what, steps)
+    for s, ((_, lr), (_, lg)) in enumerate(zip(ref, got, strict=True)):
+        if s > 0 and len(lr) < 2 and variant == "buckets":   # step 0: one 1 MB first bucket
+            bad.append(f"{what} step {s}: only {len(lr)} bucket(s) in eager; the test needs several")
+        if lr != lg:
+            bad.append(f"{what} step {s}: buckets reached the comm hook as\n  eager {lr}\n  ours  {lg}")
+    return bad
+
+
+def fsdp1(backend: str) -> list:
+    """FSDP1, each Linear wrapped (FULL_SHARD with 2 ranks; NO_SHARD with 1, so 2-process only)."""
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+    from torch.distributed.fsdp.wrap import ModuleWrapPolicy
+
+    def make():
+        return FSDP(_mlp(), auto_wrap_policy=ModuleWrapPolicy({nn.Linear}),
+                    device_id=torch.device("cpu"))
+
+    def step(model, s):
+        model.zero_grad(set_to_none=True)
+        model(torch.randn(4, 8)).pow(2).sum().backward()
+        return [None if p.grad is None else p.grad.clone() for p in model.parameters()]
+
+    ref, _ = _run(make, step, None)
+    got, st = _run(make, step, backend)
+    return _compare(ref, got, f"fsdp1/{backend}") + _check_stats(st, f"fsdp1/{backend}")
+
+
+CASES = {
+    "fsdp2": fsdp2,
+    "fsdp2_keep_unsharded": lambda b: fsdp2(b, reshard_after_forward=False),
+    "fsdp2_transformer": lambda b: fsdp2(b, transformer=True),
+    "ddp": ddp,
+    "ddp_unused": lambda b: ddp(b, "unused"),
+    "ddp_no_sync": lambda b: ddp(b, "no_sync"),
+    "ddp_static_graph": lambda b: ddp(b, "static"),
+}
+
+
+# The 2-process run (bounded time on 2 cores): the variants on the eager backend only.
+WORLD2_CASES = {"fsdp2": ("eager", "inductor"), "ddp": ("eager", "inductor"),
+                "fsdp1": ("eager", "inductor"), "fsdp2_keep_unsharded": ("eager",),
+                "fsdp2_transformer": ("eager",),
+                "ddp_unused": ("eager",), "ddp_no_sync": ("eager",), "ddp_static_graph": ("eager",)}
+
+
+def run_all() -> list:
+    cases = {**CASES, "fsdp1": fsdp1}
+    bad = []
+    for name, backends in WORLD2_CASES.items():
+        for b in backends:
+            bad += cases[name](b)
+    return bad
+
+
+def main(rank: int, world: int, port: int) -> int:
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    from datetime import timedelta
+    dist.init_process_group("gloo", rank=rank, world_size=world, timeout=timedelta(seconds=60))
+    try:
+        bad = run_all()
+    finally:
+        dist.destroy_process_group()
+    print("\n".join(bad) if bad else "OK", flush=True)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])))
