@@ -64,7 +64,7 @@ def test_cudagraphs_option_on_cpu_changes_nothing():
 def test_dense_check_for_cuda_graph_inputs():
     # runtime/cudagraphs.py copies each Box tensor into a static buffer of the same strides:
     # only tensors whose elements fill their extent exactly once can be copied into
-    from compiled_bw.runtime.cudagraphs import is_non_overlapping_and_dense as dense
+    from compiled_bw.capture.opaque import dense
     assert dense(torch.randn(3, 4)) and dense(torch.randn(3, 4).t()) and dense(torch.randn(1, 5))
     assert dense(torch.randn(2, 3, 4).permute(2, 0, 1))
     assert not dense(torch.randn(3, 1).expand(3, 4))       # overlapping

@@ -51,7 +51,9 @@ class OpaqueSite:
 # real layout differs from that guess comes out in the guessed layout.
 
 
-def _dense(t: torch.Tensor) -> bool:
+def dense(t: torch.Tensor) -> bool:
+    """Its elements fill its storage extent exactly once, in some order of its dimensions
+    (non-overlapping and dense; an empty tensor is not)."""
     expected = 1
     for stride, size in sorted((st, sz) for sz, st in zip(t.shape, t.stride(), strict=True)
                                 if sz != 1):
@@ -73,7 +75,7 @@ def _guess_strides(specs, grads) -> tuple:
     out = []
     for shape, _, _ in (sp for sp in specs if sp is not None):
         like = next((g for g in grads if g is not None and tuple(g.shape) == tuple(shape)
-                     and _dense(g)), None)
+                     and dense(g)), None)
         out.append(tuple(like.stride()) if like is not None else _contiguous_strides(shape))
     return tuple(out)
 

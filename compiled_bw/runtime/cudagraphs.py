@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import torch
 
+from ..capture.opaque import dense
+
 
 class NoGraph:
     """entry.fn runs without a CUDA graph, for `reason`."""
@@ -57,20 +59,9 @@ def unusable(entry, box: list) -> str | None:
         if dev is not None and t.device != dev:
             return f"graph inputs on {dev} and {t.device}"
         dev = t.device
-        if not is_non_overlapping_and_dense(t):
+        if t.numel() and not dense(t):
             return "a graph input is not dense (expanded or overlapping strides)"
     return None
-
-
-def is_non_overlapping_and_dense(t: torch.Tensor) -> bool:
-    """Its elements fill its storage extent exactly once, in some order of its dimensions."""
-    expected = 1
-    for stride, size in sorted((st, sz) for sz, st in zip(t.shape, t.stride(), strict=True)
-                               if sz != 1):
-        if stride != expected:
-            return False
-        expected *= size
-    return True
 
 
 def _fresh_like(t: torch.Tensor) -> torch.Tensor:
