@@ -5,9 +5,12 @@ Consumes the Step being run (thread-local, set by runtime/run.py); produces repl
 import.  Outside a compiled run they are the originals.  Inside one, the real engine is running
 our `_Deliver` node, so the originals would name it and know nothing of the user's graph:
   _current_autograd_node()      -> the user node whose hook / custom backward is running;
-  _will_engine_execute_node(n)  -> whether our plan runs (or captures) n, as eager's exec_info.
+  _will_engine_execute_node(n)  -> whether our plan runs (or captures) n, as eager's exec_info;
+                                   during grad(), a captured leaf-like node raises eager's error.
 `_current_graph_task_id()` and `queue_callback` need nothing: the Deliver task is a real task
-that spans the whole compiled backward (register_multi_grad_hook and FSDP rely on both).
+that spans the whole compiled backward (register_multi_grad_hook and FSDP rely on both); its
+keep_graph and exec_info are the user's call's (runtime/run.py `_deliver`), so
+`_get_current_graph_task_keep_graph()` and `_is_checkpoint_valid()` need nothing either.
 """
 from __future__ import annotations
 
@@ -18,6 +21,8 @@ import torch
 _tls = threading.local()
 _orig_current_node = torch._C._current_autograd_node
 _orig_will_execute = torch._C._will_engine_execute_node
+ERR_LEAF = ("A leaf node was passed to _will_engine_execute_node but we are currently running "
+            "autograd.grad(). This is currently not supported.")
 
 
 class running:
@@ -47,7 +52,12 @@ def _will_engine_execute_node(node):
         return _orig_will_execute(node)
     if isinstance(node, torch.autograd.graph.GradientEdge):
         node = node.node
-    return id(node) in step.will_execute_ids()
+    if id(node) not in step.will_execute_ids():
+        return False
+    if id(node) in step.captured_ids and not any(f is not None for f, _ in node.next_functions):
+        # eager (torch/csrc/autograd/init.cpp): a captured node of topological_nr 0
+        raise RuntimeError(ERR_LEAF)
+    return True
 
 
 def install() -> None:

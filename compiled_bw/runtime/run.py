@@ -94,10 +94,10 @@ class _Deliver(torch.autograd.Function):
 class Step:
     """What opaque calls and engine-state queries read at run time (capture/opaque.py,
     runtime/engine_state.py): this step's nodes, input metadata and hooks."""
-    __slots__ = ("_will_ids", "current", "hooks", "in_meta", "memo", "nodes", "notes", "plan",
-                 "sites", "tls", "undefined")
+    __slots__ = ("_will_ids", "captured_ids", "current", "hooks", "in_meta", "memo", "nodes",
+                 "notes", "plan", "sites", "tls", "undefined")
 
-    def __init__(self, w, plan) -> None:
+    def __init__(self, w, plan, opts=None) -> None:
         self.nodes = w.nodes
         self.in_meta = w.in_meta
         self.hooks = w.hooks
@@ -109,6 +109,9 @@ class Step:
         self.tls = None          # dispatcher TLS when the graph starts (dispatch_tls.py)
         self.undefined: set = set()   # opaque outputs that came back None (capture/defined.py)
         self.memo: dict = {}
+        # grad(): the nodes whose grads are captured (eager's exec_info captures_)
+        self.captured_ids = frozenset() if opts is None or opts.accumulate else \
+            frozenset(id(w.nodes[i]) for i, _ in opts.inputs if i >= 0)
 
     def will_execute_ids(self) -> set:
         if self._will_ids is None:
@@ -350,7 +353,7 @@ def _run_direct(state, entry: Compiled, w, opts, box: list):
         out = grads.copy()
         grads.clear()
         return out
-    _deliver(hand_over, [w.leaves[i] for i in plan.leaf_nodes])
+    _deliver(hand_over, [w.leaves[i] for i in plan.leaf_nodes], opts)
     return None
 
 
@@ -368,14 +371,22 @@ def _pick_outputs(plan, outs, accumulate: bool, step=None) -> list:
     return [None if p is None else outs[p] for p in positions]
 
 
-def _deliver(run, leaves: list) -> None:
+def _deliver(run, leaves: list, opts) -> None:
     """Run `run` (-> one grad per leaf) inside the real engine, which then runs each leaf's
-    AccumulateGrad with it (Note [Delivery through the real engine])."""
+    AccumulateGrad with it (Note [Delivery through the real engine]).
+
+    The engine's task state that user code can read is eager's: keep_graph
+    (`_get_current_graph_task_keep_graph()`), and an exec_info that is non-empty exactly for
+    grad() and backward(inputs=...) (`_is_checkpoint_valid()`, which reentrant checkpoint
+    checks): then the task is given inputs, _ANCHOR (its grad is always None: nothing is
+    written to it) and the leaves."""
     _tls.running = True
     try:
         with torch.enable_grad():
             out = _raw_apply(_Deliver, _ANCHOR, run, *leaves)   # not recorded (custom.py)
-        _ENGINE.run_backward((out,), (torch.empty(0),), False, False, (), True, True)
+        inputs = (_ANCHOR, *leaves) if opts.inputs else ()
+        _ENGINE.run_backward((out,), (torch.empty(0),), opts.retain_graph, False, inputs, True,
+                             True)
     finally:
         _tls.running = False
 
@@ -383,7 +394,7 @@ def _deliver(run, leaves: list) -> None:
 def _run_in_engine(state, entry: Compiled, w, opts, box: list):
     plan = entry.plan
     result: list = []
-    step = Step(w, plan)
+    step = Step(w, plan, opts)
 
     def run():
         step.tls = dispatch_tls.snapshot()
@@ -397,7 +408,7 @@ def _run_in_engine(state, entry: Compiled, w, opts, box: list):
 
     leaves = [w.leaves[i] for i in plan.leaf_nodes] if opts.accumulate else []
     try:
-        _deliver(run, leaves)
+        _deliver(run, leaves, opts)
     finally:
         for note in step.notes:
             state.note(note)
