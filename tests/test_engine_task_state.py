@@ -140,3 +140,48 @@ def test_keep_graph_seen_by_leaf_hook():
         return list(seen), x.grad
 
     differential(build, step, steps=2)
+
+
+class _Twice(torch.autograd.Function):
+    """No saved tensors: its graph is captured (an opaque call inside)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2
+
+
+@pytest.mark.parametrize("fn", ["custom", "plain", "hook"])
+def test_gradcheck_batched_grad(fn):
+    """gradcheck(check_batched_grad=True) runs grad() under the legacy vmap
+    (torch._vmap_internals), where python_engine.cpp refuses backward() and batches grad()."""
+    def f(t):
+        if fn == "custom":
+            return _Twice.apply(t * 3).exp()
+        if fn == "hook":
+            u = t * 3
+            u.register_hook(lambda g: None if g is None else g * 1)
+            return u.exp()
+        return (t * 3).sin()
+
+    def step(x):
+        return torch.autograd.gradcheck(f, (x,), check_batched_grad=True)
+
+    differential(lambda: torch.randn(3, dtype=torch.double, requires_grad=True), step,
+                 steps=1, captures=None, fallbacks=None, strict=False)
+
+
+def test_backward_under_legacy_vmap_raises_as_eager():
+    from torch._vmap_internals import _vmap
+
+    def step(x):
+        def f(v):
+            _Twice.apply(x).mul(v).sum().backward()
+            return v
+        return _vmap(f)(torch.ones(2, 3, dtype=torch.double))
+
+    differential(lambda: torch.randn(3, dtype=torch.double, requires_grad=True), step,
+                 steps=1, captures=None, fallbacks=None, strict=False, allow_errors=True)

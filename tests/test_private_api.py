@@ -204,3 +204,14 @@ def test_inductor_never_reuse_buffers_and_fallback_lowering():
     assert callable(inductor._opaque_fallback)
     for op in inductor.KNOWN_WRONG:     # Note 9: our wrappers sit in Inductor's lowering table
         assert lowering.lowerings[op].__qualname__.startswith("_keep_out_of_inductor"), op
+
+
+def test_legacy_vmap_level_is_readable():
+    from torch._vmap_internals import _vmap
+
+    from compiled_bw.runtime.engine_state import legacy_vmap_level
+    assert legacy_vmap_level() == 0, "torch._C._vmapmode_increment_nesting moved (engine_state.py)"
+    seen = []
+    _vmap(lambda v: seen.append(legacy_vmap_level()) or v)(torch.ones(2, 3))
+    assert seen == [1]
+    assert legacy_vmap_level() == 0

@@ -11,6 +11,7 @@ our `_Deliver` node, so the originals would name it and know nothing of the user
 that spans the whole compiled backward (register_multi_grad_hook and FSDP rely on both); its
 keep_graph and exec_info are the user's call's (runtime/run.py `_deliver`), so
 `_get_current_graph_task_keep_graph()` and `_is_checkpoint_valid()` need nothing either.
+Also `legacy_vmap_level()`, for runtime/run.py's precheck.
 """
 from __future__ import annotations
 
@@ -58,6 +59,15 @@ def _will_engine_execute_node(node):
         # eager (torch/csrc/autograd/init.cpp): a captured node of topological_nr 0
         raise RuntimeError(ERR_LEAF)
     return True
+
+
+def legacy_vmap_level() -> int:
+    """The nesting level of the legacy vmap (torch._vmap_internals._vmap, which gradcheck's
+    check_batched_grad uses): python_engine.cpp reads it (`VmapMode::current_vmap_level()`)
+    and torch exposes no getter, only increment/decrement, which return the new level."""
+    level = torch._C._vmapmode_increment_nesting() - 1
+    torch._C._vmapmode_decrement_nesting()
+    return level
 
 
 def install() -> None:

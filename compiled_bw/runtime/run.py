@@ -130,6 +130,10 @@ def _precheck(t_outputs, inputs, create_graph) -> None:
         raise FallbackToEager("anomaly mode is enabled")
     if torch._C._are_functorch_transforms_active():
         raise FallbackToEager("functorch transforms (vmap/grad) are active")
+    if engine_state.legacy_vmap_level():
+        # eager raises for backward() there and batches grad(); the graph takes dense tensors
+        raise FallbackToEager("legacy vmap (torch._vmap_internals, gradcheck's batched grad) "
+                              "is active")
     if in_compiled_run() or torch._C._current_graph_task_id() != -1:
         raise FallbackToEager("reentrant backward (called from inside a running backward)")
     for t in list(t_outputs) + list(inputs):
