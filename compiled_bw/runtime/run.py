@@ -196,7 +196,8 @@ def compiled_call(state, t_outputs, grad_tensors, keep_graph, create_graph, inpu
                 fresh = True
             else:
                 fresh = False
-                state.stats.cache_hits += 1
+                if isinstance(entry, Compiled):
+                    state.stats.cache_hits += 1
         if fresh and isinstance(entry, Compiled):
             state.stats.captures += 1
             for name in entry.plan.opaque_names:
@@ -204,8 +205,9 @@ def compiled_call(state, t_outputs, grad_tensors, keep_graph, create_graph, inpu
                     state.note(f"opaque call: {name}")
             state.record_capture(entry)
     else:
-        state.stats.cache_hits += 1
         state.cache.last[root_key] = key
+        if isinstance(entry, Compiled):     # a remembered failed capture is a fallback only
+            state.stats.cache_hits += 1
     if isinstance(entry, Fallback):
         raise FallbackToEager(entry.reason, entry.is_error)
     if slots is None and not opts.retain_graph and not isinstance(w, fastwalk.FastWalk):
