@@ -347,3 +347,69 @@ def test_saved_inputs_are_the_same_objects(retain):
 
     differential(build, step, steps=3, captures=1, fallbacks=0 if retain else 3,
                  strict=False, allow_errors=False)
+
+
+class _Clone(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, g):
+        return g
+
+
+@pytest.mark.parametrize("into", ["custom", "hook"])
+def test_sparse_grad_into_an_opaque_call_falls_back(into):
+    """embedding(sparse=True) makes a sparse COO grad for its weight; an opaque call (custom
+    Function, tensor hook) cannot take it: the step falls back with a reason, never crashes."""
+    def build():
+        return torch.randn(10, 3, requires_grad=True), []
+
+    def step(state):
+        w, log = state
+        w.grad = None
+        if into == "custom":
+            weight = _Clone.apply(w)
+        else:
+            weight = w * 1
+            weight.register_hook(lambda g: log.append(g.layout) or g * 2)
+        torch.nn.functional.embedding(torch.tensor([1, 2, 1]), weight, sparse=True).sum().backward()
+        return w.grad.to_dense(), w.grad.layout, list(log)
+
+    st = differential(build, step, steps=2, captures=0, fallbacks=2, strict=False)
+    assert all("sparse" in r for r in st.fallback_reasons), st.fallback_reasons
+
+
+class _SparseGrad(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 1
+
+    @staticmethod
+    def backward(ctx, g):
+        return g.to_sparse()
+
+
+def test_sparse_grad_out_of_an_opaque_call_raises_once_then_falls_back():
+    """A custom Function whose backward returns a sparse grad where the graph holds a dense one
+    (known only when it runs): that backward raises an error naming the Function (README known
+    deviation), leaves no .grad written, and later backwards of the graph run eager autograd."""
+    def run(x):
+        x.grad = None
+        (_SparseGrad.apply(x) * 2).sum().backward()
+        return x.grad
+
+    x = torch.randn(4, 3, requires_grad=True)
+    want = run(x)
+    compiled_bw.reset()
+    with compiled_bw.enable(backend="eager"):
+        with pytest.raises(RuntimeError, match=r"SparseGradBackward returned a torch\.sparse_coo grad"):
+            run(x)
+        assert x.grad is None
+        for _ in range(2):
+            got = run(x)
+            assert got.layout == torch.sparse_coo
+            torch.testing.assert_close(got.to_dense(), want.to_dense())
+    st = compiled_bw.stats()
+    assert st.fallbacks == 2 and all("sparse" in r for r in st.fallback_reasons), st

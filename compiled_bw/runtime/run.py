@@ -56,7 +56,7 @@ from ..backends.eager import compile_eager
 from ..capture import fastwalk
 from ..capture.custom import _orig_apply as _raw_apply
 from ..capture.defined import evaluate
-from ..capture.opaque import current_step
+from ..capture.opaque import NotDense, current_step
 from ..capture.saved import SavedHooksInUse, gradient_edge
 from ..capture.subclass import flatten, rebuild
 from ..capture.trace import Options, TraceFailed, trace_backward
@@ -213,13 +213,18 @@ def compiled_call(state, t_outputs, grad_tensors, keep_graph, create_graph, inpu
     if slots is None and not opts.retain_graph and not isinstance(w, fastwalk.FastWalk):
         slots = _install(w)     # Python walk: Slots free the saved tensors after the run
     start = entry.start_compile
-    if start is None:
-        return _run(state, entry, w, opts, list(grad_tensors), slots)
-    entry.start_compile = None
     try:
-        return _run(state, entry, w, opts, list(grad_tensors), slots)
-    finally:
-        start()     # after this first run: the worker does not slow it down (GIL)
+        if start is None:
+            return _run(state, entry, w, opts, list(grad_tensors), slots)
+        entry.start_compile = None
+        try:
+            return _run(state, entry, w, opts, list(grad_tensors), slots)
+        finally:
+            start()     # after this first run: the worker does not slow it down (GIL)
+    except NotDense as e:   # no leaf was touched; this graph runs eagerly from now on
+        state.cache.put(root_key, key, Fallback(f"an opaque call returned a sparse grad: "
+                                                f"{str(e).split(' where ')[0]}"))
+        raise
 
 
 def _install(w):
