@@ -185,3 +185,19 @@ def test_backward_under_legacy_vmap_raises_as_eager():
 
     differential(lambda: torch.randn(3, dtype=torch.double, requires_grad=True), step,
                  steps=1, captures=None, fallbacks=None, strict=False, allow_errors=True)
+
+
+@pytest.mark.parametrize("how", ["grad", "backward_inputs"])
+def test_opaque_builtin_node_under_grad_and_inputs(how):
+    """A built-in node run as an opaque call (CopyBackwards here) computes only the outputs
+    its engine task says are needed: our Deliver task must not have an exec_info that leaves
+    the user's nodes out (they are not in its graph), or their grads come back undefined."""
+    def step(x):
+        x.grad = None
+        out = torch.diff(x, n=0) * 3
+        if how == "grad":
+            return torch.autograd.grad(out.sum(), x)
+        out.sum().backward(inputs=[x])
+        return x.grad
+
+    differential(lambda: torch.randn(4, requires_grad=True), step, steps=2)

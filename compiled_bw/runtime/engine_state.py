@@ -7,10 +7,13 @@ our `_Deliver` node, so the originals would name it and know nothing of the user
   _current_autograd_node()      -> the user node whose hook / custom backward is running;
   _will_engine_execute_node(n)  -> whether our plan runs (or captures) n, as eager's exec_info;
                                    during grad(), a captured leaf-like node raises eager's error.
+  torch.autograd._is_checkpoint_valid() -> also false inside a Deliver task run for grad() or
+                                   backward(inputs=...) (`task`): eager's CheckpointValidGuard
+                                   makes it false while a task with a non-empty exec_info runs,
+                                   which our Deliver task cannot have (runtime/run.py _deliver).
 `_current_graph_task_id()` and `queue_callback` need nothing: the Deliver task is a real task
 that spans the whole compiled backward (register_multi_grad_hook and FSDP rely on both); its
-keep_graph and exec_info are the user's call's (runtime/run.py `_deliver`), so
-`_get_current_graph_task_keep_graph()` and `_is_checkpoint_valid()` need nothing either.
+keep_graph is the user's retain_graph, so `_get_current_graph_task_keep_graph()` needs nothing.
 Also `legacy_vmap_level()`, for runtime/run.py's precheck.
 """
 from __future__ import annotations
@@ -22,6 +25,7 @@ import torch
 _tls = threading.local()
 _orig_current_node = torch._C._current_autograd_node
 _orig_will_execute = torch._C._will_engine_execute_node
+_orig_checkpoint_valid = torch.autograd._is_checkpoint_valid
 ERR_LEAF = ("A leaf node was passed to _will_engine_execute_node but we are currently running "
             "autograd.grad(). This is currently not supported.")
 
@@ -61,6 +65,26 @@ def _will_engine_execute_node(node):
     return True
 
 
+class task:
+    """Context: run.py's Deliver task runs a user call with inputs (grad(), backward(inputs=))
+    or without, on this thread (where the engine runs a CPU task and our graph)."""
+
+    def __init__(self, has_inputs: bool) -> None:
+        self.has_inputs = has_inputs
+
+    def __enter__(self):
+        self.prev = getattr(_tls, "inputs", False)
+        _tls.inputs = self.has_inputs
+
+    def __exit__(self, *exc) -> None:
+        _tls.inputs = self.prev
+
+
+def _is_checkpoint_valid():
+    # eager (engine.cpp CheckpointValidGuard): valid = outer valid and exec_info.empty()
+    return _orig_checkpoint_valid() and not getattr(_tls, "inputs", False)
+
+
 def legacy_vmap_level() -> int:
     """The nesting level of the legacy vmap (torch._vmap_internals._vmap, which gradcheck's
     check_batched_grad uses): python_engine.cpp reads it (`VmapMode::current_vmap_level()`)
@@ -74,3 +98,4 @@ def install() -> None:
     if torch._C._current_autograd_node is not _current_autograd_node:
         torch._C._current_autograd_node = _current_autograd_node
         torch._C._will_engine_execute_node = _will_engine_execute_node
+        torch.autograd._is_checkpoint_valid = _is_checkpoint_valid

@@ -386,18 +386,18 @@ def _deliver(run, leaves: list, opts) -> None:
     """Run `run` (-> one grad per leaf) inside the real engine, which then runs each leaf's
     AccumulateGrad with it (Note [Delivery through the real engine]).
 
-    The engine's task state that user code can read is eager's: keep_graph
-    (`_get_current_graph_task_keep_graph()`), and an exec_info that is non-empty exactly for
-    grad() and backward(inputs=...) (`_is_checkpoint_valid()`, which reentrant checkpoint
-    checks): then the task is given inputs, _ANCHOR (its grad is always None: nothing is
-    written to it) and the leaves."""
+    The task's keep_graph is the user's retain_graph (`_get_current_graph_task_keep_graph()`).
+    Its exec_info stays empty: built-in nodes run opaquely compute only the outputs their task
+    says are needed (`task_should_compute_output`), and the user's nodes are not in this task's
+    graph.  What eager's non-empty exec_info of grad() / backward(inputs=...) shows user code,
+    `_is_checkpoint_valid()` (reentrant checkpoint checks it), engine_state answers."""
     _tls.running = True
     try:
         with torch.enable_grad():
             out = _raw_apply(_Deliver, _ANCHOR, run, *leaves)   # not recorded (custom.py)
-        inputs = (_ANCHOR, *leaves) if opts.inputs else ()
-        _ENGINE.run_backward((out,), (torch.empty(0),), opts.retain_graph, False, inputs, True,
-                             True)
+        with engine_state.task(bool(opts.inputs)):
+            _ENGINE.run_backward((out,), (torch.empty(0),), opts.retain_graph, False, (), True,
+                                 True)
     finally:
         _tls.running = False
 
