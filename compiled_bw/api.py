@@ -35,9 +35,9 @@ log = logging.getLogger("compiled_bw")
 @dataclasses.dataclass
 class Stats:
     captures: int = 0
-    cache_hits: int = 0
-    fallbacks: int = 0
-    fallback_reasons: list = dataclasses.field(default_factory=list)
+    cache_hits: int = 0                     # runs of a compiled graph found in the cache
+    fallbacks: int = 0                      # eager autograd runs + failed background compiles
+    fallback_reasons: list = dataclasses.field(default_factory=list)   # one per fallback
     compile_seconds: float = 0.0
     recompile_reasons: list = dataclasses.field(default_factory=list)
     notes: list = dataclasses.field(default_factory=list)   # compiled, with a documented deviation
@@ -101,9 +101,10 @@ class _State:
 
         def done(seconds: float, error: str | None, fn) -> None:
             stats.background_compile_seconds += seconds
-            if error is not None:
-                stats.notes.append(f"background compile failed, this graph stays on the eager "
-                                   f"backend: {error}")
+            if error is not None:       # a fallback (to the eager backend): users read these
+                stats.fallbacks += 1
+                stats.fallback_reasons.append(f"background compile failed, this graph stays on "
+                                              f"the eager backend: {error}")
                 config.emit("fallbacks", "background compile failed: %s", error)
                 return
             stats.background_compiles += 1

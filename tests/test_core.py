@@ -293,6 +293,22 @@ def test_unused_input_error_and_allow_unused():
         return r
     st = differential(build, step, captures=1, fallbacks=3, strict=False, allow_errors=True)
     assert all("unused" in r for r in st.fallback_reasons)
+    # a remembered failed capture is a fallback, not a cache hit: only steps 2, 3 hit
+    assert (st.captures, st.cache_hits) == (1, 2), st
+
+
+def test_remembered_failed_capture_counts_as_fallback_only():
+    def build():
+        return torch.randn(3, requires_grad=True)
+
+    def step(x):
+        y = (x * 2).sin().sum()
+        x.requires_grad_(False)     # after the forward: eager's AccumulateGrad skips x
+        y.backward()
+        x.requires_grad_(True)
+        return x.grad
+    st = differential(build, step, steps=3, captures=0, fallbacks=3, strict=False)
+    assert (st.cache_hits, len(st.fallback_reasons)) == (0, 3), st
 
 
 def test_recapture_on_shape_change_and_cache_limit():

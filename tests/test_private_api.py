@@ -245,3 +245,14 @@ def test_delivery_op_is_side_effectful():
     from compiled_bw.capture.deliver import deliver
     assert is_impure(deliver), (
         "torch.fx.node.has_side_effect no longer marks an op impure (capture/deliver.py)")
+
+
+def test_legacy_vmap_level_is_readable():
+    from torch._vmap_internals import _vmap
+
+    from compiled_bw.runtime.engine_state import legacy_vmap_level
+    assert legacy_vmap_level() == 0, "torch._C._vmapmode_increment_nesting moved (engine_state.py)"
+    seen = []
+    _vmap(lambda v: seen.append(legacy_vmap_level()) or v)(torch.ones(2, 3))
+    assert seen == [1]
+    assert legacy_vmap_level() == 0

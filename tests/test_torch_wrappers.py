@@ -33,6 +33,7 @@ def _wrapped() -> list:
         (fn.FunctionCtx, "set_materialize_grads", custom._orig_set_materialize),
         (torch._C, "_current_autograd_node", engine_state._orig_current_node),
         (torch._C, "_will_engine_execute_node", engine_state._orig_will_execute),
+        (torch.autograd, "_is_checkpoint_valid", engine_state._orig_checkpoint_valid),
         (torch.autograd, "_engine_run_backward", api._original_engine_run_backward),
         (torch.autograd, "backward", api._original_backward),
     ]

@@ -324,10 +324,14 @@ class FastWalk:
         return self._saved_node
 
     def install(self):
-        """Slots on every saved tensor (C++ ones, and Python Slots for Python-read ones)."""
-        py_keys = list(self.cw.py_keys) + list(self.slot_only)
+        """Slots on every saved tensor the graph reads (C++ ones, and Python Slots for
+        Python-read ones).  Not on those of custom Functions run opaquely (slot_only): their
+        real node unpacks them, and a hooked SavedVariable unpacks to a new tensor object where
+        eager's gives the saved input itself (`ctx.saved_tensors[0] is x`); after the run they
+        are freed as on a cache hit, by release_variables (runtime/run.py)."""
+        py_keys = list(self.cw.py_keys)
         py_slots = install_slots(self.nodes, py_keys) if py_keys else []
-        return self.cw.install(py_slots, [k[0] for k in self.slot_only])
+        return self.cw.install(py_slots, [])
 
 
 def fast_walk(root_edges: list) -> FastWalk:

@@ -87,6 +87,11 @@ def _same_layout(t: torch.Tensor, strides: tuple) -> bool:
 _tls = threading.local()
 
 
+class NotDense(RuntimeError):
+    """An opaque call returned a sparse (non-strided) grad at run time: the graph cannot go on,
+    and runtime/run.py remembers the graph as a fallback."""
+
+
 class current_step:
     """Context: what opaque calls read, on this thread: `step.sites` (the graph's OpaqueSites,
     indexed by the int the graph passes) and, at run time, the step's nodes, input metadata
@@ -184,6 +189,13 @@ def _opaque_impl(site: int, grads: list, label: str) -> list:
             res.append(torch.empty_strided(shape, next(strides), dtype=dtype,
                                            device=device).zero_())
             continue
+        if o.layout != torch.strided:
+            raise NotDense(
+                f"compiled_bw: {label} returned a {o.layout} grad where the captured graph "
+                "holds a dense (strided) tensor (opaque calls are dense). This backward could "
+                "not be completed; later backwards of this graph run eager autograd (see "
+                "stats().fallback_reasons). Run it without compiled_bw.enable() to avoid this "
+                "error, or make the backward return a dense grad.")
         if type(o) is not torch.Tensor and python_dispatch(o):
             # Note [Subclasses stay outside the graph]: the graph was traced with a dense grad
             # here; what it would compute from a subclass is not what eager computes.

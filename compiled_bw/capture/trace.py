@@ -266,11 +266,15 @@ def _run_engine(w, opts, root_grads: list, opaque_names: list, placeholders: dic
 def _dense_only(what: str, grads) -> None:
     """Opaque calls (hooks, custom Functions, untraceable nodes) run user code on real tensors
     through a dense custom op: a subclass grad there would be split into its inner tensors by
-    the subclass's own dispatch (the code run once per inner).  Fall back instead."""
+    the subclass's own dispatch (the code run once per inner), and a sparse one has no storage
+    or strides.  Fall back instead."""
     for g in grads:
         if g is not None and type(g) is not FakeTensor:
             raise TraceFailed(f"{what} would receive a tensor subclass ({type(g).__name__}) "
                               "grad; opaque calls take dense tensors only", eager_error=False)
+        if g is not None and g.layout != torch.strided:
+            raise TraceFailed(f"{what} would receive a {g.layout} grad; opaque calls take "
+                              "dense (strided) tensors only", eager_error=False)
 
 
 def _validate(w, i: int, name: str, outs, df) -> list:

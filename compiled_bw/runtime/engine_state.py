@@ -1,19 +1,27 @@
 """Engine-state queries answered as eager would, while a compiled backward runs (ENGINE.md 9.2).
 
 Consumes the Step being run (thread-local, set by runtime/run.py); produces replacements for
-`torch._C._current_autograd_node`, `torch._C._will_engine_execute_node` and
-`torch._C._current_graph_task_execution_order`, installed once at import.  Outside a compiled
-run they are the originals.  Inside one, the real engine is running our `_Deliver` node, so the
-originals would name it and know nothing of the user's graph:
+`torch._C._current_autograd_node`, `torch._C._will_engine_execute_node`,
+`torch._C._current_graph_task_execution_order` and `torch.autograd._is_checkpoint_valid`,
+installed once at import.  Outside a compiled run they are the originals.  Inside one, the real
+engine is running our `_Deliver` node, so the originals would name it and know nothing of the
+user's graph:
   _current_autograd_node()      -> the user node whose hook / custom backward / AccumulateGrad
                                    (delivery point) is running;
   _will_engine_execute_node(n)  -> whether our plan runs (or captures) n, as eager's exec_info;
+                                   during grad(), a captured leaf-like node raises eager's error.
   _current_graph_task_execution_order() -> eager's list (engine.cpp
                                    get_current_graph_task_execution_order: from the roots, pop
                                    the largest sequence_nr, libstdc++ ties, each node once,
                                    children pushed only if they execute when `inputs=` prunes).
+  torch.autograd._is_checkpoint_valid() -> also false inside a Deliver task run for grad() or
+                                   backward(inputs=...) (`task`): eager's CheckpointValidGuard
+                                   makes it false while a task with a non-empty exec_info runs,
+                                   which our Deliver task cannot have (runtime/run.py _deliver).
 `_current_graph_task_id()` and `queue_callback` need nothing: the Deliver task is a real task
-that spans the whole compiled backward (register_multi_grad_hook and FSDP rely on both).
+that spans the whole compiled backward (register_multi_grad_hook and FSDP rely on both); its
+keep_graph is the user's retain_graph, so `_get_current_graph_task_keep_graph()` needs nothing.
+Also `legacy_vmap_level()`, for runtime/run.py's precheck.
 """
 from __future__ import annotations
 
@@ -28,6 +36,9 @@ _tls = threading.local()
 _orig_current_node = torch._C._current_autograd_node
 _orig_will_execute = torch._C._will_engine_execute_node
 _orig_execution_order = torch._C._current_graph_task_execution_order
+_orig_checkpoint_valid = torch.autograd._is_checkpoint_valid
+ERR_LEAF = ("A leaf node was passed to _will_engine_execute_node but we are currently running "
+            "autograd.grad(). This is currently not supported.")
 
 
 class running:
@@ -57,7 +68,41 @@ def _will_engine_execute_node(node):
         return _orig_will_execute(node)
     if isinstance(node, torch.autograd.graph.GradientEdge):
         node = node.node
-    return id(node) in step.will_execute_ids()
+    if id(node) not in step.will_execute_ids():
+        return False
+    if id(node) in step.captured_ids and not any(f is not None for f, _ in node.next_functions):
+        # eager (torch/csrc/autograd/init.cpp): a captured node of topological_nr 0
+        raise RuntimeError(ERR_LEAF)
+    return True
+
+
+class task:
+    """Context: run.py's Deliver task runs a user call with inputs (grad(), backward(inputs=))
+    or without, on this thread (where the engine runs a CPU task and our graph)."""
+
+    def __init__(self, has_inputs: bool) -> None:
+        self.has_inputs = has_inputs
+
+    def __enter__(self):
+        self.prev = getattr(_tls, "inputs", False)
+        _tls.inputs = self.has_inputs
+
+    def __exit__(self, *exc) -> None:
+        _tls.inputs = self.prev
+
+
+def _is_checkpoint_valid():
+    # eager (engine.cpp CheckpointValidGuard): valid = outer valid and exec_info.empty()
+    return _orig_checkpoint_valid() and not getattr(_tls, "inputs", False)
+
+
+def legacy_vmap_level() -> int:
+    """The nesting level of the legacy vmap (torch._vmap_internals._vmap, which gradcheck's
+    check_batched_grad uses): python_engine.cpp reads it (`VmapMode::current_vmap_level()`)
+    and torch exposes no getter, only increment/decrement, which return the new level."""
+    level = torch._C._vmapmode_increment_nesting() - 1
+    torch._C._vmapmode_decrement_nesting()
+    return level
 
 
 def _current_graph_task_execution_order():
@@ -99,3 +144,4 @@ def install() -> None:
         torch._C._current_autograd_node = _current_autograd_node
         torch._C._will_engine_execute_node = _will_engine_execute_node
         torch._C._current_graph_task_execution_order = _current_graph_task_execution_order
+        torch.autograd._is_checkpoint_valid = _is_checkpoint_valid

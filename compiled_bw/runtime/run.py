@@ -77,7 +77,7 @@ from ..capture import fastwalk
 from ..capture.custom import _orig_apply as _raw_apply
 from ..capture.defined import evaluate
 from ..capture.nodes import CUSTOM
-from ..capture.opaque import current_step
+from ..capture.opaque import NotDense, current_step
 from ..capture.saved import SavedHooksInUse, gradient_edge
 from ..capture.subclass import flatten, rebuild
 from ..capture.trace import Options, TraceFailed, trace_backward
@@ -115,10 +115,10 @@ class _Deliver(torch.autograd.Function):
 class Step:
     """What opaque calls and engine-state queries read at run time (capture/opaque.py,
     runtime/engine_state.py): this step's nodes, input metadata and hooks."""
-    __slots__ = ("_will_ids", "current", "hooks", "in_meta", "memo", "nodes", "notes", "plan",
-                 "sites", "tls", "undefined", "walk")
+    __slots__ = ("_will_ids", "captured_ids", "current", "hooks", "in_meta", "memo", "nodes",
+                 "notes", "plan", "sites", "tls", "undefined", "walk")
 
-    def __init__(self, w, plan) -> None:
+    def __init__(self, w, plan, opts=None) -> None:
         self.walk = w            # engine_state.py's execution order reads its edges
         self.nodes = w.nodes
         self.in_meta = w.in_meta
@@ -131,6 +131,9 @@ class Step:
         self.tls = None          # dispatcher TLS when the graph starts (dispatch_tls.py)
         self.undefined: set = set()   # opaque outputs that came back None (capture/defined.py)
         self.memo: dict = {}
+        # grad(): the nodes whose grads are captured (eager's exec_info captures_)
+        self.captured_ids = frozenset() if opts is None or opts.accumulate else \
+            frozenset(id(w.nodes[i]) for i, _ in opts.inputs if i >= 0)
 
     def will_execute_ids(self) -> set:
         if self._will_ids is None:
@@ -149,6 +152,10 @@ def _precheck(t_outputs, inputs, create_graph) -> None:
         raise FallbackToEager("anomaly mode is enabled")
     if torch._C._are_functorch_transforms_active():
         raise FallbackToEager("functorch transforms (vmap/grad) are active")
+    if engine_state.legacy_vmap_level():
+        # eager raises for backward() there and batches grad(); the graph takes dense tensors
+        raise FallbackToEager("legacy vmap (torch._vmap_internals, gradcheck's batched grad) "
+                              "is active")
     if in_compiled_run() or torch._C._current_graph_task_id() != -1:
         raise FallbackToEager("reentrant backward (called from inside a running backward)")
     for t in list(t_outputs) + list(inputs):
@@ -213,7 +220,8 @@ def compiled_call(state, t_outputs, grad_tensors, keep_graph, create_graph, inpu
                 fresh = True
             else:
                 fresh = False
-                state.stats.cache_hits += 1
+                if isinstance(entry, Compiled):
+                    state.stats.cache_hits += 1
         if fresh and isinstance(entry, Compiled):
             state.stats.captures += 1
             for name in entry.plan.opaque_names:
@@ -221,20 +229,26 @@ def compiled_call(state, t_outputs, grad_tensors, keep_graph, create_graph, inpu
                     state.note(f"opaque call: {name}")
             state.record_capture(entry)
     else:
-        state.stats.cache_hits += 1
         state.cache.last[root_key] = key
+        if isinstance(entry, Compiled):     # a remembered failed capture is a fallback only
+            state.stats.cache_hits += 1
     if isinstance(entry, Fallback):
         raise FallbackToEager(entry.reason, entry.is_error)
     if slots is None and not opts.retain_graph and not isinstance(w, fastwalk.FastWalk):
         slots = _install(w)     # Python walk: Slots free the saved tensors after the run
     start = entry.start_compile
-    if start is None:
-        return _run(state, entry, w, opts, list(grad_tensors), slots)
-    entry.start_compile = None
     try:
-        return _run(state, entry, w, opts, list(grad_tensors), slots)
-    finally:
-        start()     # after this first run: the worker does not slow it down (GIL)
+        if start is None:
+            return _run(state, entry, w, opts, list(grad_tensors), slots)
+        entry.start_compile = None
+        try:
+            return _run(state, entry, w, opts, list(grad_tensors), slots)
+        finally:
+            start()     # after this first run: the worker does not slow it down (GIL)
+    except NotDense as e:   # no leaf was touched; this graph runs eagerly from now on
+        state.cache.put(root_key, key, Fallback(f"an opaque call returned a sparse grad: "
+                                                f"{str(e).split(' where ')[0]}"))
+        raise
 
 
 def _install(w):
@@ -404,7 +418,7 @@ def _run_direct(state, entry: Compiled, w, opts, box: list):
         out = grads.copy()
         grads.clear()
         return out
-    _deliver(hand_over, [w.leaves[i] for i in plan.leaf_nodes])
+    _deliver(hand_over, [w.leaves[i] for i in plan.leaf_nodes], opts)
     return None
 
 
@@ -422,14 +436,22 @@ def _pick_outputs(plan, outs, accumulate: bool, step=None) -> list:
     return [None if p is None else outs[p] for p in positions]
 
 
-def _deliver(run, leaves: list) -> None:
+def _deliver(run, leaves: list, opts) -> None:
     """Run `run` (-> one grad per leaf) inside the real engine, which then runs each leaf's
-    AccumulateGrad with it (Note [Delivery through the real engine])."""
+    AccumulateGrad with it (Note [Delivery through the real engine]).
+
+    The task's keep_graph is the user's retain_graph (`_get_current_graph_task_keep_graph()`).
+    Its exec_info stays empty: built-in nodes run opaquely compute only the outputs their task
+    says are needed (`task_should_compute_output`), and the user's nodes are not in this task's
+    graph.  What eager's non-empty exec_info of grad() / backward(inputs=...) shows user code,
+    `_is_checkpoint_valid()` (reentrant checkpoint checks it), engine_state answers."""
     _tls.running = True
     try:
         with torch.enable_grad():
             out = _raw_apply(_Deliver, _ANCHOR, run, *leaves)   # not recorded (custom.py)
-        _ENGINE.run_backward((out,), (torch.empty(0),), False, False, (), True, True)
+        with engine_state.task(bool(opts.inputs)):
+            _ENGINE.run_backward((out,), (torch.empty(0),), opts.retain_graph, False, (), True,
+                                 True)
     finally:
         _tls.running = False
 
@@ -437,7 +459,7 @@ def _deliver(run, leaves: list) -> None:
 def _run_in_engine(state, entry: Compiled, w, opts, box: list):
     plan = entry.plan
     result: list = []
-    step = Step(w, plan)
+    step = Step(w, plan, opts)
 
     def run():
         step.tls = dispatch_tls.snapshot()
@@ -451,7 +473,7 @@ def _run_in_engine(state, entry: Compiled, w, opts, box: list):
 
     leaves = [w.leaves[i] for i in plan.leaf_nodes] if opts.accumulate else []
     try:
-        _deliver(run, leaves)
+        _deliver(run, leaves, opts)
     finally:
         for note in step.notes:
             state.note(note)
