@@ -11,23 +11,11 @@ vs compiled_bw comparisons (tests/differential.py).  Eager semantics (torch/csrc
 """
 import pytest
 import torch
+from differential import differential
+from functions import Double  # a custom Function: one opaque call, the graph runs in the engine
 from torch.utils.checkpoint import checkpoint
 
-from tests.differential import differential
-
 _keep_graph = torch._C._autograd._get_current_graph_task_keep_graph
-
-
-class _Double(torch.autograd.Function):
-    """A custom Function: runs as an opaque call, so the graph runs inside the real engine."""
-
-    @staticmethod
-    def forward(ctx, x):
-        return x * 2
-
-    @staticmethod
-    def backward(ctx, g):
-        return g * 2
 
 
 def _ckpt_build():
@@ -38,7 +26,7 @@ def _ckpt_build():
 def test_reentrant_checkpoint_rejects_grad_and_inputs(how):
     def step(x):
         x.grad = None
-        y = checkpoint(lambda t: t.sin() * 2, _Double.apply(x), use_reentrant=True).sum()
+        y = checkpoint(lambda t: t.sin() * 2, Double.apply(x), use_reentrant=True).sum()
         if how == "grad":
             return torch.autograd.grad(y, x)
         y.backward(inputs=[x])
@@ -50,7 +38,7 @@ def test_reentrant_checkpoint_rejects_grad_and_inputs(how):
 def test_reentrant_checkpoint_still_runs_under_plain_backward():
     def step(x):
         x.grad = None
-        checkpoint(lambda t: t.sin() * 2, _Double.apply(x), use_reentrant=True).sum().backward()
+        checkpoint(lambda t: t.sin() * 2, Double.apply(x), use_reentrant=True).sum().backward()
         return x.grad
 
     # the checkpoint's own backward is reentrant: it runs eagerly (1 fallback per step)
@@ -60,7 +48,7 @@ def test_reentrant_checkpoint_still_runs_under_plain_backward():
 def _graph():
     x = torch.randn(3, requires_grad=True)
     z = torch.randn(3, requires_grad=True)
-    a = _Double.apply(x)
+    a = Double.apply(x)
     b = z * 3
     c = a.sin() + b.cos()
     return x, z, a, b, c
@@ -142,25 +130,13 @@ def test_keep_graph_seen_by_leaf_hook():
     differential(build, step, steps=2)
 
 
-class _Twice(torch.autograd.Function):
-    """No saved tensors: its graph is captured (an opaque call inside)."""
-
-    @staticmethod
-    def forward(ctx, x):
-        return x * 2
-
-    @staticmethod
-    def backward(ctx, g):
-        return g * 2
-
-
 @pytest.mark.parametrize("fn", ["custom", "plain", "hook"])
 def test_gradcheck_batched_grad(fn):
     """gradcheck(check_batched_grad=True) runs grad() under the legacy vmap
     (torch._vmap_internals), where python_engine.cpp refuses backward() and batches grad()."""
     def f(t):
         if fn == "custom":
-            return _Twice.apply(t * 3).exp()
+            return Double.apply(t * 3).exp()
         if fn == "hook":
             u = t * 3
             u.register_hook(lambda g: None if g is None else g * 1)
@@ -179,7 +155,7 @@ def test_backward_under_legacy_vmap_raises_as_eager():
 
     def step(x):
         def f(v):
-            _Twice.apply(x).mul(v).sum().backward()
+            Double.apply(x).mul(v).sum().backward()
             return v
         return _vmap(f)(torch.ones(2, 3, dtype=torch.double))
 

@@ -79,7 +79,7 @@ def run(entry, box: list, state) -> list:
         r.graph.replay()
         state.stats.cudagraph_replays += 1
         return _copy_out(r.static_out)
-    if isinstance(r, NoGraph) and r.fn is entry.fn:
+    if _no_graph_decided(entry):
         return entry.fn(box)
     reason = unusable(entry, box)
     if reason is not None:
@@ -90,8 +90,14 @@ def run(entry, box: list, state) -> list:
 
 def skip(entry, state) -> None:
     """A graph that does not run through run() (user code inside it): say so, once per entry."""
-    if not (isinstance(entry.replay, NoGraph) and entry.replay.fn is entry.fn):
+    if not _no_graph_decided(entry):
         _no_graph(entry, unusable(entry, []) or "not a direct run", state.note)
+
+
+def _no_graph_decided(entry) -> bool:
+    """Entry's current callable is known to run without a CUDA graph (said once)."""
+    r = entry.replay
+    return isinstance(r, NoGraph) and r.fn is entry.fn
 
 
 def _no_graph(entry, reason: str, note) -> None:

@@ -41,18 +41,24 @@ ERR_LEAF = ("A leaf node was passed to _will_engine_execute_node but we are curr
             "autograd.grad(). This is currently not supported.")
 
 
-class running:
-    """Context: `step` is being run on this thread."""
+class _Set:
+    """Context: `_tls.<name>` is `value` on this thread, restored after."""
+    __slots__ = ("default", "name", "prev", "value")
 
-    def __init__(self, step) -> None:
-        self.step = step
+    def __init__(self, name: str, value, default) -> None:
+        self.name, self.value, self.default = name, value, default
 
     def __enter__(self):
-        self.prev = getattr(_tls, "step", None)
-        _tls.step = self.step
+        self.prev = getattr(_tls, self.name, self.default)
+        setattr(_tls, self.name, self.value)
 
     def __exit__(self, *exc) -> None:
-        _tls.step = self.prev
+        setattr(_tls, self.name, self.prev)
+
+
+def running(step) -> _Set:
+    """Context: `step` is being run on this thread."""
+    return _Set("step", step, None)
 
 
 def _current_autograd_node():
@@ -76,19 +82,10 @@ def _will_engine_execute_node(node):
     return True
 
 
-class task:
+def task(has_inputs: bool) -> _Set:
     """Context: run.py's Deliver task runs a user call with inputs (grad(), backward(inputs=))
     or without, on this thread (where the engine runs a CPU task and our graph)."""
-
-    def __init__(self, has_inputs: bool) -> None:
-        self.has_inputs = has_inputs
-
-    def __enter__(self):
-        self.prev = getattr(_tls, "inputs", False)
-        _tls.inputs = self.has_inputs
-
-    def __exit__(self, *exc) -> None:
-        _tls.inputs = self.prev
+    return _Set("inputs", has_inputs, False)
 
 
 def _is_checkpoint_valid():
