@@ -15,6 +15,7 @@ import shutil
 import sys
 import tempfile
 import time
+import warnings
 
 import torch
 
@@ -40,6 +41,9 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
                     help="cuda: GPU-sized models (models.GPU_MODELS) and the CUDA-graphs mode")
     a = ap.parse_args(argv)
+    # custom_hooks' first block takes the model input, which needs no grad: torch warns about
+    # that on every mode's first backward (eager's too); the harness's output is its tables.
+    warnings.filterwarnings("ignore", message="Full backward hook is firing")
     gpu = a.device == "cuda"
     if gpu and not torch.cuda.is_available():
         print("--device cuda: no CUDA device here", file=sys.stderr)
@@ -65,10 +69,15 @@ def main(argv=None) -> int:
     tmp_root = tempfile.mkdtemp(prefix="compiled_bw_bench_")   # the cold Inductor caches
     t_start = time.perf_counter()
     try:
-        for name in models:
-            print(f"[{name}] {len(names)} modes x {steps} steps ...", file=sys.stderr, flush=True)
+        for k, name in enumerate(models, 1):
+            print(f"[{k}/{len(models)} {name}] {len(names)} modes x {steps} steps ...",
+                  end="", file=sys.stderr, flush=True)
+            t_model = time.perf_counter()
             results[name] = bench_model(on_device(catalog[name], a.device, name),
                                         {m: available[m] for m in names}, steps, tmp_root)
+            print(f" {time.perf_counter() - t_model:.0f} s; " + ", ".join(
+                f"{m} {_short(results[name][m])}" for m in names if m != "eager"),
+                file=sys.stderr, flush=True)
     finally:
         shutil.rmtree(tmp_root, ignore_errors=True)
     lines = table(results, names)
@@ -90,6 +99,13 @@ def main(argv=None) -> int:
     for p in charts(results, names, a.out):
         print(f"chart: {p}", file=sys.stderr)
     return 1 if any(r[m].get("fail") for r in results.values() for m in names) else 0
+
+
+def _short(cell: dict) -> str:
+    """A cell as the progress line shows it: its time ratio to eager, or why it has none."""
+    if cell.get("fail"):
+        return "FAIL"
+    return f"{cell['ratio']:.2f}x" if cell.get("ratio") else "n/a"
 
 
 def _cpu_name() -> str:

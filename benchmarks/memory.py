@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import sys
 
 import torch
@@ -95,6 +96,23 @@ def _step(model, x, ctx_factory, loss_fn, marker: bool):
     del loss, m
 
 
+@contextlib.contextmanager
+def _quiet_stderr():
+    """Kineto's C++ side writes `USDT: ... profiler_start` / `profiler_stop` lines straight to
+    file descriptor 2 whenever a profile starts or stops (no switch turns them off): point fd 2
+    at /dev/null around those two calls only, so the harness's output is its own."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+
+
 def peak_backward_bytes(model, x, mode, warmup: int = 2,
                         loss_fn=lambda y: y.float().pow(2).mean()) -> int:
     """Peak live tensor bytes during one steady-state backward, above what was live before
@@ -105,9 +123,15 @@ def peak_backward_bytes(model, x, mode, warmup: int = 2,
         _step(model, x, ctx_factory, loss_fn, marker=False)
     compiled_bw.wait_for_compiles()     # steady state: the compiled callables are in use
     model.zero_grad(set_to_none=True)
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+    prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
+    with _quiet_stderr():
+        prof.start()
+    try:
         torch.empty(1, dtype=torch.uint8)     # the first event fixes the baseline
         _step(model, x, ctx_factory, loss_fn, marker=True)
+    finally:
+        with _quiet_stderr():
+            prof.stop()
     events = _allocations(prof)
     assert events, "the profiler reported no allocations"
     base = events[0][2] - events[0][1]
