@@ -16,14 +16,26 @@ if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = _cache
     atexit.register(shutil.rmtree, _cache, ignore_errors=True)
 
-# Inductor compiles in the foreground here (users get background compiles by default), so
-# the Inductor-compiled callable runs from the first step of every differential test;
-# tests/test_background_compile.py tests the background path.
-os.environ.setdefault("COMPILED_BW_BACKGROUND_COMPILE", "0")
+# Tests run what users get: Inductor compiles in the background (a worker process), the
+# first steps of a graph run on the eager backend meanwhile, and differential() waits for the
+# compile after a run's first step so the later steps run Inductor's kernels.  A test marked
+# `foreground_compile` compiles in the foreground (its first backward already runs Inductor's
+# code): the special mode, for tests that inspect what Inductor made of the first capture.
 
-# The differential files run twice in one pytest session: on the eager backend and on
-# Inductor (the backend is read by differential.selected_backend()).
-BOTH_BACKENDS = {"test_core", "test_signature", "test_subclass", "test_leaf_delivery"}
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "both_backends: run each test on the eager backend and "
+                            "on Inductor (differential.selected_backend() reads which)")
+    config.addinivalue_line("markers", "foreground_compile: Inductor compiles in the foreground "
+                            "(COMPILED_BW_BACKGROUND_COMPILE=0) for this test")
+    config.addinivalue_line("markers", "slow: over ~10 s on 2 cores; `pytest -m 'not slow'` "
+                            "is the quick edit-test loop")
+
+
+@pytest.fixture(autouse=True)
+def cbw_compile_mode(request, monkeypatch):
+    if request.node.get_closest_marker("foreground_compile") is not None:
+        monkeypatch.setenv("COMPILED_BW_BACKGROUND_COMPILE", "0")
 
 
 @pytest.fixture(autouse=True)
@@ -51,7 +63,8 @@ def cbw_device():
 
 
 def pytest_generate_tests(metafunc):
-    if metafunc.module.__name__ in BOTH_BACKENDS and "cbw_backend" in metafunc.fixturenames:
+    if metafunc.definition.get_closest_marker("both_backends") is not None \
+            and "cbw_backend" in metafunc.fixturenames:
         metafunc.parametrize("cbw_backend", ["eager", "inductor"], indirect=True)
 
 

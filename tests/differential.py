@@ -5,8 +5,9 @@ once under eager autograd and once under `compiled_bw.enable(...)`, each from th
 seed, and compares everything `step` returns (tensors: values within dtype tolerance, dtype,
 shape, strides; other values: equality) and every exception (type and message).  It also
 checks that the compiled run really compiled: no fallback, and the expected capture count.
-The backend is `backend=` if given, else $COMPILED_BW_TEST_BACKEND (default "eager"): CI runs
-the differential files once more with COMPILED_BW_TEST_BACKEND=inductor.
+The backend is `backend=` if given, else $COMPILED_BW_TEST_BACKEND (default "eager"; tests
+marked `both_backends` run on both, tests/conftest.py).  On Inductor a graph's first step runs
+while it compiles in the background (as users get it) and its later steps run the compiled code.
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ TOL = {torch.float64: (1e-10, 1e-10), torch.float32: (1e-5, 1e-5),
        torch.bfloat16: (2e-2, 2e-2), torch.float16: (2e-3, 2e-3)}
 
 
-def _run(build, step, steps, seed):
+def _run(build, step, steps, seed, after_step=lambda: None):
     torch.manual_seed(seed)
     state = build()
     out = []
@@ -30,6 +31,7 @@ def _run(build, step, steps, seed):
             out.append(("ok", step(state)))
         except Exception as e:  # noqa: BLE001 -- the error is part of the observable behaviour
             out.append(("raised", (type(e), str(e))))
+        after_step()
     return out
 
 
@@ -83,7 +85,9 @@ def differential(build, step, *, steps=3, backend=None, seed=0, captures=1,
     if strict is None:
         strict = fallbacks == 0
     with compiled_bw.enable(backend=backend, strict=strict, **(options or {})):
-        ours = _run(build, step, steps, seed)
+        # With background compile (the default), a graph's first step runs on the eager
+        # backend while Inductor compiles it: wait, so its later steps run Inductor's code.
+        ours = _run(build, step, steps, seed, after_step=compiled_bw.wait_for_compiles)
     st = compiled_bw.stats()
     compare_runs(eager, ours)
     assert fallbacks is None or st.fallbacks == fallbacks, f"fallbacks {st.fallbacks} != {fallbacks}: {st.fallback_reasons}"

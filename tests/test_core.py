@@ -8,6 +8,8 @@ from torch import nn
 
 import compiled_bw
 
+pytestmark = pytest.mark.both_backends
+
 
 def module_program(make_model, make_input, loss_fn=lambda y: y.float().pow(2).mean()):
     def build():

@@ -14,6 +14,8 @@ from torch import nn
 
 import compiled_bw
 
+pytestmark = pytest.mark.both_backends
+
 
 def _ab():
     return [torch.randn(3, requires_grad=True), torch.randn(3, requires_grad=True), []]

@@ -3,10 +3,13 @@
 Each test varies one thing the graph bakes in, between steps of an otherwise identical
 program, and checks (differentially) that grads stay eager's and that a recapture happened.
 """
+import pytest
 import torch
 from differential import differential
 
 import compiled_bw
+
+pytestmark = pytest.mark.both_backends
 
 
 def test_broadcast_shape_only_visible_in_input_metadata():

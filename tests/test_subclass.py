@@ -15,6 +15,8 @@ from torch.testing._internal.two_tensor import TwoTensor
 
 import compiled_bw
 
+pytestmark = pytest.mark.both_backends
+
 
 def _halves(t):
     """A grad as comparable parts: a TwoTensor must stay one, with both halves eager's."""
