@@ -6,18 +6,24 @@
 
 See README.md and shared DESIGN.md for the pipeline: capture/ -> passes/ -> backends/ -> runtime/.
 """
-from .api import Stats, enable, explain, last_compiled, last_graph, reset, stats, wait_for_compiles
+from .api import (
+    Stats,
+    enable,
+    explain,
+    install,
+    last_compiled,
+    last_graph,
+    reset,
+    stats,
+    uninstall,
+    wait_for_compiles,
+)
 from .backends import register_backend
-from .capture import custom as _custom
-from .capture import hooks as _hooks
 from .errors import CompiledBwError, Unsupported
-from .runtime import engine_state as _engine_state
 
 # Registration entry points are wrapped at import: hooks and custom Functions created before
-# this line are not seen (capture/hooks.py, capture/custom.py).
-_hooks.install()
-_custom.install()
-_engine_state.install()
+# this line are not seen (capture/hooks.py, capture/custom.py).  uninstall() undoes it.
+install()
 
 __all__ = [
            "CompiledBwError",
@@ -25,10 +31,12 @@ __all__ = [
            "Unsupported",
            "enable",
            "explain",
+           "install",
            "last_compiled",
            "last_graph",
            "register_backend",
            "reset",
            "stats",
+           "uninstall",
            "wait_for_compiles",
 ]

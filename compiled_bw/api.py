@@ -20,14 +20,19 @@ from collections.abc import Callable
 import torch
 import torch.autograd
 
-from . import config
+from . import config, torchapi
 from .backends import lookup_backend
+from .capture import custom as _custom
+from .capture import hooks as _hooks
 from .errors import Unsupported
 from .runtime import background
+from .runtime import engine_state as _engine_state
 from .runtime.cache import Cache
 from .runtime.run import FallbackToEager, compiled_call
+from .torchapi import autograd as torch_autograd
+from .torchapi import dynamo as torch_dynamo
 
-_current_dispatch_mode = torch.utils._python_dispatch._get_current_dispatch_mode
+_current_dispatch_mode = torch_dynamo.current_dispatch_mode
 
 log = logging.getLogger("compiled_bw")
 
@@ -123,14 +128,40 @@ _original_engine_run_backward = None
 _original_backward = None
 
 
-def _install() -> None:
-    global _original_engine_run_backward, _original_backward
+def install() -> None:
+    """Patch torch as `import compiled_bw` does (again after `uninstall()`): hook registration,
+    `Function.apply` and the engine-state queries are observed from then on (hooks registered
+    and custom Functions applied while uninstalled are not: a backward through one of those
+    Functions runs eager autograd, as for ones applied before the import)."""
+    _hooks.install()
+    _custom.install()
+    _engine_state.install()
+
+
+def uninstall() -> None:
+    """Turn compiled_bw off completely: every function of torch it replaced is torch's own
+    again (torchapi/autograd.py PATCHED) and every cached graph is dropped.  `enable()`
+    installs it again."""
+    if getattr(_tls, "stack", None):
+        raise RuntimeError("compiled_bw.uninstall() inside compiled_bw.enable(): leave the "
+                           "with-block first")
     with _G.lock:
-        if _original_engine_run_backward is None:
-            _original_engine_run_backward = torch.autograd._engine_run_backward
-            _original_backward = torch.autograd.backward
-            torch.autograd._engine_run_backward = _engine_run_backward
-            torch.autograd.backward = _backward     # Tensor.backward looks it up per call
+        torchapi.uninstall()
+        _G.states.clear()
+
+
+def _install() -> None:
+    """Everything install() does, and the backward entry points (patched on the first enable(),
+    so that until then torch's backward runs without even a pass-through)."""
+    global _original_engine_run_backward, _original_backward
+    if torchapi.is_patched("backward"):
+        return
+    install()
+    with _G.lock:
+        torch_autograd.patch("engine_run_backward", _engine_run_backward)
+        torch_autograd.patch("backward", _backward)   # Tensor.backward looks it up per call
+        _original_engine_run_backward = torch_autograd.original("engine_run_backward")
+        _original_backward = torch_autograd.original("backward")
 
 
 def _backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
@@ -144,8 +175,8 @@ def _backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
             and grad_variables is None and inputs is None and create_graph is False
             and (retain_graph is None or retain_graph is False) and tensors.requires_grad
             and tensors.dtype.is_floating_point and not tensors.is_nested
-            and tensors.numel() == 1 and not torch._C._are_functorch_transforms_active()
-            and not torch._C._is_torch_function_mode_enabled()):
+            and tensors.numel() == 1 and not torch_autograd.functorch_transforms_active()
+            and not torch_autograd.torch_function_mode_enabled()):
         grad = torch.ones_like(tensors, memory_format=torch.preserve_format)
         _engine_run_backward((tensors,), (grad,), False, False, (), allow_unreachable=True,
                              accumulate_grad=True)

@@ -11,6 +11,7 @@ import importlib
 import importlib.util
 from collections.abc import Callable
 
+from ..torchapi import INDUCTOR
 from .eager import compile_eager
 
 BACKENDS: dict[str, Callable] = {"eager": compile_eager}
@@ -23,7 +24,7 @@ def register_backend(name: str, fn: Callable) -> None:
 
 
 # name -> the torch module it needs, checked without importing it (lookup_backend(load=False))
-NEEDS = {"inductor": "torch._inductor"}   # find_spec of a submodule would import this
+NEEDS = {"inductor": INDUCTOR}   # find_spec of a submodule would import this
 
 
 def _unavailable(name: str, why: str) -> ValueError:

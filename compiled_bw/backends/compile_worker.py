@@ -39,9 +39,8 @@ def recv(stream):
 
 
 def _compile(job: tuple) -> tuple:
-    from torch._inductor.output_code import CompiledFxGraph
-
     from ..capture.opaque import SitesOnly, current_step
+    from ..torchapi.inductor import CompiledFxGraph
     from .inductor import compile_inductor
     from .inductor_artifact import applied, dump_compiled, load_graph
     _, cache_dir, config, threads, data = job
@@ -65,10 +64,9 @@ def main() -> None:
         os.nice(10)         # the training process comes first on a small machine
     except OSError:
         pass
-    from torch._inductor.codegen import cpp  # noqa: F401 -- imported by every compile: now
-
     import compiled_bw  # noqa: F401 -- registers compiled_bw::opaque before any graph loads
 
+    from ..torchapi import inductor  # noqa: F401 -- imported by every compile: now
     from .inductor_artifact import warm_up
     warm_up()
     while (job := recv(inp)) is not None:

@@ -6,13 +6,14 @@ value (inputs included) after its last use, so saved tensors die during the back
 eager autograd.  The captured GraphModule itself is left as is (last_graph() shows it).
 """
 import torch
-from torch.fx.graph import _BoxedCodeGen
+
+from ..torchapi.dynamo import BoxedCodeGen
 
 
 def compile_eager(gm: torch.fx.GraphModule, example_inputs: list):
     graph = torch.fx.Graph()
     graph.output(graph.graph_copy(gm.graph, {}))
-    graph.set_codegen(_BoxedCodeGen())
+    graph.set_codegen(BoxedCodeGen())
     boxed = torch.fx.GraphModule(gm, graph)
     assert boxed._boxed_call
 

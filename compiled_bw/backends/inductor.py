@@ -12,19 +12,22 @@ import os
 import threading
 
 import torch
-import torch.utils._pytree as pytree
-from torch._inductor import comms, ir, lowering
-from torch._inductor import config as inductor_config
-from torch._inductor.codegen.wrapper import PythonWrapperCodegen
-from torch._inductor.compile_fx import compile_fx_inner
-from torch._inductor.decomposition import select_decomp_table
-from torch._inductor.dependencies import WeakDep
-from torch._inductor.output_code import CompiledFxGraph
-from torch._inductor.virtualized import V
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from ..capture.deliver import barrier, deliver
 from ..capture.opaque import current_sites, opaque
+from ..torchapi import inductor as torch_inductor
+from ..torchapi.dynamo import TracingContext, detect_fake_mode, pytree, tracing
+from ..torchapi.inductor import (
+    CompiledFxGraph,
+    V,
+    WeakDep,
+    compile_fx_inner,
+    ir,
+    lowering,
+    select_decomp_table,
+)
+from ..torchapi.inductor import config as inductor_config
 
 # Note [Inductor without Dynamo]
 # 1. Retrace: functionalize (a few backward formulas mutate fresh buffers, e.g. index_put_)
@@ -118,18 +121,15 @@ KNOWN_WRONG = {
 
 def _keep_out_of_inductor(op, wrong) -> None:
     """Note 9: `op`'s lowering, or its aten kernel as an extern call where `wrong(*args)`."""
-    inductor_lowering = lowering.lowerings[op]
+    name = torch_inductor.lowering_patch(op)
+    inductor_lowering = torch_inductor.original(name)
     extern = lowering.fallback_handler(op, add_to_fallback_set=False)
 
     def lower(*args, **kwargs):
         if getattr(_tls, "keyed_inputs", False) and wrong(*args, **kwargs):
             return extern(*args, **kwargs)
         return inductor_lowering(*args, **kwargs)
-    lowering.lowerings[op] = lower
-
-
-for _op, _wrong in KNOWN_WRONG.items():
-    _keep_out_of_inductor(_op, _wrong)
+    torch_inductor.patch(name, lower)
 
 
 def _buffer_names(node) -> list:
@@ -177,7 +177,7 @@ def _indexless_device_externs(gm: torch.fx.GraphModule) -> list:
                     for d in (*n.args, *n.kwargs.values()))]
 
 
-_input_size_asserts = PythonWrapperCodegen.codegen_input_size_asserts
+_input_size_asserts = torch_inductor.original("codegen_input_size_asserts")
 
 
 def _maybe_input_size_asserts(self) -> None:
@@ -185,10 +185,7 @@ def _maybe_input_size_asserts(self) -> None:
         _input_size_asserts(self)
 
 
-PythonWrapperCodegen.codegen_input_size_asserts = _maybe_input_size_asserts
-
-
-_global_ordering = comms.decide_global_ordering_of_comms
+_global_ordering = torch_inductor.original("decide_global_ordering_of_comms")
 _CALLS = (opaque, deliver, barrier)
 
 
@@ -230,7 +227,16 @@ def _ordered_calls(nodes: list, *args, **kwargs) -> list:
     return nodes
 
 
-comms.decide_global_ordering_of_comms = _ordered_calls
+def install() -> None:
+    """Our changes to Inductor (Notes 2, 9, 11), each active only while compiled_bw compiles
+    (`_tls.keyed_inputs`): at import, and again after compiled_bw.uninstall()."""
+    for op, wrong in KNOWN_WRONG.items():
+        _keep_out_of_inductor(op, wrong)
+    torch_inductor.patch("codegen_input_size_asserts", _maybe_input_size_asserts)
+    torch_inductor.patch("decide_global_ordering_of_comms", _ordered_calls)
+
+
+install()
 
 
 def _tuple_outputs(gm: torch.fx.GraphModule):
@@ -257,6 +263,7 @@ def _pin_output_strides(gm: torch.fx.GraphModule, vals: list) -> tuple:
 
 
 def compile_inductor(gm: torch.fx.GraphModule, example_inputs: list):
+    install()               # (after compiled_bw.uninstall(): our compiles need it)
     vals = _output_vals(gm)
     if current_sites():
         gm = copy.deepcopy(gm)      # the captured graph stays as it was (last_graph, eager)
@@ -270,10 +277,10 @@ def compile_inductor(gm: torch.fx.GraphModule, example_inputs: list):
     retraced.compiled_bw_key = repr((CODEGEN_VERSION, strides,
                                      [(s.out_specs, s.out_strides) for s in sites]))
     fakes = [n.meta["val"] for n in retraced.graph.find_nodes(op="placeholder")]
-    fake_mode = torch._guards.detect_fake_mode(fakes)
+    fake_mode = detect_fake_mode(fakes)
     _tls.keyed_inputs = True
     try:
-        with torch._guards.tracing(torch._guards.TracingContext(fake_mode)), \
+        with tracing(TracingContext(fake_mode)), \
                 inductor_config.patch(keep_output_stride=True):
             fn = compile_fx_inner(retraced, fakes,
                                   cpp_wrapper=cpp_wrapper(sites, fakes, retraced))

@@ -1,4 +1,4 @@
-"""Moving an Inductor compile between processes (private torch APIs: this module only).
+"""Moving an Inductor compile between processes.
 
 Consumes, in the parent, a captured GraphModule and its opaque sites; produces bytes the
 compile worker (backends/compile_worker.py) turns back into them.  The worker returns
@@ -13,12 +13,21 @@ import contextlib
 import os
 
 import torch
-import torch._inductor.debug  # CompiledFxGraph.__call__ reads it but never imports it
-from torch._inductor.output_code import CompiledFxGraph, CompiledFxGraphConstants
-from torch._inductor.utils import BoxedBool
-from torch._subclasses.fake_tensor import FakeTensorMode
-from torch.fx._graph_pickler import GraphPickler, Options
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+from ..torchapi.dynamo import FakeTensorMode
+from ..torchapi.inductor import (
+    BoxedBool,
+    CompiledFxGraph,
+    CompiledFxGraphConstants,
+    GraphPickler,
+    Options,
+    clear_caches,
+    codecache,
+    cpu_vec_isa,
+)
+from ..torchapi.inductor import cache_dir as default_cache_dir
+from ..torchapi.inductor import config as inductor_config
 
 # GraphPickler refuses ops outside aten/prims by default ("non-standard op"); ours,
 # compiled_bw::opaque, is registered by importing compiled_bw, which the worker does.
@@ -68,16 +77,12 @@ def load_compiled(data: bytes, example_inputs: list) -> CompiledFxGraph:
 def setting(cache_dir: str | None) -> tuple:
     """What a compile in another process must share with this one: the Inductor cache dir
     (where the compiled module and .so land) and Inductor's config."""
-    from torch._inductor import config as inductor_config
-    from torch._inductor.runtime.cache_dir_utils import cache_dir as default_cache_dir
     return cache_dir or default_cache_dir(), inductor_config.save_config_portable()
 
 
 @contextlib.contextmanager
 def applied(cache_dir: str, config: dict):
     """In the compile worker: compile with the parent's setting (see setting())."""
-    from torch._inductor import config as inductor_config
-    from torch._inductor.utils import clear_caches
     if os.environ.get("TORCHINDUCTOR_CACHE_DIR") != cache_dir:
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache_dir
         clear_caches()      # Inductor memoizes paths under the cache dir
@@ -89,7 +94,6 @@ def warm_up() -> None:
     """Inductor's once-per-process costs of loading a compiled graph (probing the CPU's vector
     ISA with gcc, hashing torch's sources): ~2 s, paid here on a worker thread instead of in
     the first load.  None of it traces with FX."""
-    from torch._inductor import codecache, cpu_vec_isa
     cpu_vec_isa.pick_vec_isa()
     codecache.torch_key()
 

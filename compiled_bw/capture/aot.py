@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import torch
 
+from ..torchapi import dynamo as torch_dynamo
+
 REQUIRED_CF_ATTRS = ("_aot_id", "_lazy_backward_info", "_bw_prologue_fn", "_bw_epilogue_fn",
                      "metadata")
 _PLANS: dict = {}
@@ -49,8 +51,7 @@ def _make_plan(cf) -> AotPlan:
     if getattr(meta, "is_rng_op_functionalized", False) or getattr(meta, "num_graphsafe_rng_states", 0):
         return AotPlan(cf, None, "AOT backward with functionalized RNG state")
     try:
-        from torch._dynamo.compiled_autograd import extract_bw_module
-        bw = extract_bw_module(cf)
+        bw = torch_dynamo.extract_bw_module(cf)
     except Exception as e:  # noqa: BLE001 -- any failure: run the compiled backward opaquely
         return AotPlan(cf, None, f"AOT backward module not available ({type(e).__name__}: {e})")
     if bw is None:

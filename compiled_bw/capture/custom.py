@@ -17,8 +17,8 @@ from __future__ import annotations
 import inspect
 
 import torch
-from torch.autograd import function as _function
 
+from ..torchapi import autograd as torch_autograd
 from .subclass import PLAIN
 
 FWD_KEY = "compiled_bw.fwd"
@@ -40,12 +40,12 @@ class FwdInfo:
         self.subclass = subclass
 
 
-_orig_apply = _function.Function.__dict__["apply"].__func__
-_orig_set_materialize = _function.FunctionCtx.set_materialize_grads
+_orig_apply = torch_autograd.original("function_apply")
+_orig_set_materialize = torch_autograd.original("set_materialize_grads")
 
 
 def _bound_args(cls, args, kwargs) -> tuple:
-    if _function._is_setup_context_defined(cls.setup_context):
+    if torch_autograd.is_setup_context_defined(cls.setup_context):
         bound = inspect.signature(cls.forward).bind(*args, **kwargs)
         bound.apply_defaults()
         return bound.args
@@ -57,7 +57,7 @@ def _record(cls, args, kwargs, out) -> None:
     node = None
     for o in outs:
         if isinstance(o, torch.Tensor) and o.grad_fn is not None and \
-                isinstance(o.grad_fn, _function.BackwardCFunction) and \
+                isinstance(o.grad_fn, torch_autograd.BackwardCFunction) and \
                 type(o.grad_fn)._forward_cls is cls:
             node = o.grad_fn
             break
@@ -87,21 +87,20 @@ def set_materialize_grads(self, value: bool):
 
 
 def install() -> None:
-    if _function.Function.__dict__["apply"].__func__ is not apply:
-        apply.__doc__ = _orig_apply.__doc__
-        _function.Function.apply = classmethod(apply)
-        _function.FunctionCtx.set_materialize_grads = set_materialize_grads
+    apply.__doc__ = _orig_apply.__doc__
+    torch_autograd.patch("function_apply", apply, wrap=classmethod)
+    torch_autograd.patch("set_materialize_grads", set_materialize_grads)
 
 
 def is_custom_node(cls) -> bool:
-    return issubclass(cls, _function.BackwardCFunction)
+    return issubclass(cls, torch_autograd.BackwardCFunction)
 
 
 # torch's own Functions whose backward is traceable: BackwardHookFunction (module full backward
 # hooks wrap a module's inputs and outputs in it) returns its grads unchanged.  Opaque, each
 # would cost a custom-op call and a copy of every grad (opaque outputs must be fresh tensors);
 # traced it is nothing.  The module hooks themselves stay opaque calls (node hooks).
-KNOWN_TRACEABLE = (torch.nn.modules._functions.BackwardHookFunction,)
+KNOWN_TRACEABLE = (torch_autograd.BackwardHookFunction,)
 
 
 def is_traceable(cls) -> bool:

@@ -16,7 +16,8 @@ from __future__ import annotations
 import weakref
 
 import torch
-from torch.autograd import function as _function
+
+from ..torchapi import autograd as torch_autograd
 
 TENSOR_HOOKS_KEY = "compiled_bw.tensor_hooks"   # node.metadata: list of (slot, OrderedDict)
 
@@ -40,9 +41,9 @@ def _probe_hook(*args):  # the sentinel: never called
     raise AssertionError("compiled_bw probe hook called")
 
 
-_orig_register_hook = torch.Tensor.register_hook
-_orig_retain_grad = torch.Tensor.retain_grad
-_orig_node_register = _function._HookMixin._register_hook
+_orig_register_hook = torch_autograd.original("register_hook")
+_orig_retain_grad = torch_autograd.original("retain_grad")
+_orig_node_register = torch_autograd.original("node_register_hook")
 
 
 def register_hook(self, hook):
@@ -74,12 +75,11 @@ def _node_register(backward_hooks, hook):
 
 
 def install() -> None:
-    if torch.Tensor.register_hook is not register_hook:
-        register_hook.__doc__ = _orig_register_hook.__doc__
-        retain_grad.__doc__ = _orig_retain_grad.__doc__
-        torch.Tensor.register_hook = register_hook
-        torch.Tensor.retain_grad = retain_grad
-        _function._HookMixin._register_hook = staticmethod(_node_register)
+    register_hook.__doc__ = _orig_register_hook.__doc__
+    retain_grad.__doc__ = _orig_retain_grad.__doc__
+    torch_autograd.patch("register_hook", register_hook)
+    torch_autograd.patch("retain_grad", retain_grad)
+    torch_autograd.patch("node_register_hook", _node_register, wrap=staticmethod)
 
 
 def _probe(register):

@@ -1,4 +1,5 @@
-"""Every private autograd-node API compiled_bw uses, in one place (torch 2.13).
+"""Every private autograd-node attribute compiled_bw reads, in one place (torch 2.13; private
+modules and functions of torch are in torchapi/).
 
 Consumes autograd nodes; produces their saved tensors' SavedTensor handles (`_raw_saved_X`),
 their `_input_metadata`, their `_sequence_nr()`, and installs our pack/unpack hooks on saved
@@ -22,6 +23,8 @@ from __future__ import annotations
 
 import torch
 
+from ..torchapi import autograd as torch_autograd
+
 ERR_BACKWARD_TWICE = (
     "Trying to backward through the graph a second time (or directly access saved tensors "
     "after they have already been freed). Saved intermediate values of the graph are freed "
@@ -40,7 +43,7 @@ def input_metadata(node) -> tuple:
     return node._input_metadata
 
 
-_ACCUMULATE_GRAD = torch._C._functions.AccumulateGrad
+_ACCUMULATE_GRAD = torch_autograd.AccumulateGrad
 
 
 def input_meta(node) -> tuple:

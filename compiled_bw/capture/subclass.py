@@ -24,9 +24,9 @@ same limit as torch.compile's.  Opaque calls never see a subclass (trace.py fall
 from __future__ import annotations
 
 import torch
-import torch.utils._pytree as pytree
-from torch._subclasses.fake_tensor import FakeTensor, get_plain_tensors
-from torch.utils._python_dispatch import is_traceable_wrapper_subclass
+
+from ..torchapi import autograd as torch_autograd
+from ..torchapi.dynamo import FakeTensor, get_plain_tensors, is_traceable_wrapper_subclass, pytree
 
 
 class SubclassUnsupported(Exception):
@@ -149,9 +149,9 @@ def layouts_of(ts) -> tuple | None:
 PLAIN = (torch.Tensor, torch.nn.Parameter)     # tensor types that are not subclasses here
 _DENSE = (*PLAIN, FakeTensor)
 _PLAIN_OR_FAKE = (torch.Tensor, FakeTensor)
-_PYTHON_KEY = torch._C.DispatchKey.Python
+_PYTHON_KEY = torch_autograd.DispatchKey.Python
 
 
 def python_dispatch(t: torch.Tensor) -> bool:
     """t is a `__torch_dispatch__` subclass (a fake tensor is not): eager's `is_python_dispatch`."""
-    return type(t) not in _PLAIN_OR_FAKE and torch._C._dispatch_keys(t).has(_PYTHON_KEY)
+    return type(t) not in _PLAIN_OR_FAKE and torch_autograd.dispatch_keys(t).has(_PYTHON_KEY)

@@ -15,11 +15,10 @@ import dataclasses
 import functools
 
 import torch
-from torch._subclasses import fake_tensor
-from torch._subclasses.fake_tensor import FakeTensor
 from torch.fx.experimental.proxy_tensor import get_proxy_mode, make_fx
 from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
+from ..torchapi.dynamo import FakeTensor, fake_tensor
 from . import custom, defined
 from .aot import aot_plan, trace_aot
 from .deliver import deliver

@@ -12,6 +12,7 @@ import torch
 
 from ..capture.deliver import deliver
 from ..capture.opaque import opaque
+from ..torchapi.dynamo import OpOverload
 
 # Note [Reordering for memory]
 # The trace runs our engine in eager's execution order, and a node's formula consumes its
@@ -40,7 +41,7 @@ def _is_view_op(node: torch.fx.Node) -> bool:
     """A view op (its schema's output aliases an input).  The traced `val`s cannot say it:
     make_fx stores them as fresh fake tensors (`_is_view()` is False even for `t`)."""
     t = node.target
-    return node.op == "call_function" and isinstance(t, torch._ops.OpOverload) and t.is_view
+    return node.op == "call_function" and isinstance(t, OpOverload) and t.is_view
 
 
 def _nbytes(node: torch.fx.Node) -> int:
@@ -56,7 +57,7 @@ def _is_barrier(node: torch.fx.Node) -> bool:
     if node.op != "call_function":
         return node.op == "output"
     t = node.target
-    if t is opaque or t is deliver or not isinstance(t, torch._ops.OpOverload):
+    if t is opaque or t is deliver or not isinstance(t, OpOverload):
         return t is opaque or t is deliver
     return t._schema.is_mutable or torch.Tag.nondeterministic_seeded in t.tags
 

@@ -40,11 +40,11 @@ from concurrent.futures import Future
 import torch
 
 from ..backends import compile_worker
+from ..torchapi import dynamo as torch_dynamo
 
 _lock = threading.Lock()
 _jobs: queue.SimpleQueue | None = None
 _pending: set[Future] = set()
-_own_trace_lock = threading.RLock()
 
 
 def trace_lock():
@@ -54,11 +54,7 @@ def trace_lock():
     threads tracing at once break each other.  Holding it, our captures, our loads of
     background compiles and torch.compile take turns.  (Importing Dynamo here costs nothing
     extra: make_fx imports it on first use anyway.)"""
-    try:
-        from torch._dynamo.convert_frame import compile_lock
-    except ImportError:     # a torch without Dynamo: only our own threads to order
-        return _own_trace_lock
-    return compile_lock
+    return torch_dynamo.compile_lock()
 
 
 class _Worker:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import torch
 
 from ..capture.opaque import dense
+from ..torchapi import autograd as torch_autograd
 
 
 class NoGraph:
@@ -74,7 +75,7 @@ def run(entry, box: list, state) -> list:
     note = state.note
     r = entry.replay
     if isinstance(r, Replay) and r.fn is entry.fn:
-        torch._foreach_copy_(r.static_in, box)
+        torch_autograd.foreach_copy_(r.static_in, box)
         box.clear()
         r.graph.replay()
         state.stats.cudagraph_replays += 1
@@ -119,14 +120,14 @@ def _copy_out(static_out) -> list:
             static_list.append(o)
         outs.append(seen[k])
     if fresh_list:
-        torch._foreach_copy_(fresh_list, static_list)
+        torch_autograd.foreach_copy_(fresh_list, static_list)
     return outs
 
 
 def _record(entry, box: list, note) -> list:
     fn = entry.fn
     static_in = [_fresh_like(t) for t in box]
-    torch._foreach_copy_(static_in, box)
+    torch_autograd.foreach_copy_(static_in, box)
     box.clear()
     outs = fn(list(static_in))      # this step's run; also every lazy initialization
     # an output may be (a view of) an input, e.g. a root grad passed through: the next

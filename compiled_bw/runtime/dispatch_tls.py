@@ -1,4 +1,4 @@
-"""Dispatcher thread-local state around opaque calls (private torch API, torch 2.13).
+"""Dispatcher thread-local state around opaque calls (torchapi/autograd.py's dispatcher API).
 
 Consumes the dispatch-key exclusions in force when a compiled graph starts (`snapshot()`);
 produces `restored(snapshot)`, a context that, inside a `compiled_bw::opaque` call, puts them
@@ -9,15 +9,15 @@ eager engine.  tests/test_private_api.py checks the API.
 """
 from __future__ import annotations
 
-import torch
+from ..torchapi import autograd as torch_autograd
 
-_DK = torch._C.DispatchKey
+_DK = torch_autograd.DispatchKey
 KEYS = tuple(getattr(_DK, k) for k in (
     "AutogradFunctionality", "AutogradOther", "AutogradNestedTensor", "ADInplaceOrView",
     "AutocastCPU", "AutocastCUDA", "AutocastXPU", "AutocastMPS", "AutocastHPU", "AutocastIPU",
     "AutocastPrivateUse1") if hasattr(_DK, k))
-_is_excluded = torch._C._dispatch_tls_is_dispatch_key_excluded
-_set_excluded = torch._C._dispatch_tls_set_dispatch_key_excluded
+_is_excluded = torch_autograd.dispatch_tls_is_dispatch_key_excluded
+_set_excluded = torch_autograd.dispatch_tls_set_dispatch_key_excluded
 
 
 def snapshot() -> tuple:

@@ -31,12 +31,13 @@ import torch
 
 from ..capture.heap import StdHeap
 from ..capture.saved import sequence_nr
+from ..torchapi import autograd as torch_autograd
 
 _tls = threading.local()
-_orig_current_node = torch._C._current_autograd_node
-_orig_will_execute = torch._C._will_engine_execute_node
-_orig_execution_order = torch._C._current_graph_task_execution_order
-_orig_checkpoint_valid = torch.autograd._is_checkpoint_valid
+_orig_current_node = torch_autograd.current_autograd_node
+_orig_will_execute = torch_autograd.will_engine_execute_node
+_orig_execution_order = torch_autograd.current_graph_task_execution_order
+_orig_checkpoint_valid = torch_autograd.is_checkpoint_valid
 ERR_LEAF = ("A leaf node was passed to _will_engine_execute_node but we are currently running "
             "autograd.grad(). This is currently not supported.")
 
@@ -97,8 +98,8 @@ def legacy_vmap_level() -> int:
     """The nesting level of the legacy vmap (torch._vmap_internals._vmap, which gradcheck's
     check_batched_grad uses): python_engine.cpp reads it (`VmapMode::current_vmap_level()`)
     and torch exposes no getter, only increment/decrement, which return the new level."""
-    level = torch._C._vmapmode_increment_nesting() - 1
-    torch._C._vmapmode_decrement_nesting()
+    level = torch_autograd.vmapmode_increment_nesting() - 1
+    torch_autograd.vmapmode_decrement_nesting()
     return level
 
 
@@ -137,8 +138,7 @@ def _current_graph_task_execution_order():
 
 
 def install() -> None:
-    if torch._C._current_autograd_node is not _current_autograd_node:
-        torch._C._current_autograd_node = _current_autograd_node
-        torch._C._will_engine_execute_node = _will_engine_execute_node
-        torch._C._current_graph_task_execution_order = _current_graph_task_execution_order
-        torch.autograd._is_checkpoint_valid = _is_checkpoint_valid
+    torch_autograd.patch("current_autograd_node", _current_autograd_node)
+    torch_autograd.patch("will_engine_execute_node", _will_engine_execute_node)
+    torch_autograd.patch("current_graph_task_execution_order", _current_graph_task_execution_order)
+    torch_autograd.patch("is_checkpoint_valid", _is_checkpoint_valid)

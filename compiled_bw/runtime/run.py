@@ -83,10 +83,11 @@ from ..capture.subclass import flatten, rebuild
 from ..capture.trace import Options, TraceFailed, trace_backward
 from ..capture.walk import WalkUnsupported, tensor_meta
 from ..passes import run_passes
+from ..torchapi import autograd as torch_autograd
 from . import background, cudagraphs, dispatch_tls, engine_state, streams
 from .cache import Compiled, Fallback
 
-_ENGINE = torch.autograd.Variable._execution_engine
+_ENGINE = torch_autograd.ENGINE
 ERR_UNUSED = ("The differentiated Tensor at index {} appears to not have been used in the "
               "graph. Set allow_unused=True if this is the desired behavior.")
 _ANCHOR = torch.empty(0, requires_grad=True)
@@ -150,13 +151,13 @@ def _precheck(t_outputs, inputs, create_graph) -> None:
         raise FallbackToEager("create_graph=True (double backward is not compiled)")
     if torch.is_anomaly_enabled():
         raise FallbackToEager("anomaly mode is enabled")
-    if torch._C._are_functorch_transforms_active():
+    if torch_autograd.functorch_transforms_active():
         raise FallbackToEager("functorch transforms (vmap/grad) are active")
     if engine_state.legacy_vmap_level():
         # eager raises for backward() there and batches grad(); the graph takes dense tensors
         raise FallbackToEager("legacy vmap (torch._vmap_internals, gradcheck's batched grad) "
                               "is active")
-    if in_compiled_run() or torch._C._current_graph_task_id() != -1:
+    if in_compiled_run() or torch_autograd.current_graph_task_id() != -1:
         raise FallbackToEager("reentrant backward (called from inside a running backward)")
     for t in list(t_outputs) + list(inputs):
         if not isinstance(t, torch.Tensor):
@@ -398,7 +399,7 @@ def _run_direct(state, entry: Compiled, w, opts, box: list):
     enable(cudagraphs=True): CUDA graphs replay it (runtime/cudagraphs.py)."""
     plan = entry.plan
     prev = torch.is_grad_enabled()
-    torch._C._set_grad_enabled(False)   # the engine runs nodes with grad mode off
+    torch_autograd.set_grad_enabled(False)   # the engine runs nodes with grad mode off
     _tls.running = True
     try:
         if state.cudagraphs and entry.devices:
@@ -407,7 +408,7 @@ def _run_direct(state, entry: Compiled, w, opts, box: list):
             outs = entry.fn(box)
     finally:
         _tls.running = False
-        torch._C._set_grad_enabled(prev)
+        torch_autograd.set_grad_enabled(prev)
     grads = _pick_outputs(plan, outs, opts.accumulate)
     del outs                            # grads holds the only references: AccumulateGrad steals
     if not opts.accumulate:

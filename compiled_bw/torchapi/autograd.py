@@ -1,0 +1,98 @@
+"""The autograd engine's, dispatcher's and functorch's private API, and what we patch there.
+
+Consumes torch; produces the private symbols below under stable names, and the autograd
+functions compiled_bw replaces (`PATCHED`: the backward entry point, hook registration,
+Function.apply, engine-state queries), which it replaces through `torchapi.patch()` only.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.modules._functions as _nn_functions
+from torch.autograd import function as function_mod
+
+from . import original as _original
+from . import patch as _patch
+
+C = torch._C
+
+# --- engine state (runtime/engine_state.py, runtime/run.py) ---
+current_autograd_node = C._current_autograd_node
+will_engine_execute_node = C._will_engine_execute_node
+current_graph_task_execution_order = C._current_graph_task_execution_order
+current_graph_task_id = C._current_graph_task_id
+is_checkpoint_valid = torch.autograd._is_checkpoint_valid
+engine_run_backward = torch.autograd._engine_run_backward
+ENGINE = torch.autograd.Variable._execution_engine
+set_grad_enabled = C._set_grad_enabled
+AccumulateGrad = C._functions.AccumulateGrad
+
+# --- functorch and the legacy vmap (runtime/run.py, api.py) ---
+functorch_transforms_active = C._are_functorch_transforms_active
+torch_function_mode_enabled = C._is_torch_function_mode_enabled
+vmapmode_increment_nesting = C._vmapmode_increment_nesting
+vmapmode_decrement_nesting = C._vmapmode_decrement_nesting
+
+# --- the dispatcher (runtime/dispatch_tls.py, capture/subclass.py) ---
+DispatchKey = C.DispatchKey
+dispatch_keys = C._dispatch_keys
+dispatch_tls_is_dispatch_key_excluded = C._dispatch_tls_is_dispatch_key_excluded
+dispatch_tls_set_dispatch_key_excluded = C._dispatch_tls_set_dispatch_key_excluded
+foreach_copy_ = torch._foreach_copy_
+
+# --- Function / hook internals (capture/custom.py, capture/hooks.py) ---
+BackwardCFunction = function_mod.BackwardCFunction
+Function = function_mod.Function
+FunctionCtx = function_mod.FunctionCtx
+HookMixin = function_mod._HookMixin
+is_setup_context_defined = function_mod._is_setup_context_defined
+BackwardHookFunction = _nn_functions.BackwardHookFunction
+
+USED = {
+    "torch._C._current_autograd_node": "runtime/engine_state.py",
+    "torch._C._will_engine_execute_node": "runtime/engine_state.py",
+    "torch._C._current_graph_task_execution_order": "runtime/engine_state.py",
+    "torch._C._current_graph_task_id": "runtime/run.py (reentrant backward check)",
+    "torch.autograd._is_checkpoint_valid": "runtime/engine_state.py",
+    "torch.autograd._engine_run_backward": "api.py (the backward entry point)",
+    "torch.autograd.Variable._execution_engine": "runtime/run.py (the Deliver task)",
+    "torch._C._set_grad_enabled": "runtime/run.py",
+    "torch._C._functions.AccumulateGrad": "capture/saved.py",
+    "torch._C._are_functorch_transforms_active": "runtime/run.py, api.py",
+    "torch._C._is_torch_function_mode_enabled": "api.py",
+    "torch._C._vmapmode_increment_nesting": "runtime/engine_state.py (legacy vmap level)",
+    "torch._C._vmapmode_decrement_nesting": "runtime/engine_state.py (legacy vmap level)",
+    "torch._C.DispatchKey": "runtime/dispatch_tls.py, capture/subclass.py",
+    "torch._C._dispatch_keys": "capture/subclass.py",
+    "torch._C._dispatch_tls_is_dispatch_key_excluded": "runtime/dispatch_tls.py",
+    "torch._C._dispatch_tls_set_dispatch_key_excluded": "runtime/dispatch_tls.py",
+    "torch._foreach_copy_": "runtime/cudagraphs.py",
+    "torch.autograd.function.BackwardCFunction": "capture/custom.py",
+    "torch.autograd.function.FunctionCtx.set_materialize_grads": "capture/custom.py",
+    "torch.autograd.function._HookMixin._register_hook": "capture/hooks.py",
+    "torch.autograd.function._is_setup_context_defined": "capture/custom.py",
+    "torch.nn.modules._functions.BackwardHookFunction": "capture/custom.py",
+}
+
+
+# What compiled_bw replaces in torch's autograd (name -> owner, attribute), and who does.
+PATCHED = {
+    "current_autograd_node": (C, "_current_autograd_node"),                   # runtime/engine_state.py
+    "will_engine_execute_node": (C, "_will_engine_execute_node"),             # runtime/engine_state.py
+    "current_graph_task_execution_order": (C, "_current_graph_task_execution_order"),  # engine_state
+    "is_checkpoint_valid": (torch.autograd, "_is_checkpoint_valid"),          # runtime/engine_state.py
+    "engine_run_backward": (torch.autograd, "_engine_run_backward"),          # api.py
+    "backward": (torch.autograd, "backward"),                                 # api.py
+    "register_hook": (torch.Tensor, "register_hook"),                         # capture/hooks.py
+    "retain_grad": (torch.Tensor, "retain_grad"),                             # capture/hooks.py
+    "node_register_hook": (HookMixin, "_register_hook"),                      # capture/hooks.py
+    "function_apply": (Function, "apply"),                                    # capture/custom.py
+    "set_materialize_grads": (FunctionCtx, "set_materialize_grads"),          # capture/custom.py
+}
+
+
+def patch(name: str, replacement, wrap=lambda f: f) -> None:
+    _patch(PATCHED, name, replacement, wrap)
+
+
+def original(name: str):
+    return _original(PATCHED, name)

@@ -1,0 +1,58 @@
+"""AOTAutograd's, Dynamo's, fake tensors', FX's, pytree's and Python dispatch's private API.
+
+Consumes torch; produces the private symbols below under stable names.  Dynamo itself is
+imported on first use only (`extract_bw_module`, `compile_lock`): importing it costs ~1 s.
+"""
+from __future__ import annotations
+
+import threading
+
+import torch
+import torch.utils._pytree as pytree
+from torch._guards import TracingContext, detect_fake_mode, tracing
+from torch._ops import OpOverload
+from torch._subclasses import fake_tensor
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode, get_plain_tensors
+from torch.fx.graph import _BoxedCodeGen as BoxedCodeGen
+from torch.utils._python_dispatch import (
+    _get_current_dispatch_mode as current_dispatch_mode,
+)
+from torch.utils._python_dispatch import is_traceable_wrapper_subclass
+
+USED = {
+    "torch.utils._pytree.tree_flatten": "capture/subclass.py, backends/inductor.py",
+    "torch._guards.detect_fake_mode": "backends/inductor.py",
+    "torch._guards.tracing": "backends/inductor.py",
+    "torch._guards.TracingContext": "backends/inductor.py",
+    "torch._ops.OpOverload": "passes/reorder_for_memory.py",
+    "torch._subclasses.fake_tensor.FakeTensor": "capture/trace.py, capture/subclass.py",
+    "torch._subclasses.fake_tensor.FakeTensorMode": "backends/inductor_artifact.py",
+    "torch._subclasses.fake_tensor.get_plain_tensors": "capture/subclass.py",
+    "torch._subclasses.fake_tensor.DataDependentOutputException": "capture/trace.py",
+    "torch._subclasses.fake_tensor.DynamicOutputShapeException": "capture/trace.py",
+    "torch._subclasses.fake_tensor.UnsupportedOperatorException": "capture/trace.py",
+    "torch.fx.graph._BoxedCodeGen": "backends/eager.py",
+    "torch.utils._python_dispatch._get_current_dispatch_mode": "api.py",
+    "torch.utils._python_dispatch.is_traceable_wrapper_subclass": "capture/subclass.py",
+    "torch._dynamo.compiled_autograd.extract_bw_module": "capture/aot.py",
+    "torch._dynamo.convert_frame.compile_lock": "runtime/background.py",
+}
+
+
+def extract_bw_module(compiled_function):
+    """The AOT backward GraphModule of a torch.compile'd forward's CompiledFunction (or None)."""
+    from torch._dynamo.compiled_autograd import extract_bw_module as extract
+    return extract(compiled_function)
+
+
+_own_trace_lock = threading.RLock()
+
+
+def compile_lock():
+    """Dynamo's compile lock, which torch.compile holds for a whole compile; our own lock on a
+    torch without Dynamo (then only compiled_bw's threads trace)."""
+    try:
+        from torch._dynamo.convert_frame import compile_lock as lock
+    except ImportError:
+        return _own_trace_lock
+    return lock
