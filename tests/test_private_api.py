@@ -78,8 +78,8 @@ def test_node_table_matches_this_torch():
 
 
 def test_dispatch_tls_restores_autograd_inside_custom_ops():
-    from compiled_bw.runtime import dispatch_tls
-    assert len(dispatch_tls.KEYS) >= 4, "DispatchKey names moved (runtime/dispatch_tls.py)"
+    from compiled_bw.core import dispatch_tls
+    assert len(dispatch_tls.KEYS) >= 4, "DispatchKey names moved (core/dispatch_tls.py)"
     snap = dispatch_tls.snapshot()
     seen = []
 

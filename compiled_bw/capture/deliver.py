@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from ..runtime import dispatch_tls
+from ..core import dispatch_tls
 from . import defined, fastwalk
 from . import opaque as _opaque
 

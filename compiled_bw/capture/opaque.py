@@ -21,7 +21,7 @@ import threading
 
 import torch
 
-from ..runtime import dispatch_tls
+from ..core import dispatch_tls
 from . import custom, defined, hooks
 from .subclass import python_dispatch
 from .validate import validate_outputs

@@ -82,9 +82,10 @@ from ..capture.saved import SavedHooksInUse, gradient_edge
 from ..capture.subclass import flatten, rebuild
 from ..capture.trace import Options, TraceFailed, trace_backward
 from ..capture.walk import WalkUnsupported, tensor_meta
+from ..core import dispatch_tls
 from ..passes import run_passes
 from ..torchapi import autograd as torch_autograd
-from . import background, cudagraphs, dispatch_tls, engine_state, streams
+from . import background, cudagraphs, engine_state, streams
 from .cache import Compiled, Fallback
 
 _ENGINE = torch_autograd.ENGINE

@@ -32,7 +32,7 @@ torch_function_mode_enabled = C._is_torch_function_mode_enabled
 vmapmode_increment_nesting = C._vmapmode_increment_nesting
 vmapmode_decrement_nesting = C._vmapmode_decrement_nesting
 
-# --- the dispatcher (runtime/dispatch_tls.py, capture/subclass.py) ---
+# --- the dispatcher (core/dispatch_tls.py, capture/subclass.py) ---
 DispatchKey = C.DispatchKey
 dispatch_keys = C._dispatch_keys
 dispatch_tls_is_dispatch_key_excluded = C._dispatch_tls_is_dispatch_key_excluded
@@ -61,10 +61,10 @@ USED = {
     "torch._C._is_torch_function_mode_enabled": "api.py",
     "torch._C._vmapmode_increment_nesting": "runtime/engine_state.py (legacy vmap level)",
     "torch._C._vmapmode_decrement_nesting": "runtime/engine_state.py (legacy vmap level)",
-    "torch._C.DispatchKey": "runtime/dispatch_tls.py, capture/subclass.py",
+    "torch._C.DispatchKey": "core/dispatch_tls.py, capture/subclass.py",
     "torch._C._dispatch_keys": "capture/subclass.py",
-    "torch._C._dispatch_tls_is_dispatch_key_excluded": "runtime/dispatch_tls.py",
-    "torch._C._dispatch_tls_set_dispatch_key_excluded": "runtime/dispatch_tls.py",
+    "torch._C._dispatch_tls_is_dispatch_key_excluded": "core/dispatch_tls.py",
+    "torch._C._dispatch_tls_set_dispatch_key_excluded": "core/dispatch_tls.py",
     "torch._foreach_copy_": "runtime/cudagraphs.py",
     "torch.autograd.function.BackwardCFunction": "capture/custom.py",
     "torch.autograd.function.FunctionCtx.set_materialize_grads": "capture/custom.py",
