@@ -8,7 +8,33 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
+
+
+class OptionsKey(NamedTuple):
+    """The call's options, as far as they change the graph."""
+    accumulate: bool        # backward() (True) or grad() (False)
+    retain_graph: bool
+    inputs: tuple           # per backward(inputs=)/grad() input: (node index | -1, input_nr)
+    allow_unused: bool
+    leaf_observed: Any      # a leaf's AccumulateGrad has a hook (run.py Note [Delivery points])
+
+
+class CacheKey(NamedTuple):
+    """What a captured graph is valid for: one entry of the cache."""
+    signature: Any          # the walk's (capture/walk.py tuple; capture/fastwalk.py CSig)
+    root_edges: tuple       # (node index, input_nr) per root
+    root_meta: tuple        # per root grad: its tensor metadata, or None
+    options: OptionsKey
+    backend: Any            # the backend's name, or id() of a callable
+
+
+class RootKey(NamedTuple):
+    """The roots of a backward: cache_size_limit counts graphs per RootKey, and a miss is
+    explained against the last CacheKey seen for it."""
+    root_types: tuple       # the roots' node class names
+    root_meta: tuple
+    backend: Any
 
 
 @dataclasses.dataclass
@@ -45,7 +71,7 @@ class Cache:
     def get(self, key):
         return self.entries.get(key)
 
-    def put(self, root_key, key, entry) -> None:
+    def put(self, root_key: RootKey, key: CacheKey, entry) -> None:
         self.entries[key] = entry
         if isinstance(entry, Compiled):
             self.per_root[root_key] = self.per_root.get(root_key, 0) + 1
@@ -53,7 +79,7 @@ class Cache:
     def count(self, root_key) -> int:
         return self.per_root.get(root_key, 0)
 
-    def miss_reason(self, root_key, key) -> str:
+    def miss_reason(self, root_key: RootKey, key: CacheKey) -> str:
         old = self.last.get(root_key)
         self.last[root_key] = key
         if old is None:
@@ -61,9 +87,10 @@ class Cache:
         return describe_change(old, key)
 
 
-def describe_change(old: tuple, new: tuple) -> str:
+def describe_change(old: CacheKey, new: CacheKey) -> str:
     """First difference between two signatures, in words."""
-    (osig, oroots, ometa, oopts), (nsig, nroots, nmeta, nopts) = old[:4], new[:4]
+    osig, oroots, ometa, oopts = old.signature, old.root_edges, old.root_meta, old.options
+    nsig, nroots, nmeta, nopts = new.signature, new.root_edges, new.root_meta, new.options
     if oopts != nopts:
         return f"call options changed: {oopts} -> {nopts}"
     if ometa != nmeta:

@@ -86,7 +86,7 @@ from ..core import dispatch_tls
 from ..passes import run_passes
 from ..torchapi import autograd as torch_autograd
 from . import background, cudagraphs, engine_state, streams
-from .cache import Compiled, Fallback
+from .cache import CacheKey, Compiled, Fallback, OptionsKey, RootKey
 
 _ENGINE = torch_autograd.ENGINE
 ERR_UNUSED = ("The differentiated Tensor at index {} appears to not have been used in the "
@@ -173,17 +173,44 @@ def _precheck(t_outputs, inputs, create_graph) -> None:
 
 def compiled_call(state, t_outputs, grad_tensors, keep_graph, create_graph, inputs,
                   allow_unused, accumulate):
-    """state: api._State (cache, stats, backend).  Raises FallbackToEager."""
+    """One backward()/grad() call, stage by stage: check -> walk -> key -> look up or capture
+    (trace, passes, compile) -> run.  state: api._State (cache, stats, backend).
+    Raises FallbackToEager."""
     _precheck(t_outputs, inputs, create_graph)
+    root_edges = _root_edges(t_outputs)
+    w = _walk(root_edges)
+    opts = Options(accumulate, bool(keep_graph), _input_edges(w, inputs, accumulate),
+                   bool(allow_unused))
+    key, root_key = _keys(state, w, root_edges, grad_tensors, opts)
+    entry, slots = _lookup_or_capture(state, w, opts, grad_tensors, key, root_key)
+    if slots is None and not opts.retain_graph and not isinstance(w, fastwalk.FastWalk):
+        slots = _install(w)     # Python walk: Slots free the saved tensors after the run
+    try:
+        return _run_first_or_hit(state, entry, w, opts, list(grad_tensors), slots)
+    except NotDense as e:   # no leaf was touched; this graph runs eagerly from now on
+        state.cache.put(root_key, key, Fallback(f"an opaque call returned a sparse grad: "
+                                                f"{str(e).split(' where ')[0]}"))
+        raise
+
+
+def _root_edges(t_outputs) -> list:
     root_edges = [gradient_edge(t) for t in t_outputs]
     if any(n is None for n, _ in root_edges):
         raise FallbackToEager("a root has no autograd node", is_error=True)
+    return root_edges
+
+
+def _walk(root_edges):
     try:
-        w = fastwalk.walk(root_edges)
+        return fastwalk.walk(root_edges)
     except WalkUnsupported as e:
         raise FallbackToEager(str(e)) from None
     except RuntimeError as e:   # e.g. modified in place / backward twice: eager raises it
         raise FallbackToEager(f"walk raised {type(e).__name__}: {e}", is_error=True) from None
+
+
+def _input_edges(w, inputs, accumulate: bool) -> tuple:
+    """Per backward(inputs=)/grad() input: (its node's index in the walk | -1, input_nr)."""
     index = {id(n): i for i, n in enumerate(w.nodes)} if inputs else {}
     in_edges = []
     for t in inputs:
@@ -191,66 +218,81 @@ def compiled_call(state, t_outputs, grad_tensors, keep_graph, create_graph, inpu
             raise FallbackToEager("backward(inputs=...) with a non-leaf input")
         node, nr = gradient_edge(t)
         in_edges.append((index.get(id(node), -1), nr))
+    return tuple(in_edges)
+
+
+def _keys(state, w, root_edges, grad_tensors, opts: Options) -> tuple:
+    """The CacheKey of this call and the RootKey it is counted and explained under."""
     try:
         root_meta = tuple(None if g is None else tensor_meta(g) for g in grad_tensors)
     except WalkUnsupported as e:
         raise FallbackToEager(f"root grad: {e}") from None
-    opts = Options(accumulate, bool(keep_graph), tuple(in_edges), bool(allow_unused))
     # Note [Delivery points]: whether a leaf's AccumulateGrad has a hook (also one only C++ sees)
-    observed = fastwalk.leaf_observed(w) if accumulate else False
-    opts_key = (accumulate, opts.retain_graph, opts.inputs, opts.allow_unused, observed)
-    key = (w.signature, tuple(w.root_edges), root_meta, opts_key, state.backend_key)
-    root_key = (tuple(type(n).__name__ for n, _ in root_edges), root_meta, state.backend_key)
+    observed = fastwalk.leaf_observed(w) if opts.accumulate else False
+    options = OptionsKey(opts.accumulate, opts.retain_graph, opts.inputs, opts.allow_unused,
+                         observed)
+    key = CacheKey(w.signature, tuple(w.root_edges), root_meta, options, state.backend_key)
+    root_key = RootKey(tuple(type(n).__name__ for n, _ in root_edges), root_meta,
+                       state.backend_key)
+    return key, root_key
 
+
+def _lookup_or_capture(state, w, opts, grad_tensors, key: CacheKey, root_key: RootKey):
+    """The cache entry for `key` (Compiled; a Fallback raises), captured on a miss; and the
+    Slots installed for the capture (None on a hit)."""
     entry = state.cache.get(key)
     slots = None
     if entry is None:
-        reason = state.cache.miss_reason(root_key, key)
-        if state.cache.count(root_key) >= state.cache_size_limit:
-            raise FallbackToEager(
-                f"cache_size_limit ({state.cache_size_limit}) reached for this root; last "
-                f"change: {reason}. Raise enable(cache_size_limit=...) or make the graph stable")
-        slots = _install(w)
-        t0 = time.perf_counter()
-        with background.trace_lock():   # one tracer at a time (runtime/background.py)
-            entry = state.cache.get(key)    # another thread may have captured it meanwhile
-            if entry is None:
-                state.log_recompile(reason)
-                entry = _capture(state, w, opts, list(grad_tensors), slots, observed)
-                state.cache.put(root_key, key, entry)
-                state.stats.compile_seconds += time.perf_counter() - t0
-                fresh = True
-            else:
-                fresh = False
-                if isinstance(entry, Compiled):
-                    state.stats.cache_hits += 1
-        if fresh and isinstance(entry, Compiled):
-            state.stats.captures += 1
-            for name in entry.plan.opaque_names:
-                if "(" in name:         # run opaquely for a reason worth knowing
-                    state.note(f"opaque call: {name}")
-            state.record_capture(entry)
+        entry, slots = _miss(state, w, opts, grad_tensors, key, root_key)
     else:
         state.cache.last[root_key] = key
         if isinstance(entry, Compiled):     # a remembered failed capture is a fallback only
             state.stats.cache_hits += 1
     if isinstance(entry, Fallback):
         raise FallbackToEager(entry.reason, entry.is_error)
-    if slots is None and not opts.retain_graph and not isinstance(w, fastwalk.FastWalk):
-        slots = _install(w)     # Python walk: Slots free the saved tensors after the run
+    return entry, slots
+
+
+def _miss(state, w, opts, grad_tensors, key: CacheKey, root_key: RootKey):
+    reason = state.cache.miss_reason(root_key, key)
+    if state.cache.count(root_key) >= state.cache_size_limit:
+        raise FallbackToEager(
+            f"cache_size_limit ({state.cache_size_limit}) reached for this root; last "
+            f"change: {reason}. Raise enable(cache_size_limit=...) or make the graph stable")
+    slots = _install(w)
+    t0 = time.perf_counter()
+    with background.trace_lock():   # one tracer at a time (runtime/background.py)
+        entry = state.cache.get(key)    # another thread may have captured it meanwhile
+        if entry is None:
+            state.log_recompile(reason)
+            entry = _capture(state, w, opts, list(grad_tensors), slots, key.options.leaf_observed)
+            state.cache.put(root_key, key, entry)
+            state.stats.compile_seconds += time.perf_counter() - t0
+            fresh = True
+        else:
+            fresh = False
+            if isinstance(entry, Compiled):
+                state.stats.cache_hits += 1
+    if fresh and isinstance(entry, Compiled):
+        state.stats.captures += 1
+        for name in entry.plan.opaque_names:
+            if "(" in name:         # run opaquely for a reason worth knowing
+                state.note(f"opaque call: {name}")
+        state.record_capture(entry)
+    return entry, slots
+
+
+def _run_first_or_hit(state, entry: Compiled, w, opts, grad_tensors: list, slots):
+    """Run the entry; after its first run, start its background compile (if any): the worker
+    does not slow that run down (GIL)."""
     start = entry.start_compile
+    if start is None:
+        return _run(state, entry, w, opts, grad_tensors, slots)
+    entry.start_compile = None
     try:
-        if start is None:
-            return _run(state, entry, w, opts, list(grad_tensors), slots)
-        entry.start_compile = None
-        try:
-            return _run(state, entry, w, opts, list(grad_tensors), slots)
-        finally:
-            start()     # after this first run: the worker does not slow it down (GIL)
-    except NotDense as e:   # no leaf was touched; this graph runs eagerly from now on
-        state.cache.put(root_key, key, Fallback(f"an opaque call returned a sparse grad: "
-                                                f"{str(e).split(' where ')[0]}"))
-        raise
+        return _run(state, entry, w, opts, grad_tensors, slots)
+    finally:
+        start()
 
 
 def _install(w):
