@@ -16,6 +16,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import torch
 import torch.autograd
@@ -69,6 +70,15 @@ _G = _Global()
 _tls = threading.local()
 
 
+class Settings(NamedTuple):
+    """One enable() setting (hashable: named backends' settings key their _State)."""
+    backend: Any                # a registered name, or a callable (gm, example_inputs) -> fn
+    strict: bool
+    cache_size_limit: int
+    background_compile: bool
+    cudagraphs: bool
+
+
 def _in_background(backend, background_compile: bool) -> bool:
     """Whether new graphs compile in the background: Inductor only (Note [Background compile],
     runtime/background.py)."""
@@ -78,11 +88,12 @@ def _in_background(backend, background_compile: bool) -> bool:
 class _State:
     """What runtime/run.py needs for one call: cache, stats, backend, limits, logging."""
 
-    def __init__(self, cfg) -> None:
-        backend, self.strict, self.cache_size_limit, background, self.cudagraphs = cfg
-        self.backend = backend
+    def __init__(self, cfg: Settings) -> None:
+        backend = self.backend = cfg.backend
+        self.strict, self.cache_size_limit, self.cudagraphs = \
+            cfg.strict, cfg.cache_size_limit, cfg.cudagraphs
         self.backend_key = backend if isinstance(backend, str) else id(backend)
-        self.background = _in_background(backend, background)
+        self.background = _in_background(backend, cfg.background_compile)
         self.cache = _G.caches.setdefault(self.backend_key, Cache())
         self.stats = _G.stats
 
@@ -198,11 +209,12 @@ def _torch_internal_call() -> bool:
     return _current_dispatch_mode() is not None or torch.compiler.is_compiling()
 
 
-def _state(cfg) -> _State:
-    state = _G.states.get(cfg) if isinstance(cfg[0], str) else None
+def _state(cfg: Settings) -> _State:
+    named = isinstance(cfg.backend, str)
+    state = _G.states.get(cfg) if named else None
     if state is None:
         state = _State(cfg)
-        if isinstance(cfg[0], str):
+        if named:
             _G.states[cfg] = state
     return state
 
@@ -256,7 +268,8 @@ class enable(contextlib.ContextDecorator):
         if background_compile is None:
             background_compile = os.environ.get("COMPILED_BW_BACKGROUND_COMPILE", "1") not in (
                 "", "0")
-        cfg = (backend, strict, cache_size_limit, bool(background_compile), bool(cudagraphs))
+        cfg = Settings(backend, strict, cache_size_limit, bool(background_compile),
+                       bool(cudagraphs))
         if not (isinstance(backend, str) and cfg in _G.states):
             lookup_backend(backend, load=not _in_background(backend, background_compile))
             _install()
