@@ -36,7 +36,7 @@ def test_opaque_call_is_an_extern_kernel_in_one_graph():
     assert "torch.ops.compiled_bw.opaque.default" in src   # an extern call ...
     assert "cpp_fused" in src                              # ... between compiled kernels
     # inputs are keyed by the signature: no per-call input asserts (backends/inductor.py
-    # Note 5); the assert on the opaque (extern) call's output stays
+    # Note [Inductor: no input asserts]); the assert on the opaque (extern) call's output stays
     call = src[src.index("def call("):]
     n_inputs = len(compiled_bw.last_graph().graph.find_nodes(op="placeholder"))
     assert call.count("assert_size_stride(") < n_inputs, call[:2000]
@@ -150,7 +150,7 @@ def test_cpp_hit_path_for_grad():
 
 
 def test_cpp_wrapper_switch(monkeypatch):
-    # backends/inductor.py Note 6/7: C++ wrapper (with a C entry point) by default, the Python
+    # backends/inductor.py Note [Inductor: C++ wrapper], Note [Inductor: C entry point]: C++ wrapper (with a C entry point) by default, the Python
     # wrapper with COMPILED_BW_CPP_WRAPPER=0 or when the graph has opaque calls.
     from torch.fx.experimental.proxy_tensor import make_fx
 

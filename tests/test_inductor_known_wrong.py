@@ -1,5 +1,5 @@
 """Inductor lowerings known to give wrong grads stay out of our graphs (backends/inductor.py
-Note 9): compiled_bw's grads equal eager's for them on the Inductor backend, and a second test
+Note [Inductor: known-wrong lowerings]): compiled_bw's grads equal eager's for them on the Inductor backend, and a second test
 fails as soon as torch fixes the lowering (then the workaround can go)."""
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def test_avg_pool_ceil_mode_include_pad_grads_on_inductor(dims, padding):
 
 def test_inductor_avg_pool_backward_still_wrong():
     """Fails once torch.compile of avg_pool2d_backward(ceil_mode, count_include_pad) is right:
-    then remove it from backends/inductor.py KNOWN_WRONG (Note 9)."""
+    then remove it from backends/inductor.py KNOWN_WRONG (Note [Inductor: known-wrong lowerings])."""
     op = torch.ops.aten.avg_pool2d_backward.default
     assert op in inductor.KNOWN_WRONG
     x = torch.randn(2, 3, 8, 8)
@@ -50,7 +50,7 @@ def test_inductor_avg_pool_backward_still_wrong():
 
 def test_sgn_grad_device_on_inductor(monkeypatch):
     """sgn's grad is `_efficientzerotensor(device=cpu)`: Inductor's C++ wrapper passed device
-    index 0 (`cpu:0`); such graphs get the Python wrapper (Note 10)."""
+    index 0 (`cpu:0`); such graphs get the Python wrapper (Note [Inductor: device index])."""
     monkeypatch.setenv("COMPILED_BW_CPP_WRAPPER", "1")
 
     def step(st):

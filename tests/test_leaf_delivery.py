@@ -212,7 +212,7 @@ def test_hook_that_frees_a_parameter_runs_after_its_last_reader():
     """Like FSDP's post-backward (which frees a layer's unsharded parameters), a
     post-accumulate-grad hook overwrites its parameter in place: eager has already run every
     node reading it (its matmuls' saved weights); so must the compiled graph (backends/inductor.py
-    Note 11), or the input grads would be computed from the overwritten weights."""
+    Note [Inductor: call order]), or the input grads would be computed from the overwritten weights."""
     def build():
         torch.manual_seed(0)
         model = nn.Sequential(nn.Linear(6, 6), nn.Tanh(), nn.Linear(6, 6), nn.Tanh(), nn.Linear(6, 1))

@@ -120,7 +120,7 @@ def test_inductor_input_size_asserts_hook():
     assert hasattr(wrapper, "PythonWrapperCodegen") and hasattr(
         wrapper.PythonWrapperCodegen, "codegen_input_size_asserts"), (
         "Inductor's PythonWrapperCodegen.codegen_input_size_asserts moved: "
-        "backends/inductor.py Note 5 skips input asserts through it")
+        "backends/inductor.py Note [Inductor: no input asserts] skips input asserts through it")
     assert wrapper.PythonWrapperCodegen.codegen_input_size_asserts is \
         inductor._maybe_input_size_asserts
 
@@ -192,7 +192,7 @@ def test_disable_proxy_modes_tracing():
 
 
 def test_inductor_never_reuse_buffers_and_fallback_lowering():
-    """backends/inductor.py Note 8: our lowering of compiled_bw::opaque (Inductor's fallback
+    """backends/inductor.py Note [Inductor: opaque buffers]: our lowering of compiled_bw::opaque (Inductor's fallback
     handler) and `V.graph.never_reuse_buffers`, consulted by buffer reuse and in-place updates."""
     pytest.importorskip("torch._inductor.compile_fx")
     import inspect
@@ -209,7 +209,7 @@ def test_inductor_never_reuse_buffers_and_fallback_lowering():
     assert "never_reuse_buffers" in inspect.getsource(PythonWrapperCodegen.can_reuse), (
         "Inductor's buffer reuse no longer consults never_reuse_buffers")
     assert callable(inductor._opaque_fallback)
-    for op in inductor.KNOWN_WRONG:     # Note 9: our wrappers sit in Inductor's lowering table
+    for op in inductor.KNOWN_WRONG:     # Note [Inductor: known-wrong lowerings]: our wrappers sit in Inductor's lowering table
         assert lowering.lowerings[op].__qualname__.startswith("_keep_out_of_inductor"), op
 
 
@@ -233,14 +233,14 @@ def test_engine_state_queries_replaced():
 
 
 def test_inductor_call_order_hook():
-    # backends/inductor.py Note 11: our calls get WeakDeps through Inductor's ordering of comms
+    # backends/inductor.py Note [Inductor: call order]: our calls get WeakDeps through Inductor's ordering of comms
     pytest.importorskip("torch._inductor.compile_fx")
     from torch._inductor import comms, dependencies, ir
 
     from compiled_bw.backends import inductor
     assert comms.decide_global_ordering_of_comms is inductor._ordered_calls, (
         "torch._inductor.comms.decide_global_ordering_of_comms moved: backends/inductor.py "
-        "Note 11 orders opaque calls and delivery points through it")
+        "Note [Inductor: call order] orders opaque calls and delivery points through it")
     assert "is_fake" in dependencies.WeakDep.__dataclass_fields__, "Inductor's WeakDep changed"
     assert hasattr(ir.FallbackKernel, "has_side_effects"), "Inductor's FallbackKernel changed"
 

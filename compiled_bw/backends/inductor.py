@@ -29,29 +29,35 @@ from ..torchapi.inductor import (
 )
 from ..torchapi.inductor import config as inductor_config
 
-# Note [Inductor without Dynamo]
-# 1. Retrace: functionalize (a few backward formulas mutate fresh buffers, e.g. index_put_)
+# Note [Inductor without Dynamo]: the sub-notes below, each named [Inductor: ...]
+# Note [Inductor: retrace]
+#    Retrace: functionalize (a few backward formulas mutate fresh buffers, e.g. index_put_)
 #    and apply Inductor's decomposition table, under fake mode, returning a tuple (what
 #    compile_fx_inner requires).  `compiled_bw::opaque` survives as a custom op: Inductor
 #    lowers it to an extern FallbackKernel call, so opaque nodes never split the graph.
-# 2. Output strides: eager's formulas decide the strides of every grad (grad() returns them
+# Note [Inductor: output strides]
+#    Output strides: eager's formulas decide the strides of every grad (grad() returns them
 #    as they are; hooks see them).  The captured graph's output `val`s hold those strides;
 #    we record them in the output node's meta the way compile_fx does for user outputs, so
 #    Inductor lays out each output buffer exactly like eager (config.keep_output_stride).
-# 3. compile_fx_inner, inside a TracingContext holding the retrace's fake mode: without
+# Note [Inductor: tracing context]
+#    compile_fx_inner, inside a TracingContext holding the retrace's fake mode: without
 #    a shape env the FX graph cache bypasses itself ("No shape env").  The cache key is the
 #    pickled GraphModule (code + __dict__), which the output strides in the node meta are not
 #    part of; `gm.compiled_bw_key` puts them, and the opaque sites' output specs, into it.
-# 4. The result (CompiledFxGraph) is boxed: it clears the list and frees every input after
+# Note [Inductor: boxed call]
+#    The result (CompiledFxGraph) is boxed: it clears the list and frees every input after
 #    its last use.  `compile_fx` is a trap here: its result is flagged `_boxed_call` but is
 #    a `*args` function that frees nothing.
-# 5. No input asserts: Inductor's wrapper checks every input's size and stride on every call
+# Note [Inductor: no input asserts]
+#    No input asserts: Inductor's wrapper checks every input's size and stride on every call
 #    (`assert_size_stride`, ~0.25 µs each: 112 of them per step on the overhead-bound
 #    benchmark).  The cache key already holds each Box entry's size and stride (the saved
 #    tensors' metadata, the root grads' root_meta), so for our graphs -- on this thread,
 #    during our compile only -- `codegen_input_size_asserts` emits nothing.  The asserts
 #    Inductor emits after extern kernels (opaque calls included) stay.
-# 6. C++ wrapper: the code that calls the kernels is C++ too (`cpp_wrapper=True`, an argument
+# Note [Inductor: C++ wrapper]
+#    C++ wrapper: the code that calls the kernels is C++ too (`cpp_wrapper=True`, an argument
 #    of compile_fx_inner, which ignores config.cpp_wrapper and TORCHINDUCTOR_CPP_WRAPPER).  On
 #    the overhead-bound benchmark the graph then runs in ~126 us instead of ~170 us: its cost
 #    is the calls around 64 small kernels (allocations, reinterpret_tensor, extern mm through
@@ -61,7 +67,8 @@ from ..torchapi.inductor import config as inductor_config
 #    crashes the process (test_inductor.py::test_opaque_call_is_an_extern_kernel_in_one_graph
 #    segfaults).  COMPILED_BW_CPP_WRAPPER=0 turns it off (read at each compile; the background
 #    worker has the environment it was started with).
-# 7. The C entry point: a C++-wrapper graph's module defines `inductor_entry` (its pybinding:
+# Note [Inductor: C entry point]
+#    The C entry point: a C++-wrapper graph's module defines `inductor_entry` (its pybinding:
 #    a list of AtenTensorHandle capsules in, one capsule or None per output back) and
 #    `call = _wrap_func(inductor_entry)`, which turns Python tensors into capsules and back.
 #    runtime/run.py's C++ hit path calls `inductor_entry` itself with the walk's tensors
@@ -69,16 +76,19 @@ from ..torchapi.inductor import config as inductor_config
 #    graph's callable is that `call` exactly: post_compile may wrap it (e.g. copying
 #    misaligned inputs), and then it is not used.
 #
-# 8. Opaque calls hand tensors to user code (hooks, custom backwards), which may keep them: a
+# Note [Inductor: opaque buffers]
+#    Opaque calls hand tensors to user code (hooks, custom backwards), which may keep them: a
 #    module full backward hook keeps its grad_output until the module's input grads arrive,
 #    `retain_grad` and tensor hooks may store what they get or return.  Inductor assumes it owns
 #    every intermediate buffer: after a buffer's last use in the graph it reuses its memory for
 #    a later buffer (`buf8 = buf4; del buf4  # reuse`) or lets a kernel write its output into
-#    it in place -- overwriting what user code still holds (wrong grads: issue 15).  So every
+#    it in place -- overwriting what user code still holds (wrong grads, found on Hugging
+#    Face models).  So every
 #    buffer an opaque call reads or returns goes into `V.graph.never_reuse_buffers` (our
 #    lowering below): it is freed by reference counting, as in eager, and never written again.
 
-# 9. Lowerings known to give wrong values stay out of Inductor: for our graphs (during our
+# Note [Inductor: known-wrong lowerings]
+#    Lowerings known to give wrong values stay out of Inductor: for our graphs (during our
 #    compile only; torch.compile is left alone) such an op runs its aten kernel as an extern
 #    call.  KNOWN_WRONG lists each, with the arguments it is wrong for;
 #    tests/test_inductor_opaque.py fails once torch fixes one (then drop it here):
@@ -86,11 +96,13 @@ from ..torchapi.inductor import config as inductor_config
 #      avg_pool1d, which runs avg_pool2d): the last window, partly outside the padded input, is
 #      divided by the full kernel size (abs error 0.1-0.3; cf. pytorch/pytorch#198119).
 
-# 10. The C++ wrapper passes device index 0 to an extern kernel given a device without one:
+# Note [Inductor: device index]
+#    The C++ wrapper passes device index 0 to an extern kernel given a device without one:
 #    sgn's grad (`_efficientzerotensor(..., device=cpu)`) came out on `cpu:0`, eager's on `cpu`.
 #    A graph with such a call gets the Python wrapper (cpp_wrapper()).
 
-# 11. Call order: opaque calls and delivery points run user code (hooks, custom Functions,
+# Note [Inductor: call order]
+#    Call order: opaque calls and delivery points run user code (hooks, custom Functions,
 #    AccumulateGrad with DDP's/FSDP's hooks), so they must run in graph order, which is eager's
 #    (runtime/run.py Note [Delivery points]), and after everything eager ran before them: a
 #    hook may free or change what earlier nodes read (FSDP reshards a layer's parameters --
@@ -120,7 +132,8 @@ KNOWN_WRONG = {
 
 
 def _keep_out_of_inductor(op, wrong) -> None:
-    """Note 9: `op`'s lowering, or its aten kernel as an extern call where `wrong(*args)`."""
+    """Note [Inductor: known-wrong lowerings]: `op`'s lowering, or its aten kernel as an
+    extern call where `wrong(*args)`."""
     name = torch_inductor.lowering_patch(op)
     inductor_lowering = torch_inductor.original(name)
     extern = lowering.fallback_handler(op, add_to_fallback_set=False)
@@ -148,7 +161,8 @@ _opaque_fallback = lowering.fallback_handler(opaque, add_to_fallback_set=False)
 
 @lowering.register_lowering(opaque, type_promotion_kind=None)
 def _lower_opaque(site, grads, label):
-    """Note 8: an extern call of the real op whose inputs and outputs are never reused."""
+    """Note [Inductor: opaque buffers]: an extern call of the real op whose inputs and
+    outputs are never reused."""
     outs = _opaque_fallback(site, grads, label)
     names = _buffer_names(outs)
     for k in {id(o.data.data.inputs[0]): o.data.data.inputs[0] for o in outs}.values():
@@ -159,8 +173,9 @@ def _lower_opaque(site, grads, label):
 
 
 def cpp_wrapper(sites: list, inputs: list, gm: torch.fx.GraphModule | None = None) -> bool:
-    """Note 6: for CPU graphs without opaque calls, unless COMPILED_BW_CPP_WRAPPER is 0 or
-    empty, and without an extern call that takes an index-less device (Note 10).  Not on CUDA:
+    """Note [Inductor: C++ wrapper]: for CPU graphs without opaque calls, unless COMPILED_BW_CPP_WRAPPER is 0 or
+    empty, and without an extern call that takes an index-less device (Note [Inductor: device
+    index]).  Not on CUDA:
     Inductor's GPU C++ wrapper fills its kernel parameter cache by running the kernels at
     compile time, which fake inputs cannot ("CudaKernelParamCache not populated"); CUDA graphs
     (runtime/cudagraphs.py) are the GPU's answer to launch overhead."""
@@ -170,7 +185,8 @@ def cpp_wrapper(sites: list, inputs: list, gm: torch.fx.GraphModule | None = Non
 
 
 def _indexless_device_externs(gm: torch.fx.GraphModule) -> list:
-    """Note 10: aten calls Inductor runs as extern kernels, given a device without an index."""
+    """Note [Inductor: device index]: aten calls Inductor runs as extern kernels, given a
+    device without an index."""
     return [n for n in gm.graph.nodes if n.op == "call_function"
             and n.target in lowering.fallbacks
             and any(isinstance(d, torch.device) and d.index is None
@@ -190,7 +206,8 @@ _CALLS = (opaque, deliver, barrier)
 
 
 def _insert_barriers(gm: torch.fx.GraphModule) -> None:
-    """Note 11: before each opaque call / delivery point, a barrier taking every tensor computed
+    """Note [Inductor: call order]: before each opaque call / delivery point, a barrier taking
+    every tensor computed
     before it and used after it, so that Inductor computes them before the call (an unrealized
     value would be computed inside a later kernel, reading its inputs after the call)."""
     nodes = list(gm.graph.nodes)
@@ -209,7 +226,8 @@ def _insert_barriers(gm: torch.fx.GraphModule) -> None:
 
 
 def _ordered_calls(nodes: list, *args, **kwargs) -> list:
-    """Note 11: Inductor's ordering of collectives, then a WeakDep from each of our calls on the
+    """Note [Inductor: call order]: Inductor's ordering of collectives, then a WeakDep from
+    each of our calls on the
     previous call and on every node between the two (scheduler nodes in graph order, before
     dependencies are computed)."""
     nodes = _global_ordering(nodes, *args, **kwargs)
@@ -228,7 +246,8 @@ def _ordered_calls(nodes: list, *args, **kwargs) -> list:
 
 
 def install() -> None:
-    """Our changes to Inductor (Notes 2, 9, 11), each active only while compiled_bw compiles
+    """Our changes to Inductor (Notes [Inductor: no input asserts], [Inductor: known-wrong
+    lowerings], [Inductor: call order]), each active only while compiled_bw compiles
     (`_tls.keyed_inputs`): at import, and again after compiled_bw.uninstall()."""
     for op, wrong in KNOWN_WRONG.items():
         _keep_out_of_inductor(op, wrong)
@@ -272,7 +291,8 @@ def compile_inductor(gm: torch.fx.GraphModule, example_inputs: list):
                        decomposition_table=select_decomp_table(),
                        tracing_mode="fake")(*example_inputs)
     strides = _pin_output_strides(retraced, vals)
-    # CODEGEN_VERSION: artefacts cached before a change of how we compile (Note 5) are not reused
+    # CODEGEN_VERSION: artefacts cached before a change of how we compile (e.g. Note [Inductor:
+    # no input asserts]) are not reused
     sites = current_sites()
     retraced.compiled_bw_key = repr((CODEGEN_VERSION, strides,
                                      [(s.out_specs, s.out_strides) for s in sites]))

@@ -100,7 +100,7 @@ def warm_up() -> None:
 
 def native_entry(fn):
     """`inductor_entry` of a graph compiled with the C++ wrapper, else None (backends/inductor.py
-    Note 7): only when fn's callable is the generated module's `call` itself."""
+    Note [Inductor: C entry point]): only when fn's callable is the generated module's `call` itself."""
     if not isinstance(fn, CompiledFxGraph):
         return None
     call = fn.current_callable

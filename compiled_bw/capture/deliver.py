@@ -50,7 +50,8 @@ def _deliver_fake(site: int, grad: torch.Tensor | None, label: str) -> None:
 
 
 # `compiled_bw::barrier(live)`: does nothing; Inductor must materialize its inputs before it
-# (backends/inductor.py Note 11 inserts one before each opaque call and delivery point).
+# (backends/inductor.py Note [Inductor: call order] inserts one before each opaque call and
+# delivery point).
 _LIB.define("barrier(Tensor[] live) -> ()")
 _LIB.impl("barrier", lambda live: None, "CompositeExplicitAutograd")
 barrier = torch.ops.compiled_bw.barrier.default

@@ -22,7 +22,8 @@ be observed -- some leaf's AccumulateGrad has a hook of any kind (CWalk.leaf_obs
 sees C++ hooks too; part of the cache key), or user code runs inside the graph (hooks, custom
 Functions) -- the trace makes every leaf's AccumulateGrad a delivery point, a
 `compiled_bw::deliver` call placed where our engine (engine.cpp's order) runs the node
-(capture/deliver.py; with Inductor kept in graph order by backends/inductor.py Note 11).  It
+(capture/deliver.py; with Inductor kept in graph order by backends/inductor.py Note [Inductor:
+call order]).  It
 runs the real node as the engine does (fastwalk.run_leaf), inside `_Deliver`'s graph task.
 Errors: a backward that fails half-way has then already delivered exactly the leaves eager
 had delivered before the failing node, and no other.  Graphs without delivery points (nothing
@@ -45,7 +46,8 @@ done when none of those nodes has a hook of any kind (C++ sees all of them, also
 cannot list); otherwise, or without the C++ extension, the grads go through _Deliver.
 
 Note [C++ hit path]
-A cache hit of a graph Inductor compiled with its C++ wrapper (backends/inductor.py Note 6, 7),
+A cache hit of a graph Inductor compiled with its C++ wrapper (backends/inductor.py Notes
+[Inductor: C++ wrapper], [Inductor: C entry point]),
 walked in C++, with no opaque call (and, for backward(), no hook on any leaf's AccumulateGrad):
 the whole run is one C++ call, CWalk.run_native (_fastwalk.cpp).  It hands the root grads and
 the walk's saved tensors to the graph's C entry point as tensor handles and gives each leaf's
