@@ -962,10 +962,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   });
   m.def("node_address", [](py::object n) { return (size_t)node_of(n.ptr()).get(); });
   m.def("saved_variable_address", [](py::object sv) { return (size_t)sv.cast<SavedVariable*>(); });
-  m.def("type_name", [](py::object n) {
-    auto node = node_of(n.ptr());
-    return std::string(typeid(*node).name());
-  });
   // compiled_args probe of one node, outside any walk: (ok, message).
   m.def("probe_compiled_args", [](py::object n) {
     auto owner = node_of(n.ptr());
@@ -1123,8 +1119,5 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       // Note [Box ownership] (runtime/run.py): drop these saved positions before the run
       .def("release_positions", [](SlotList& s, py::iterable ks) {
         for (auto k : ks) s.release_one(k.cast<size_t>());
-      })
-      .def("released", [](SlotList& s, size_t k) {
-        return s.c.at(k) ? s.c[k]->released : s.p.at(k).attr("released").cast<bool>();
       });
 }

@@ -162,9 +162,6 @@ class PySlots:
             if i in executed:
                 slot.release()
 
-    def released(self, k: int) -> bool:
-        return self.slots[k].released
-
     def release_positions(self, ks) -> None:
         """Drop the tensors at these positions (Note [Box ownership] in runtime/run.py)."""
         for k in ks:
