@@ -276,11 +276,10 @@ def test_activation_checkpointing_both_modes():
         b = cp.checkpoint(m, x * 2, use_reentrant=False)
         (a * b).sum().backward()
         return grads(m) + [x.grad]
-    # non-reentrant checkpointing uses saved-tensor hooks: the whole call falls back, and the
-    # reentrant one's inner backward (run by eager's CheckpointFunction) runs eager too
-    st = differential(build, step, captures=0, fallbacks=6, strict=False)
-    assert sorted({r.split(" (")[0] for r in st.fallback_reasons}) == [
-        "reentrant backward", "saved tensors already carry hooks"]
+    # the outer backward compiles: the non-reentrant region's nodes (hooked saved tensors) and
+    # CheckpointFunction are opaque calls; the reentrant one's inner backward runs eager
+    st = differential(build, step, captures=1, fallbacks=3, strict=False)
+    assert all(r.startswith("reentrant backward") for r in st.fallback_reasons)
 
 
 def test_reentrant_checkpoint_is_an_opaque_custom_call():

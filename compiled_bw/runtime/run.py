@@ -261,7 +261,8 @@ def _install(w):
 def _user_code_inside(w) -> bool:
     """A guess, before the trace, that the graph will hold opaque calls (hooks on interior
     nodes, custom Functions); the trace says for sure (_trace)."""
-    return any(i not in w.leaves for i in w.hooks) or any(k.how == CUSTOM for k in w.kinds)
+    return any(i not in w.leaves for i in w.hooks) or any(k.how == CUSTOM or k.hooked
+                                                          for k in w.kinds)
 
 
 def _leaves_maybe_observed(w) -> bool:
