@@ -23,7 +23,8 @@ os.environ.setdefault("COMPILED_BW_BACKGROUND_COMPILE", "0")
 
 # The differential files run twice in one pytest session: on the eager backend and on
 # Inductor (the backend is read by differential.selected_backend()).
-BOTH_BACKENDS = {"test_core", "test_signature", "test_subclass", "test_leaf_delivery"}
+BOTH_BACKENDS = {"test_core", "test_signature", "test_subclass", "test_leaf_delivery",
+                 "test_checkpoint"}
 
 
 @pytest.fixture(autouse=True)

@@ -18,6 +18,9 @@
 //     ...), the SymInts it lifts as "size inputs" (TRACE nodes only: an opaque node runs the
 //     real node, so its sizes are not baked into the graph), and the metadata of each saved
 //     tensor in the Python walk's order (attributes sorted by name, list elements in order);
+//   TRACE / OPAQUE nodes whose saved tensors carry hooks that are not ours: one marker byte
+//     instead (never unpacked, no compiled_args; the node runs as one opaque call, nodes.py
+//     Note [Hooked saved tensors]);
 //   LEAF: the variable's metadata and requires_grad;
 //   PY (custom Function / AOT nodes, classes whose compiled_args is unusable): nothing more;
 //     Python builds their signature entry (callback), in processing order.

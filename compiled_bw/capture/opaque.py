@@ -27,7 +27,7 @@ from ..runtime import dispatch_tls
 from . import custom, defined, hooks
 from .fastwalk import release_node
 from .subclass import python_dispatch
-from .validate import validate_outputs
+from .validate import ValidateError, validate_outputs
 
 
 @dataclasses.dataclass
@@ -142,12 +142,19 @@ def as_list(outs) -> list:
     return [outs] if isinstance(outs, torch.Tensor) or outs is None else list(outs)
 
 
+def _validated(s: OpaqueSite, step, outs: list) -> list:
+    try:
+        return validate_outputs(s.name, outs, s.edges, step.in_meta)
+    except ValidateError as e:      # eager's engine raises a plain RuntimeError
+        raise RuntimeError(str(e)) from None
+
+
 def _run(s: OpaqueSite, step, grads: list) -> list:
     node = step.nodes[s.node_index]
     if s.kind == "node" or s.kind == "hooked":
-        outs = validate_outputs(s.name, as_list(node(*grads)), s.edges, step.in_meta)
+        outs = _validated(s, step, as_list(node(*grads)))
     elif s.kind == "custom":
-        outs = validate_outputs(s.name, custom.call_backward(node, grads), s.edges, step.in_meta)
+        outs = _validated(s, step, custom.call_backward(node, grads))
     else:
         h = step.hooks[s.node_index]
         if s.kind == "pre":

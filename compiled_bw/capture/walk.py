@@ -201,7 +201,12 @@ def foreign_hooks(node, attrs) -> bool:
     (saved.SavedHooksInUse: that backward runs eager autograd)."""
     if SLOTS_KEY in node.metadata:     # our own Slots (saved.py): an earlier retained walk
         return False
-    return saved_hooks_in is not None and saved_hooks_in(node, attrs)
+    if saved_hooks_in is None:         # the Python walk chosen before the extension loaded
+        from .fastwalk import load
+        load()                         # sets saved_hooks_in if it can be built (once)
+        if saved_hooks_in is None:
+            return False
+    return saved_hooks_in(node, attrs)
 
 
 def values_entry(w, i: int, node, info: tuple, entry: list) -> bool:
