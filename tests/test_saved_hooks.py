@@ -80,3 +80,14 @@ def test_non_reentrant_checkpoint_recomputes_once_per_backward():
         y.pow(2).sum().backward()
         return [*grads(m), x.grad, calls[0]]
     differential(build, step, strict=True)
+
+
+def test_python_walk_without_the_extensions_check_never_unpacks(monkeypatch):
+    # the Python walk, before/without the C++ extension's has_hooks check: it finds hooked
+    # saved tensors by installing its Slots first (saved.slots_refused), never by unpacking
+    from compiled_bw.capture import fastwalk, walk
+    monkeypatch.setattr(walk, "saved_hooks_in", None)
+    monkeypatch.setattr(fastwalk, "load", lambda verbose=False: None)
+    monkeypatch.setattr(fastwalk._S, "enabled", False)
+    test_unpack_hooks_run_once_by_their_node()
+    test_custom_function_saved_tensors_with_hooks()
