@@ -128,6 +128,28 @@ def test_retain_graph_frees_packed_objects_as_eager():
     differential(_build, step, strict=True, captures=2)
 
 
+def test_post_hook_of_a_hooked_node_still_sees_its_saved_tensors():
+    # eager frees a node's saved variables after its post-hooks ran (retain_graph=False)
+    def step(st):
+        m, x, log = st
+        m.zero_grad(set_to_none=True)
+        log.clear()
+        with _logging_hooks(log):
+            y = (m[0](x) * 3).tanh()
+        node = y.grad_fn
+
+        def post(gi, go):
+            log.append(("post", tuple(node._saved_result.shape)))   # unpacks again: logged
+        node.register_hook(post)
+        m[3](m[1](y)).sum().backward()
+        try:
+            log.append(("after", tuple(node._saved_result.shape)))
+        except RuntimeError as e:
+            log.append(("after", str(e)[:40]))
+        return [*grads(m), list(log)]
+    differential(_build, step, strict=True)
+
+
 def _ckpt_step(use_dropout=True, **kw):
     def step(st):
         m, x, log = st
@@ -154,8 +176,18 @@ def test_non_reentrant_checkpoint_preserve_rng_state_false():
 
 
 def test_non_reentrant_checkpoint_without_determinism_check():
-    # (debug=True: torch's own debug logging raises under pytest's log capture, eager too)
     differential(_build, _ckpt_step(True, determinism_check="none"), strict=True)
+
+
+def test_non_reentrant_checkpoint_debug():
+    import logging
+
+    # torch's debug=True trace logs a record pytest's log capture cannot format (eager too)
+    logging.disable(logging.CRITICAL)
+    try:
+        differential(_build, _ckpt_step(True, debug=True), strict=True)
+    finally:
+        logging.disable(logging.NOTSET)
 
 
 def test_non_reentrant_checkpoint_without_early_stop():
