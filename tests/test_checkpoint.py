@@ -348,6 +348,29 @@ def test_reentrant_checkpoint_inner_backward_is_its_own_capture():
     assert st.cache_hits == 4
 
 
+def test_grad_called_inside_a_hook_is_its_own_capture():
+    # the same mechanism for any backward user code runs inside a compiled graph
+    def build():
+        return [torch.randn(4, requires_grad=True), torch.randn(4, requires_grad=True), []]
+
+    def step(st):
+        a, b, log = st
+        a.grad = b.grad = None
+        log.clear()
+
+        def hook(g):
+            with torch.enable_grad():
+                z = (b * 3).sin().sum()
+            gb, = torch.autograd.grad(z, b)
+            log.append(_node_name())
+            return g + gb
+        y = a.exp()
+        y.register_hook(hook)
+        (y * a).sum().backward()
+        return [a.grad, b.grad, list(log)]
+    differential(build, step, strict=True, captures=2)
+
+
 def test_reentrant_inside_non_reentrant_checkpoint():
     def step(st):
         m, x, log = st
