@@ -87,6 +87,22 @@ def test_private_cpp_api(ext):
     w.cw.release_variables(range(len(w.nodes)))
     with pytest.raises(RuntimeError, match="second time"):
         loss.backward()
+    # release_node (hooked saved tensors, nodes.py Note [Hooked saved tensors]): frees the
+    # SavedVariables with their hooks and packed objects, as eager's engine after a node
+    import weakref
+
+    class Packed:
+        def __init__(self, t):
+            self.t = t
+    packed = []
+    with torch.autograd.graph.saved_tensors_hooks(
+            lambda t: packed.append(Packed(t)) or packed[-1], lambda p: p.t):
+        mm = (a @ b).grad_fn
+    refs = [weakref.ref(p) for p in packed]
+    packed.clear()
+    assert ext.saved_hooks_in(mm, ("self", "mat2")), "SavedVariable::has_hooks moved"
+    ext.release_node(mm)
+    assert all(r() is None for r in refs), "Node::release_variables kept the packed objects"
 
 
 # ---- same results as the Python walk -------------------------------------------------------

@@ -18,6 +18,9 @@
 //     ...), the SymInts it lifts as "size inputs" (TRACE nodes only: an opaque node runs the
 //     real node, so its sizes are not baked into the graph), and the metadata of each saved
 //     tensor in the Python walk's order (attributes sorted by name, list elements in order);
+//   TRACE / OPAQUE nodes whose saved tensors carry hooks that are not ours: one marker byte
+//     instead (never unpacked, no compiled_args; the node runs as one opaque call, nodes.py
+//     Note [Hooked saved tensors]);
 //   LEAF: the variable's metadata and requires_grad;
 //   PY (custom Function / AOT nodes, classes whose compiled_args is unusable): nothing more;
 //     Python builds their signature entry (callback), in processing order.
@@ -395,7 +398,8 @@ struct CWalk {
   std::vector<NodePtr> nodes;
   std::vector<py::object> pynodes;           // materialized on demand
   std::vector<ClassInfo*> cls;               // per node
-  std::vector<uint8_t> opaque;               // per node: TRACE class run opaquely (hidden state)
+  std::vector<uint8_t> opaque;               // per node: 1: TRACE class run opaquely (hidden
+                                             // state); 2: saved tensors carry foreign hooks
   std::vector<std::pair<int32_t, int32_t>> edge_seg;  // per node: (start, count) in edge arrays
   std::vector<int32_t> edge_child, edge_nr;  // in processing order
   std::vector<SavedSrc> saved_src;
@@ -477,8 +481,16 @@ void collect_node(CWalk& w, AutogradCompilerCall& cc, Visitor& vis, int i, Node*
   for (const One& o : svs) {
     if (!o.sv->has_hooks()) continue;
     auto st = our_slot(o.sv);
-    // never unpacked here: an unpack hook is user code (non-reentrant checkpoint recomputes)
-    if (!st) raise(g_unsupported, "saved tensors already carry hooks (saved_tensors_hooks?): " + ci.name);
+    if (!st) {
+      // Hooks that are not ours (saved_tensors_hooks, checkpoint): never unpacked here, an
+      // unpack hook is user code.  The real node runs as one opaque call and unpacks them as
+      // eager does (nodes.py Note [Hooked saved tensors]); the key says only that.
+      size_t start = k.size();
+      k.put<uint8_t>(0xB0);
+      w.opaque[i] = 2;
+      w.ca_range[i] = {(uint32_t)start, (uint32_t)k.size()};
+      return;
+    }
     if (!st->key) raise(g_giveup, "slot without recorded node bytes");
     cached = st->key;
     cached_range = {st->kb, st->ke};
@@ -961,6 +973,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     return stream_list(s);
   });
   m.def("node_address", [](py::object n) { return (size_t)node_of(n.ptr()).get(); });
+  // What eager's engine does after running a node with retain_graph=False: frees its saved
+  // variables (and so their hooks and packed objects).
+  m.def("release_node", [](py::object n) { node_of(n.ptr())->release_variables(); });
   m.def("saved_variable_address", [](py::object sv) { return (size_t)sv.cast<SavedVariable*>(); });
   // compiled_args probe of one node, outside any walk: (ok, message).
   m.def("probe_compiled_args", [](py::object n) {
@@ -1079,7 +1094,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       })
       .def("opaque", [](CWalk& w) {
         py::list out(w.nodes.size());
-        for (size_t i = 0; i < w.nodes.size(); ++i) out[i] = (bool)w.opaque[i];
+        for (size_t i = 0; i < w.nodes.size(); ++i) out[i] = (int)w.opaque[i];
         return out;
       })
       .def("saved_keys", [](CWalk& w) {  // (node index, attr, list position | -1) per saved

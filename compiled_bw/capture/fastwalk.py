@@ -31,7 +31,9 @@ A tensor subclass (leaf or saved tensor) makes it give up: the Python walk flatt
 (subclass.py Note [Subclasses stay outside the graph]).  Deliberate differences from the Python
 signature: a node run opaquely for hidden state (nodes.py Note [Hidden saved state]) does not
 key on its sizes (the real node runs; the graph bakes none in), and the compiled_args bytes key
-on more than Python can see (finer).
+on more than Python can see (finer).  A node whose saved tensors carry hooks that are not ours
+is never unpacked nor visited by compiled_args: its key part is a marker and it runs as
+nodes.hooked_kind (`opaque()` says 2 for it; nodes.py Note [Hooked saved tensors]).
 """
 from __future__ import annotations
 
@@ -47,7 +49,16 @@ import torch
 
 from . import walk as _walk_module
 from .hooks import COUNTS, RETAINED, leaf_hooks, node_hooks, retained_by_node
-from .nodes import AOT, CUSTOM, LEAF, TRACE, TRACE_CUSTOM, UNSUPPORTED, hidden_state_unknown
+from .nodes import (
+    AOT,
+    CUSTOM,
+    LEAF,
+    TRACE,
+    TRACE_CUSTOM,
+    UNSUPPORTED,
+    hidden_state_unknown,
+    hooked_kind,
+)
 from .nodes import node_kind as _node_kind
 from .saved import input_meta, install_slots, raw_saved
 from .walk import WalkUnsupported, _as_opaque, _custom_entry, class_info, values_entry, walk_graph
@@ -206,14 +217,14 @@ def _py_node(i: int, node, saved: list, py_keys: list, slot_only: list):
     """A node C++ leaves to Python: its signature entry (the part after index/edges/meta)."""
     cls = type(node)
     kind = _node_kind(cls)
-    _TLS.kinds[i] = kind
     meta = input_meta(node)
     entry = [i, kind.name, None, meta]
     sink = _Sink(saved, py_keys, slot_only)
     if kind.how in (CUSTOM, TRACE_CUSTOM, AOT):
-        _custom_entry(sink, i, node, kind.how, meta, entry)
+        hooked = _custom_entry(sink, i, node, kind.how, meta, entry)
     else:
-        values_entry(sink, i, node, class_info(cls), entry)
+        hooked = values_entry(sink, i, node, class_info(cls), entry)
+    _TLS.kinds[i] = hooked_kind(kind) if hooked else kind
     return tuple(entry)
 
 
@@ -309,7 +320,9 @@ class FastWalk:
             edges = self.edges
             for i, cid in enumerate(self.cw.class_ids()):
                 kind = self._py_kinds.get(i) or _S.ext.class_kind(cid)
-                if kind.how == TRACE and (opaque[i] or (
+                if opaque[i] == 2:      # saved tensors with hooks (C++ read the node)
+                    kind = hooked_kind(kind)
+                elif kind.how == TRACE and (opaque[i] or (
                         i in self._py_kinds and kind.edge_rules and
                         hidden_state_unknown(kind, edges[i]))):
                     kind = _as_opaque(kind)
@@ -452,6 +465,15 @@ def leaf_observed(w) -> bool | None:
     if ext is None:
         return None
     return ext.leaves_observed([w.nodes[i] for i in w.leaves])
+
+
+def release_node(node) -> None:
+    """What eager's engine does after a node ran with retain_graph=False: free its saved
+    variables (with their hooks and packed objects).  Without the extension nothing is freed
+    here (the autograd graph frees them when it dies)."""
+    ext = _S.ext
+    if ext is not None:
+        ext.release_node(node)
 
 
 def run_leaf(node, grad) -> None:

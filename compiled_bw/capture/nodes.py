@@ -12,6 +12,8 @@ values (they go into the signature), and how the node is run:
   TRACE_CUSTOM  a custom Function that opted in (`compiled_bw_traceable = True` on the
           Function class): its backward is traced into the graph like a C++ formula;
   UNSUPPORTED  fall back to eager autograd (reason given).
+A node whose saved tensors carry saved-tensor hooks (known per node, by the walk) runs as one
+opaque call of the real node instead: `hooked_kind` (Note [Hooked saved tensors]).
 """
 from __future__ import annotations
 
@@ -70,6 +72,7 @@ class NodeKind:
     value_attrs: tuple[str, ...]      # names X with only `_saved_X`
     edge_rules: tuple = ()            # see Note [Hidden saved state]
     reason: str = ""
+    hooked: bool = False              # its saved tensors carry hooks: hooked_kind
 
 
 _KINDS: dict[type, NodeKind] = {}
@@ -118,3 +121,29 @@ def hidden_state_unknown(kind: NodeKind, edges: tuple) -> bool:
         if used and not known:
             return True
     return False
+
+
+# Note [Hooked saved tensors]
+# A SavedVariable that carries hooks (saved_tensors_hooks, save_on_cpu, non-reentrant
+# checkpoint) holds the *packed* object; unpacking calls the user's unpack hook (checkpoint
+# recomputes its region there).  Eager unpacks them when the node runs -- each once, in the
+# node's own order, with `_current_autograd_node()` that node -- and with retain_graph=False
+# frees them (hooks and packed objects) right after it.  So the walk never unpacks them: the
+# node runs as ONE opaque call of the real node (site kind "hooked", or "custom" for custom
+# Functions and AOT backwards), which unpacks them exactly as eager does; the call releases
+# the node's variables after it ran when retain_graph=False (capture/opaque.py).  The
+# signature marks such a node ("hooked"), so a graph traced with it is never reused for a step
+# without hooks there, nor the other way round.  Its saved tensors are not graph inputs.
+HOOKED_REASON = "saved tensors carry hooks, unpacked by the node"
+_HOOKED: dict = {}
+
+
+def hooked_kind(kind: NodeKind) -> NodeKind:
+    """The kind a node of `kind` runs as when its saved tensors carry hooks: the real node as
+    one opaque call (custom Functions / AOT backwards: their PyNode call)."""
+    v = _HOOKED.get(kind)
+    if v is None:
+        how = CUSTOM if kind.how in (CUSTOM, TRACE_CUSTOM, AOT) else OPAQUE
+        v = _HOOKED[kind] = dataclasses.replace(kind, how=how, hooked=True, edge_rules=(),
+                                                reason=HOOKED_REASON)
+    return v

@@ -5,6 +5,8 @@ outputs); produces a call to the custom op `compiled_bw::opaque`, whose fake imp
 makes outputs from that metadata and whose real implementation runs, for the step being run
 (runtime/run.py sets `current_step`), one of:
   node    a built-in node fake tensors cannot run: node(*grads), then validate_outputs;
+  hooked  the same for a node whose saved tensors carry hooks: it unpacks them (user code) as
+          eager does (nodes.py Note [Hooked saved tensors]);
   custom  a custom autograd.Function: PyNode's semantics (capture/custom.py), validate_outputs;
   pre     a node's tensor hooks, retains_grad and node pre-hooks (capture/hooks.py);
   post    a node's post-hooks.
@@ -23,20 +25,22 @@ import torch
 
 from ..core import dispatch_tls
 from . import custom, defined, hooks
+from .fastwalk import release_node
 from .subclass import python_dispatch
-from .validate import validate_outputs
+from .validate import ValidateError, validate_outputs
 
 
 @dataclasses.dataclass
 class OpaqueSite:
     node_index: int
     name: str
-    kind: str              # "node" | "custom" | "pre" | "pre-capture" | "post"
+    kind: str              # "node" | "hooked" | "custom" | "pre" | "pre-capture" | "post"
     edges: tuple           # node/custom: (child | -1, input_nr) per output
     out_specs: tuple       # per output: None (undefined) or (shape, dtype, device)
     n_first: int = 0       # post: how many of the grads are the node's outputs
     out_strides: tuple | None = None   # per kept output; Note [Opaque output layout]
     in_defined: tuple = ()  # per input: its defined.py formula (when it may be undefined)
+    release: bool = False  # then free the node's saved variables (Note [Hooked saved tensors])
 
 
 # Note [Opaque output layout]
@@ -138,18 +142,29 @@ def as_list(outs) -> list:
     return [outs] if isinstance(outs, torch.Tensor) or outs is None else list(outs)
 
 
+def _validated(s: OpaqueSite, step, outs: list) -> list:
+    try:
+        return validate_outputs(s.name, outs, s.edges, step.in_meta)
+    except ValidateError as e:      # eager's engine raises a plain RuntimeError
+        raise RuntimeError(str(e)) from None
+
+
 def _run(s: OpaqueSite, step, grads: list) -> list:
     node = step.nodes[s.node_index]
-    if s.kind == "node":
-        return validate_outputs(s.name, as_list(node(*grads)), s.edges, step.in_meta)
-    if s.kind == "custom":
-        return validate_outputs(s.name, custom.call_backward(node, grads), s.edges, step.in_meta)
-    h = step.hooks[s.node_index]
-    if s.kind == "pre":
-        return hooks.run_pre(h, grads)
-    if s.kind == "pre-capture":
-        return hooks.run_pre(h, grads, node_hooks=False)
-    return hooks.run_post(h, grads[:s.n_first], grads[s.n_first:])
+    if s.kind == "node" or s.kind == "hooked":
+        outs = _validated(s, step, as_list(node(*grads)))
+    elif s.kind == "custom":
+        outs = _validated(s, step, custom.call_backward(node, grads))
+    else:
+        h = step.hooks[s.node_index]
+        if s.kind == "pre":
+            return hooks.run_pre(h, grads)
+        if s.kind == "pre-capture":
+            return hooks.run_pre(h, grads, node_hooks=False)
+        outs = hooks.run_post(h, grads[:s.n_first], grads[s.n_first:])
+    if s.release:       # eager (retain_graph=False): after the node and its post-hooks ran
+        release_node(node)
+    return outs
 
 
 # Note [The opaque op]

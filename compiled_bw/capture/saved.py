@@ -137,6 +137,29 @@ def install_slots(nodes: list, saved_node: list) -> list:
     return slots
 
 
+def slots_refused(node, attrs) -> bool:
+    """Without the C++ extension (which reads SavedVariable::has_hooks): install our Slots on
+    the node's saved tensors before anything unpacks them (install_slots reuses them); True if
+    one refuses, i.e. already carries hooks -- found without calling the user's unpack hook.
+    attrs: the `_raw_saved_` names; () for a custom Function's ctx ('tensors')."""
+    mine = node.metadata.setdefault(SLOTS_KEY, {})
+    for attr in attrs or ("tensors",):
+        raw = getattr(node, "_raw_saved_" + attr, None)
+        items = list(enumerate(raw)) if isinstance(raw, (list, tuple)) else [(-1, raw)]
+        for pos, r in items:
+            if r is None or (attr, pos) in mine:
+                continue
+            slot = Slot()
+            try:
+                r.register_hooks(slot.pack, slot.unpack)
+            except RuntimeError as e:
+                if "already been set" in str(e):
+                    return True
+                continue            # an undefined saved tensor: nothing to hook
+            mine[(attr, pos)] = slot
+    return False
+
+
 class PySlots:
     """The slots of one step (Python walk): placeholders while tracing, release after a run.
     capture/fastwalk.py's C++ SlotList has the same methods."""

@@ -233,8 +233,12 @@ def _run_engine(w, opts, root_grads: list, opaque_names: list, placeholders: dic
             aot_seen.append(i)
         elif kind.how in (TRACE, TRACE_CUSTOM):
             outs = _traced_call(w, i, kind, node, buf, df)
+        # nodes.py Note [Hooked saved tensors]: eager frees them right after the node (and its
+        # post-hooks) ran; the last opaque call of the node does
+        release = kind.hooked and not opts.retain_graph
         if outs is None:   # custom Function, or a node fake tensors cannot run
-            site_kind = "custom" if kind.how in (CUSTOM, TRACE_CUSTOM, AOT) else "node"
+            site_kind = "custom" if kind.how in (CUSTOM, TRACE_CUSTOM, AOT) else (
+                "hooked" if kind.hooked else "node")
             _dense_only(f"{kind.name} (run as an opaque call)", buf)
             if i in sub_saved or (site_kind == "custom" and custom.fwd_info(node).subclass):
                 raise TraceFailed(f"{kind.name} runs as an opaque call but its forward or saved "
@@ -247,12 +251,13 @@ def _run_engine(w, opts, root_grads: list, opaque_names: list, placeholders: dic
                 raise TraceFailed(f"{kind.name} runs as an opaque call and has post-hooks, and "
                                   "an input that needs no grad (the hooks would see its grad)",
                                   eager_error=False)
-            outs = _opaque_call(w, i, kind.name, site_kind, buf, df)
+            outs = _opaque_call(w, i, kind.name, site_kind, buf, df,
+                                release and not (h is not None and h.post))
             opaque_names.append(f"{kind.name} ({kind.reason})" if kind.reason else kind.name)
             outs = _validate(w, i, kind.name, outs, df)
         if h is not None and h.post:
             _dense_only(f"the post-hooks of {kind.name}", list(outs) + list(buf))
-            outs = _hook_call(w, i, kind.name, "post", outs, buf, df)
+            outs = _hook_call(w, i, kind.name, "post", outs, buf, df, release)
             opaque_names.append(f"{kind.name} post-hooks")
         send(w.edges[i], outs)
     if buffers:
@@ -285,14 +290,15 @@ def _validate(w, i: int, name: str, outs, df) -> list:
     return res
 
 
-def _hook_call(w, i: int, name: str, phase: str, grads: list, extra: list, df) -> list:
+def _hook_call(w, i: int, name: str, phase: str, grads: list, extra: list, df,
+               release: bool = False) -> list:
     """One opaque call running node i's hooks; outputs keep the grads' metadata (4.9 checks
     that hooks do not change it).  'pre-capture' runs tensor hooks and retains_grad only."""
     specs = tuple(None if g is None else (tuple(g.shape), g.dtype, g.device) for g in grads)
     kind = "post" if phase == "post" else "pre"
     ins = list(grads) + list(extra)
     site = OpaqueSite(i, name, kind, (), specs, n_first=len(grads),
-                      in_defined=tuple(df.of(g) for g in ins))
+                      in_defined=tuple(df.of(g) for g in ins), release=release)
     if phase == "pre-capture":
         site.kind = "pre-capture"
     sid = register_site(site)
@@ -370,7 +376,8 @@ def _traced_call(w, i: int, kind, node, buf: list, df):
         return None
 
 
-def _opaque_call(w, i: int, name: str, site_kind: str, buf: list, df) -> list:
+def _opaque_call(w, i: int, name: str, site_kind: str, buf: list, df,
+                 release: bool = False) -> list:
     specs = []
     for c, nr in w.edges[i]:
         if c < 0:
@@ -386,7 +393,7 @@ def _opaque_call(w, i: int, name: str, site_kind: str, buf: list, df) -> list:
                                       "known only when it runs)", eager_error=False)
             specs.append((tuple(shape), dtype, device))
     site = OpaqueSite(i, name, site_kind, w.edges[i], tuple(specs),
-                      in_defined=tuple(df.of(g) for g in buf))
+                      in_defined=tuple(df.of(g) for g in buf), release=release)
     sid = register_site(site)
     return _opaque_outputs(sid, specs, opaque(sid, list(buf), opaque_label(site)), df)
 

@@ -24,9 +24,10 @@ from .nodes import (
     TRACE_CUSTOM,
     UNSUPPORTED,
     hidden_state_unknown,
+    hooked_kind,
     node_kind,
 )
-from .saved import SLOTS_KEY, input_meta, sequence_nr
+from .saved import SLOTS_KEY, input_meta, sequence_nr, slots_refused
 from .subclass import PLAIN, SubclassUnsupported, layout_of
 
 # Note [What the signature holds]
@@ -168,13 +169,11 @@ def walk_graph(root_edges: list) -> Walk:
                 w.hooks[i] = h
                 entry.append(h.signature())
         if how == CUSTOM or how == TRACE_CUSTOM or how == AOT:
-            _custom_entry(w, i, node, how, meta, entry)
-            sig.append(tuple(entry))
-            per_node.append((i, kind, e, meta))
-            continue
-        values_entry(w, i, node, info, entry)
+            hooked = _custom_entry(w, i, node, how, meta, entry)
+        else:
+            hooked = values_entry(w, i, node, info, entry)
         sig.append(tuple(entry))
-        per_node.append((i, kind, e, meta))
+        per_node.append((i, hooked_kind(kind) if hooked else kind, e, meta))
     # Processing order differs from index order; order the per-node lists by index.
     per_node.sort(key=_first)
     w.edges = [p[2] for p in per_node]
@@ -195,30 +194,36 @@ def walk_graph(root_edges: list) -> Walk:
 saved_hooks_in = None
 
 
-def _no_foreign_hooks(node, attrs) -> None:
-    """Raise WalkUnsupported, before anything is unpacked, if the node's saved tensors carry
-    hooks that are not ours: unpacking runs the unpack hook, user code (non-reentrant
-    checkpoint recomputes its forward there), which must run once, inside the backward, by
-    the node -- so that backward runs eager autograd."""
+def foreign_hooks(node, attrs) -> bool:
+    """Whether the node's saved tensors carry hooks that are not ours, found without unpacking
+    anything (nodes.py Note [Hooked saved tensors]).  Without the C++ extension: by installing
+    our Slots first (saved.slots_refused)."""
+    if saved_hooks_in is None:         # the Python walk chosen before the extension loaded
+        from .fastwalk import load
+        load()                         # sets saved_hooks_in if it can be built (once)
+        if saved_hooks_in is None:
+            return slots_refused(node, attrs)
     if SLOTS_KEY in node.metadata:     # our own Slots (saved.py): an earlier retained walk
-        return
-    if saved_hooks_in is not None and saved_hooks_in(node, attrs):
-        raise WalkUnsupported(f"saved tensors already carry hooks (saved_tensors_hooks?): "
-                              f"{type(node).__name__}")
+        return False
+    return saved_hooks_in(node, attrs)
 
 
-def values_entry(w, i: int, node, info: tuple, entry: list) -> None:
+def values_entry(w, i: int, node, info: tuple, entry: list) -> bool:
     """Saved values and saved-tensor metadata of a built-in node (info: its _class_info),
-    appended to `entry`; its saved tensors to w.saved / w.saved_node (also capture/fastwalk.py)."""
+    appended to `entry`; its saved tensors to w.saved / w.saved_node (also capture/fastwalk.py).
+    Returns True, reading no saved tensor, when they carry hooks (the node runs as
+    nodes.hooked_kind)."""
     kind, vget, tget, one_value, one_tensor = info
     saved, saved_node = w.saved, w.saved_node
+    if tget is not None and foreign_hooks(node, kind.tensor_attrs):
+        entry.append("hooked")      # the real node runs: its saved state is not baked in
+        return True
     if vget is not None:
         vals = vget(node)
         if one_value:
             vals = (vals,)
         entry.extend(tuple(v) if type(v) is list else v for v in vals)
     if tget is not None:
-        _no_foreign_hooks(node, kind.tensor_attrs)
         ts = tget(node)       # unpacks: eager's version-counter / freed checks happen here
         if one_tensor:
             ts = (ts,)
@@ -232,6 +237,7 @@ def values_entry(w, i: int, node, info: tuple, entry: list) -> None:
             else:                               # list of optional tensors
                 add_saved_list(w, i, kind.tensor_attrs[k], v, entry)
                 entry.append(len(v))
+    return False
 
 
 def add_saved_list(w, i: int, attr: str, tensors, entry: list) -> None:
@@ -250,10 +256,11 @@ def _first(p):
     return p[0]
 
 
-def _custom_entry(w, i: int, node, how: str, meta: tuple, entry: list) -> None:
-    """Signature part and saved tensors of a custom autograd.Function node."""
+def _custom_entry(w, i: int, node, how: str, meta: tuple, entry: list) -> bool:
+    """Signature part and saved tensors of a custom autograd.Function node.  Returns True,
+    unpacking nothing, when its saved tensors carry hooks (it then runs as one opaque call,
+    nodes.hooked_kind: traced and AOT backwards included)."""
     name = type(node).__name__
-    _no_foreign_hooks(node, ())
     info = fwd_info(node)
     if info is None:
         raise WalkUnsupported(
@@ -265,6 +272,9 @@ def _custom_entry(w, i: int, node, how: str, meta: tuple, entry: list) -> None:
     entry[1] = type(node)          # class identity: two classes never share a graph
     entry.append(info.is_var)
     entry.append(info.subclass)    # trace.py: a subclass must not reach an opaque call
+    if foreign_hooks(node, ()):
+        entry.append("hooked")
+        return True
     if how == AOT:
         ts, no_vc, symints, opaque = saved_of(node)
         if opaque:
@@ -272,7 +282,7 @@ def _custom_entry(w, i: int, node, how: str, meta: tuple, entry: list) -> None:
         entry.append(symints)
         add_saved_list(w, i, "tensors", ts, entry)
         add_saved_list(w, i, "novc", no_vc, entry)
-        return
+        return False
     ts = node.saved_tensors        # unpacks: eager's version-counter / freed checks
     if how == TRACE_CUSTOM:
         try:
@@ -288,6 +298,7 @@ def _custom_entry(w, i: int, node, how: str, meta: tuple, entry: list) -> None:
                 "dense tensors only (a Function whose backward is traceable can set "
                 "compiled_bw_traceable = True)")
         w.slot_only.extend((i, "tensors", j) for j, t in enumerate(ts) if t is not None)
+    return False
 
 
 _OPAQUE_VARIANTS: dict = {}

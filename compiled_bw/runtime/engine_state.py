@@ -85,8 +85,10 @@ def _will_engine_execute_node(node):
 
 def task(has_inputs: bool) -> _Set:
     """Context: run.py's Deliver task runs a user call with inputs (grad(), backward(inputs=))
-    or without, on this thread (where the engine runs a CPU task and our graph)."""
-    return _Set("inputs", has_inputs, False)
+    or without, on this thread (where the engine runs a CPU task and our graph).  Nested (a
+    reentrant backward inside a compiled one), checkpoints stay invalid once an outer task
+    made them so (engine.cpp: valid = outer valid and exec_info empty)."""
+    return _Set("inputs", has_inputs or getattr(_tls, "inputs", False), False)
 
 
 def _is_checkpoint_valid():

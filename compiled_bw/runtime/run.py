@@ -160,8 +160,12 @@ def _precheck(t_outputs, inputs, create_graph) -> None:
         # eager raises for backward() there and batches grad(); the graph takes dense tensors
         raise FallbackToEager("legacy vmap (torch._vmap_internals, gradcheck's batched grad) "
                               "is active")
-    if in_compiled_run() or torch_autograd.current_graph_task_id() != -1:
-        raise FallbackToEager("reentrant backward (called from inside a running backward)")
+    if torch_autograd.current_graph_task_id() != -1 and not in_compiled_run():
+        raise FallbackToEager("reentrant backward (called from inside a running eager backward)")
+    # Note [Reentrant backward]: called from user code inside a compiled graph (reentrant
+    # checkpoint's CheckpointFunction.backward, a hook calling grad()), a backward is its own
+    # capture and cache entry, run inside the outer graph's engine task as eager runs a
+    # reentrant backward inside the running one; the outer graph stays compiled.
     for t in list(t_outputs) + list(inputs):
         if not isinstance(t, torch.Tensor):
             raise FallbackToEager(f"{type(t).__name__} roots/inputs are not supported")
@@ -307,7 +311,8 @@ def _install(w):
 def _user_code_inside(w) -> bool:
     """A guess, before the trace, that the graph will hold opaque calls (hooks on interior
     nodes, custom Functions); the trace says for sure (_trace)."""
-    return any(i not in w.leaves for i in w.hooks) or any(k.how == CUSTOM for k in w.kinds)
+    return any(i not in w.leaves for i in w.hooks) or any(k.how == CUSTOM or k.hooked
+                                                          for k in w.kinds)
 
 
 def _leaves_maybe_observed(w) -> bool:
@@ -420,7 +425,7 @@ def _run_native(state, entry: Compiled, w, opts, grad_tensors):
         return False
     if not opts.retain_graph and entry.box_owned:
         w.cw.release_variables(entry.box_nodes)     # Note [Box ownership]
-    _tls.running = True
+    was_running, _tls.running = in_compiled_run(), True
     try:
         if opts.accumulate:
             ran = w.cw.run_native(entry.native, [g for g in grad_tensors if g is not None],
@@ -429,7 +434,7 @@ def _run_native(state, entry: Compiled, w, opts, grad_tensors):
             ran = w.cw.run_native(entry.native, [g for g in grad_tensors if g is not None],
                                   entry.n_inputs, (), plan.capture_outputs, False)
     finally:
-        _tls.running = False
+        _tls.running = was_running
     if ran is False:
         return False
     state.stats.native_runs += 1
@@ -445,14 +450,14 @@ def _run_direct(state, entry: Compiled, w, opts, box: list):
     plan = entry.plan
     prev = torch.is_grad_enabled()
     torch_autograd.set_grad_enabled(False)   # the engine runs nodes with grad mode off
-    _tls.running = True
+    was_running, _tls.running = in_compiled_run(), True
     try:
         if state.cudagraphs and entry.devices:
             outs = cudagraphs.run(entry, box, state)
         else:
             outs = entry.fn(box)
     finally:
-        _tls.running = False
+        _tls.running = was_running
         torch_autograd.set_grad_enabled(prev)
     grads = _pick_outputs(plan, outs, opts.accumulate)
     del outs                            # grads holds the only references: AccumulateGrad steals
@@ -491,7 +496,7 @@ def _deliver(run, leaves: list, opts) -> None:
     says are needed (`task_should_compute_output`), and the user's nodes are not in this task's
     graph.  What eager's non-empty exec_info of grad() / backward(inputs=...) shows user code,
     `_is_checkpoint_valid()` (reentrant checkpoint checks it), engine_state answers."""
-    _tls.running = True
+    was_running, _tls.running = in_compiled_run(), True
     try:
         with torch.enable_grad():
             out = _raw_apply(_Deliver, _ANCHOR, run, *leaves)   # not recorded (custom.py)
@@ -499,7 +504,7 @@ def _deliver(run, leaves: list, opts) -> None:
             _ENGINE.run_backward((out,), (torch.empty(0),), opts.retain_graph, False, (), True,
                                  True)
     finally:
-        _tls.running = False
+        _tls.running = was_running
 
 
 def _run_in_engine(state, entry: Compiled, w, opts, box: list):
