@@ -65,7 +65,8 @@ def cbw_device():
 def pytest_generate_tests(metafunc):
     if metafunc.definition.get_closest_marker("both_backends") is not None \
             and "cbw_backend" in metafunc.fixturenames:
-        metafunc.parametrize("cbw_backend", ["eager", "inductor"], indirect=True)
+        metafunc.parametrize("cbw_backend", ["eager", pytest.param("inductor", marks=pytest.mark.slow)],
+                             indirect=True)
 
 
 def _fastwalk_requested() -> bool:

@@ -11,6 +11,8 @@ from torch import nn
 
 import compiled_bw
 
+pytestmark = pytest.mark.slow   # `pytest -m "not slow"` leaves it out
+
 
 def _mlp():
     return nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.LayerNorm(16), nn.Linear(16, 4))

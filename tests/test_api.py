@@ -5,6 +5,7 @@ import subprocess
 import sys
 import threading
 
+import pytest
 import torch
 from differential import differential
 
@@ -139,6 +140,7 @@ def test_enable_is_a_decorator():
     assert torch.allclose(x.grad, 2 * (x.tanh() + x * (1 - x.tanh() ** 2)))
 
 
+@pytest.mark.slow
 def test_benchmarks_quick_smoke(tmp_path):
     r = subprocess.run([sys.executable, "-m", "benchmarks", "--quick", "--models", "overhead,cnn",
                         "--out", str(tmp_path)], capture_output=True, text=True, check=False,

@@ -16,6 +16,8 @@ import compiled_bw
 from compiled_bw.backends import inductor_artifact
 from compiled_bw.runtime import background
 
+pytestmark = pytest.mark.slow   # `pytest -m "not slow"` leaves it out
+
 pytest.importorskip("torch._inductor.compile_fx")
 
 

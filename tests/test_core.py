@@ -215,6 +215,7 @@ def test_transformer_encoder_layer_with_dropout():
     differential(build, step)
 
 
+@pytest.mark.slow
 def test_deep_chain_3000_ops():
     def build():
         return [torch.randn(8, requires_grad=True)]

@@ -14,9 +14,9 @@ import dist_cases
 import pytest
 import torch.distributed as dist
 
-pytestmark = pytest.mark.skipif(
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(
     not (dist.is_available() and dist.is_gloo_available()),
-    reason="torch.distributed with gloo is not available")
+    reason="torch.distributed with gloo is not available")]
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

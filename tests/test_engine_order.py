@@ -6,6 +6,7 @@ Nodes are labelled by sequence_nr relative to the root (leaves: by which leaf th
 """
 import random
 
+import pytest
 import torch
 
 from compiled_bw.capture import fastwalk
@@ -57,6 +58,7 @@ def _our_order(seed):
     return [_label(w.nodes[i], base, leaves) for i in plan.executed]
 
 
+@pytest.mark.slow
 def test_execution_order_matches_eager_on_random_graphs():
     bad = [s for s in range(100) if _eager_order(s) != _our_order(s)]
     assert not bad, f"order differs from eager for seeds {bad[:10]}"

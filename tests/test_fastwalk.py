@@ -27,6 +27,8 @@ from compiled_bw.capture.nodes import OPAQUE
 from compiled_bw.capture.saved import gradient_edge
 from compiled_bw.capture.walk import WalkUnsupported, walk_graph
 
+pytestmark = pytest.mark.slow   # `pytest -m "not slow"` leaves it out
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 

@@ -32,6 +32,8 @@ from hypothesis import strategies as st
 
 import compiled_bw
 
+pytestmark = pytest.mark.slow   # `pytest -m "not slow"` leaves it out
+
 MAX_NUMEL = 256
 MAX_NDIM = 4
 DTYPES = (torch.float32, torch.float64)

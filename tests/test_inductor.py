@@ -14,6 +14,8 @@ from differential import differential, grads
 import compiled_bw
 from compiled_bw import backends
 
+pytestmark = pytest.mark.slow   # `pytest -m "not slow"` leaves it out
+
 pytest.importorskip("torch._inductor.compile_fx")
 
 

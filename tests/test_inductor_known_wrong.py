@@ -10,6 +10,8 @@ from differential import differential
 
 from compiled_bw.backends import inductor
 
+pytestmark = pytest.mark.slow   # `pytest -m "not slow"` leaves it out
+
 pytest.importorskip("torch._inductor.compile_fx")
 
 POOLS = {

@@ -16,6 +16,8 @@ from torch import nn
 
 import compiled_bw
 
+pytestmark = pytest.mark.slow   # `pytest -m "not slow"` leaves it out
+
 pytest.importorskip("torch._inductor.compile_fx")
 
 D = 8

@@ -9,6 +9,8 @@ import torch
 import compiled_bw
 from benchmarks.memory import act8, mlp8, peak_backward_bytes
 
+pytestmark = pytest.mark.slow   # `pytest -m "not slow"` leaves it out
+
 # Inductor fuses act8's whole pointwise layer chain into one kernel, which allocates all 8
 # weight grads while all 8 activations are still alive: 16 MB vs eager's 12 (torch compiled
 # autograd: 16 MB too).  Needs fusion that counts graph inputs as freeable (not done yet).

@@ -9,6 +9,8 @@ import os
 import pytest
 from opinfo_sweep import autograd_ops, check_op, op_id, subset
 
+pytestmark = pytest.mark.slow   # `pytest -m "not slow"` leaves it out
+
 OPS = subset(autograd_ops(), every=int(os.environ.get("COMPILED_BW_OPINFO_EVERY", "1")))
 
 

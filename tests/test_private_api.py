@@ -125,6 +125,7 @@ def test_inductor_input_size_asserts_hook():
         inductor._maybe_input_size_asserts
 
 
+@pytest.mark.slow
 def test_inductor_artifact_round_trip():
     # backends/inductor_artifact.py: GraphPickler, CompiledFxGraph's (de)serialization and
     # post_compile -- what the background compile worker and this process exchange.

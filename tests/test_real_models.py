@@ -13,6 +13,8 @@ import pytest
 import torch
 from differential import differential
 
+pytestmark = pytest.mark.slow   # `pytest -m "not slow"` leaves it out
+
 transformers = pytest.importorskip("transformers")
 
 V, D = 96, 32
