@@ -5,6 +5,7 @@ Differential: each program logs every unpack-hook call with `_current_autograd_n
 the node unpacking, never None) and counts non-reentrant checkpoint recomputations; the log
 under compiled_bw equals eager's (today such a backward runs eager autograd, with the reason).
 """
+import pytest
 import torch
 import torch.utils.checkpoint as cp
 from differential import differential, grads
@@ -20,7 +21,20 @@ def _x():
     return [torch.randn(4, requires_grad=True), torch.randn(4, requires_grad=True), []]
 
 
-def test_unpack_hooks_run_once_by_their_node():
+@pytest.fixture(params=["cpp", "python", "python-no-extension"])
+def walk(request, monkeypatch):
+    """Each program below under the C++ walk, the Python walk, and the Python walk while the C++
+    extension is not loaded (COMPILED_BW_FASTWALK=0's first steps, or no compiler): its check for
+    foreign hooks is then the Python one (saved.py foreign_saved_hooks)."""
+    from compiled_bw.capture import fastwalk
+    from compiled_bw.capture import walk as walk_module
+    monkeypatch.setattr(fastwalk._S, "enabled", request.param == "cpp")
+    if request.param == "python-no-extension":
+        monkeypatch.setattr(walk_module, "saved_hooks_in", None)
+    return request.param
+
+
+def test_unpack_hooks_run_once_by_their_node(walk):
     def step(st):
         a, b, log = st
         a.grad = b.grad = None
@@ -41,7 +55,7 @@ def test_unpack_hooks_run_once_by_their_node():
     assert all(r.startswith("saved tensors already carry hooks") for r in st.fallback_reasons)
 
 
-def test_custom_function_saved_tensors_with_hooks():
+def test_custom_function_saved_tensors_with_hooks(walk):
     class Mul(torch.autograd.Function):
         @staticmethod
         def forward(ctx, x, y):
@@ -64,7 +78,7 @@ def test_custom_function_saved_tensors_with_hooks():
     differential(_x, step, fallbacks=3, captures=None, strict=False)
 
 
-def test_non_reentrant_checkpoint_recomputes_once_per_backward():
+def test_non_reentrant_checkpoint_recomputes_once_per_backward(walk):
     def build():
         m = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 4))
         return [m, torch.randn(3, 4), [0]]

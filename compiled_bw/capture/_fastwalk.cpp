@@ -1014,6 +1014,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       throw py::error_already_set();
     }
   });
+  // Eager's retain_graph=False for nodes the Python walk found (custom Functions run opaquely).
+  m.def("release_nodes", [](py::iterable nodes) {
+    for (auto n : nodes) node_of(n.ptr())->release_variables();
+  });
   m.def("leaves_observed", [](py::list nodes) {
     for (auto n : nodes)
       if (!plain_accumulator(node_of(n.ptr()).get())) return true;

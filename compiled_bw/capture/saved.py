@@ -102,6 +102,34 @@ class Slot:
         self.released = True
 
 
+_BACKWARD_CFUNCTION = torch.autograd.function.BackwardCFunction
+
+
+def foreign_saved_hooks(node, attrs) -> bool:
+    """Whether `node`'s saved tensors (a custom Function's, or a built-in node's `_raw_saved_<attr>`
+    for attr in attrs) carry hooks that are not our Slots, read without unpacking them
+    (SavedTensor.unpack_hook: None without hooks).  The Python walk's check while the C++
+    extension (capture/_fastwalk.cpp saved_hooks_in, which also knows its C++ slots) is not
+    loaded."""
+    if isinstance(node, _BACKWARD_CFUNCTION):
+        raws = list(node._raw_saved_tensors)
+    else:
+        raws = []
+        for a in attrs:
+            r = getattr(node, "_raw_saved_" + a)
+            if isinstance(r, (list, tuple)):
+                raws.extend(r)
+            else:
+                raws.append(r)
+    for r in raws:
+        if r is None:
+            continue
+        h = r.unpack_hook
+        if h is not None and not isinstance(getattr(h, "__self__", None), Slot):
+            return True
+    return False
+
+
 class SavedHooksInUse(Exception):
     """A saved tensor already carries hooks that are not ours (saved_tensors_hooks)."""
 
@@ -137,10 +165,15 @@ def install_slots(nodes: list, saved_node: list) -> list:
 class PySlots:
     """The slots of one step (Python walk): placeholders while tracing, release after a run.
     capture/fastwalk.py's C++ SlotList has the same methods."""
-    __slots__ = ("n_saved", "nodes", "slots")
+    __slots__ = ("n_saved", "nodes", "opaque_nodes", "release_nodes", "slots")
 
-    def __init__(self, slots: list, n_saved: int, nodes: list) -> None:
+    def __init__(self, slots: list, n_saved: int, nodes: list, opaque_nodes: dict | None = None,
+                 release_nodes=None) -> None:
         self.slots, self.n_saved, self.nodes = slots, n_saved, nodes
+        # node index -> node whose saved tensors its real node unpacks (a custom Function run
+        # opaquely): no Slot (a hooked SavedVariable unpacks to a new tensor object, eager's
+        # gives the saved input itself); release_nodes(nodes) frees them after a run
+        self.opaque_nodes, self.release_nodes = opaque_nodes or {}, release_nodes
 
     def __len__(self) -> int:
         return len(self.slots)
@@ -158,6 +191,8 @@ class PySlots:
         for slot, i in zip(self.slots, self.nodes, strict=True):
             if i in executed:
                 slot.release()
+        if self.opaque_nodes:
+            self.release_nodes([n for i, n in self.opaque_nodes.items() if i in executed])
 
     def released(self, k: int) -> bool:
         return self.slots[k].released

@@ -26,7 +26,7 @@ from .nodes import (
     hidden_state_unknown,
     node_kind,
 )
-from .saved import SLOTS_KEY, input_meta, sequence_nr
+from .saved import SLOTS_KEY, foreign_saved_hooks, input_meta, sequence_nr
 from .subclass import PLAIN, SubclassUnsupported, layout_of
 
 # Note [What the signature holds]
@@ -202,7 +202,7 @@ def _no_foreign_hooks(node, attrs) -> None:
     the node -- so that backward runs eager autograd."""
     if SLOTS_KEY in node.metadata:     # our own Slots (saved.py): an earlier retained walk
         return
-    if saved_hooks_in is not None and saved_hooks_in(node, attrs):
+    if (saved_hooks_in or foreign_saved_hooks)(node, attrs):
         raise WalkUnsupported(f"saved tensors already carry hooks (saved_tensors_hooks?): "
                               f"{type(node).__name__}")
 
