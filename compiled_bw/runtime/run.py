@@ -67,6 +67,7 @@ retain_graph=True, the Slots keep everything.
 """
 from __future__ import annotations
 
+import os
 import threading
 import time
 
@@ -145,7 +146,23 @@ def in_compiled_run() -> bool:
     return getattr(_tls, "running", False)
 
 
+# Note [Profiler]
+# Under torch.profiler (or autograd.profiler, emit_nvtx, emit_itt) eager's engine records one
+# `autograd::engine::evaluate_function: <Node>` range per node it runs, with that node's ops
+# inside.  A compiled graph has no per-node boundaries (Inductor fuses ops of several nodes into
+# one kernel), so it cannot record them truthfully: while a profiler is active the backward runs
+# eager autograd (a fallback with its reason), so a profile shows what eager shows.  To profile
+# the compiled backward itself, set COMPILED_BW_PROFILE=compiled: the graph then runs as usual
+# inside one `compiled_bw::backward` range (no per-node events; README: Known deviations).
+PROFILE_COMPILED = os.environ.get("COMPILED_BW_PROFILE", "") == "compiled"
+_profiler_enabled = torch._C._autograd._profiler_enabled
+
+
 def _precheck(t_outputs, inputs, create_graph) -> None:
+    if _profiler_enabled() and not PROFILE_COMPILED:
+        raise FallbackToEager("a profiler is active (eager records one evaluate_function range "
+                              "per autograd node; COMPILED_BW_PROFILE=compiled profiles the "
+                              "compiled graph instead, Note [Profiler] in runtime/run.py)")
     if create_graph:
         raise FallbackToEager("create_graph=True (double backward is not compiled)")
     if torch.is_anomaly_enabled():
@@ -173,6 +190,14 @@ def compiled_call(state, t_outputs, grad_tensors, keep_graph, create_graph, inpu
                   allow_unused, accumulate):
     """state: api._State (cache, stats, backend).  Raises FallbackToEager."""
     _precheck(t_outputs, inputs, create_graph)
+    if PROFILE_COMPILED and _profiler_enabled():    # Note [Profiler]
+        with torch.autograd.profiler.record_function("compiled_bw::backward"):
+            return _call(state, t_outputs, grad_tensors, keep_graph, inputs, allow_unused,
+                         accumulate)
+    return _call(state, t_outputs, grad_tensors, keep_graph, inputs, allow_unused, accumulate)
+
+
+def _call(state, t_outputs, grad_tensors, keep_graph, inputs, allow_unused, accumulate):
     root_edges = [gradient_edge(t) for t in t_outputs]
     if any(n is None for n, _ in root_edges):
         raise FallbackToEager("a root has no autograd node", is_error=True)
