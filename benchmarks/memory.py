@@ -105,7 +105,8 @@ def peak_backward_bytes(model, x, mode, warmup: int = 2,
         _step(model, x, ctx_factory, loss_fn, marker=False)
     compiled_bw.wait_for_compiles()     # steady state: the compiled callables are in use
     model.zero_grad(set_to_none=True)
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof, \
+            compiled_bw.profile_compiled():     # else it runs eager autograd (Note [Profiler])
         torch.empty(1, dtype=torch.uint8)     # the first event fixes the baseline
         _step(model, x, ctx_factory, loss_fn, marker=True)
     events = _allocations(prof)

@@ -12,6 +12,7 @@ from .capture import custom as _custom
 from .capture import hooks as _hooks
 from .errors import CompiledBwError, Unsupported
 from .runtime import engine_state as _engine_state
+from .runtime.run import profile_compiled
 
 # Registration entry points are wrapped at import: hooks and custom Functions created before
 # this line are not seen (capture/hooks.py, capture/custom.py).
@@ -27,6 +28,7 @@ __all__ = [
            "explain",
            "last_compiled",
            "last_graph",
+           "profile_compiled",
            "register_backend",
            "reset",
            "stats",

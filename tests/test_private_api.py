@@ -284,3 +284,14 @@ def test_legacy_vmap_level_is_readable():
     _vmap(lambda v: seen.append(legacy_vmap_level()) or v)(torch.ones(2, 3))
     assert seen == [1]
     assert legacy_vmap_level() == 0
+
+
+def test_profiler_enabled_query():
+    # runtime/run.py Note [Profiler]: a backward under a profiler runs eager autograd
+    from torch.profiler import profile
+
+    from compiled_bw.runtime.run import _profiler_enabled
+    assert _profiler_enabled() is False, "torch._C._autograd._profiler_enabled moved (run.py)"
+    with profile():
+        assert _profiler_enabled() is True
+    assert _profiler_enabled() is False

@@ -4,6 +4,7 @@ runtime/run.py: while a profiler is active the backward runs eager autograd, wit
 COMPILED_BW_PROFILE=compiled profiles the compiled graph instead, as one range.
 """
 import collections
+import contextlib
 
 import pytest
 import torch
@@ -70,11 +71,17 @@ def test_profiled_backward_records_evaluate_function_per_node(kind):
     assert compiled_bw.stats().fallbacks == 3
 
 
-def test_profile_compiled_opt_in(monkeypatch):
-    monkeypatch.setattr(run, "PROFILE_COMPILED", True)
+@pytest.mark.parametrize("how", ["env", "context"])
+def test_profile_compiled_opt_in(monkeypatch, how):
+    """COMPILED_BW_PROFILE=compiled (read at import) or `with compiled_bw.profile_compiled()`."""
     compiled_bw.reset()
     m, x = _model()
-    with profile() as prof, compiled_bw.enable(backend="eager"):
+    if how == "env":
+        monkeypatch.setattr(run, "PROFILE_COMPILED", True)
+        opt_in = contextlib.nullcontext()
+    else:
+        opt_in = compiled_bw.profile_compiled()
+    with profile() as prof, compiled_bw.enable(backend="eager"), opt_in:
         _step(m, x, "plain")
     names = [e.name for e in prof.events()]
     assert "compiled_bw::backward" in names

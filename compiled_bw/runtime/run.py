@@ -67,6 +67,7 @@ retain_graph=True, the Slots keep everything.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -153,9 +154,22 @@ def in_compiled_run() -> bool:
 # one kernel), so it cannot record them truthfully: while a profiler is active the backward runs
 # eager autograd (a fallback with its reason), so a profile shows what eager shows.  To profile
 # the compiled backward itself, set COMPILED_BW_PROFILE=compiled: the graph then runs as usual
-# inside one `compiled_bw::backward` range (no per-node events; README: Known deviations).
+# inside one `compiled_bw::backward` range (no per-node events; README: Known deviations);
+# `with compiled_bw.profile_compiled():` does that for a block (benchmarks/memory.py).
 PROFILE_COMPILED = os.environ.get("COMPILED_BW_PROFILE", "") == "compiled"
 _profiler_enabled = torch._C._autograd._profiler_enabled
+
+
+@contextlib.contextmanager
+def profile_compiled():
+    """Note [Profiler]: under a profiler, run the compiled graph (one range) instead of eager
+    autograd while this block runs (process-wide)."""
+    global PROFILE_COMPILED
+    prev, PROFILE_COMPILED = PROFILE_COMPILED, True
+    try:
+        yield
+    finally:
+        PROFILE_COMPILED = prev
 
 
 def _precheck(t_outputs, inputs, create_graph) -> None:
