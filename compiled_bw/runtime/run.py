@@ -177,12 +177,12 @@ def _precheck(t_outputs, inputs, create_graph) -> None:
         raise FallbackToEager("a profiler is active (eager records one evaluate_function range "
                               "per autograd node; COMPILED_BW_PROFILE=compiled profiles the "
                               "compiled graph instead, Note [Profiler] in runtime/run.py)")
+    if torch._C._are_functorch_transforms_active():   # first: torch.func.grad's own call
+        raise FallbackToEager("functorch transforms (vmap/grad) are active")  # has create_graph
     if create_graph:
         raise FallbackToEager("create_graph=True (double backward is not compiled)")
     if torch.is_anomaly_enabled():
         raise FallbackToEager("anomaly mode is enabled")
-    if torch._C._are_functorch_transforms_active():
-        raise FallbackToEager("functorch transforms (vmap/grad) are active")
     if engine_state.legacy_vmap_level():
         # eager raises for backward() there and batches grad(); the graph takes dense tensors
         raise FallbackToEager("legacy vmap (torch._vmap_internals, gradcheck's batched grad) "
