@@ -317,15 +317,17 @@ class _SavesInputs(torch.autograd.Function):
         return g * w, None
 
 
-@pytest.fixture(params=["cpp", "python"])
-def walk(request):
+@pytest.fixture(params=["cpp", "python", pytest.param("python-no-extension", marks=pytest.mark.xfail(
+        strict=True, reason="README known deviation: without the C++ extension Slots free them"))])
+def walk(request, monkeypatch):
     """The C++ walk, then the Python walk (COMPILED_BW_FASTWALK=0, or a graph the C++ walk gives
-    up on), for this test only."""
+    up on), then the Python walk with no C++ extension at all (no compiler), for this test."""
     from compiled_bw.capture import fastwalk
-    prev = fastwalk._S.enabled
-    fastwalk._S.enabled = request.param == "cpp"
-    yield request.param
-    fastwalk._S.enabled = prev
+    monkeypatch.setattr(fastwalk._S, "enabled", request.param == "cpp")
+    if request.param == "python-no-extension":
+        monkeypatch.setattr(fastwalk._S, "ext", None)
+        monkeypatch.setattr(fastwalk._S, "tried", True)
+    return request.param
 
 
 @pytest.mark.parametrize("retain", [False, True])
