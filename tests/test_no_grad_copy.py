@@ -5,9 +5,10 @@ through data_ptr(): each program records only the pointer (an int) of the buffer
 backward or hook made, never the tensor (a reference would defeat the steal in eager too).
 
 compiled_bw keeps eager's answer where leaf grads are delivered by AccumulateGrad called
-directly or by the engine (Note [Direct delivery], _Deliver).  At a delivery point (a graph
-with user code inside: runtime/run.py Note [Delivery points]) the graph still references the
-grad when AccumulateGrad runs, so it copies: xfail(strict) below, README Known deviations.
+directly or by the engine (Note [Direct delivery], _Deliver), and at a delivery point (a graph
+with user code inside) for a custom backward's or hook's own result (runtime/run.py Note
+[Stealing at delivery points]).  One tensor returned for two inputs is still copied for both
+(opaque calls clone what they pass through): xfail(strict), README Known deviations.
 """
 import pytest
 import torch
@@ -15,7 +16,7 @@ from differential import differential
 from torch.autograd import Function
 
 _DELIVERY_POINT_COPIES = pytest.mark.xfail(
-    strict=True, reason="README known deviation: a delivery point copies where eager steals")
+    strict=True, reason="README known deviation: one grad returned for two inputs is copied")
 
 
 class _TwoOut(Function):
@@ -82,13 +83,68 @@ def test_one_of_two_leaves_steals_the_buffer():
     differential(_ab, step)
 
 
-@_DELIVERY_POINT_COPIES
-def test_custom_backward_buffer_is_stolen():
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_custom_backward_buffer_is_stolen(backend):
     def step(st):
         a, _ = st
         a.grad = None
         _Fresh.apply(a).sum().backward()
         return a.grad.data_ptr() == _Fresh.ptr, a.grad
+    differential(_ab, step, backend=backend, options={"background_compile": False})
+
+
+class _Kept(Function):
+    """Its backward keeps a reference to the grad it returns: eager copies (use_count > 1)."""
+    kept = None
+
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        r = g * 2
+        _Kept.kept.append(r)
+        return r
+
+
+def test_custom_backward_buffer_kept_elsewhere_is_copied():
+    def step(st):
+        a, _ = st
+        a.grad = None
+        _Kept.kept = []
+        _Kept.apply(a).sum().backward()
+        return a.grad.data_ptr() == _Kept.kept[0].data_ptr(), a.grad
+    differential(_ab, step)
+
+
+def test_stolen_grad_is_not_written_afterwards():
+    """The stolen buffer is the graph's opaque output: nothing later in the graph may write it
+    (two leaves, the second fed from the same custom output through an op: no steal there)."""
+    def step(st):
+        a, b = st
+        a.grad = b.grad = None
+        y = _Fresh.apply(a)
+        (y * b).sum().backward()
+        return a.grad, b.grad, a.grad.data_ptr() == _Fresh.ptr
+    differential(_ab, step)
+
+
+def test_node_post_hook_result_is_stolen():
+    """A node post-hook's replacement grad_inputs go to the leaf: eager takes the hook's buffer."""
+    def step(st):
+        a, _ = st
+        a.grad = None
+        ptrs = []
+
+        def hook(grad_inputs, grad_outputs):
+            r = grad_inputs[0] * 3
+            ptrs.append(r.data_ptr())
+            return (r,)
+        y = a.exp()
+        y.grad_fn.register_hook(hook)
+        y.sum().backward()
+        return a.grad, a.grad.data_ptr() == ptrs[0]
     differential(_ab, step)
 
 

@@ -461,7 +461,8 @@ def leaf_observed(w) -> bool | None:
     return ext.leaves_observed([w.nodes[i] for i in w.leaves])
 
 
-def run_leaf(node, grad) -> None:
+def run_leaf(node, grad, steal: bool = False) -> None:
     """Run an AccumulateGrad node as the engine does (hooks of every kind, the accumulation);
-    only called where leaf_observed answered (the extension is loaded)."""
-    _S.ext.run_leaf(node, grad)
+    only called where leaf_observed answered (the extension is loaded).  steal: runtime/run.py
+    Note [Stealing at delivery points]."""
+    _S.ext.run_leaf(node, grad, steal)

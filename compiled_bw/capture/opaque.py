@@ -17,7 +17,9 @@ returns as None becomes zeros for the graph and is recorded in the step (`step.u
 from __future__ import annotations
 
 import dataclasses
+import sys
 import threading
+import weakref
 
 import torch
 
@@ -37,6 +39,8 @@ class OpaqueSite:
     n_first: int = 0       # post: how many of the grads are the node's outputs
     out_strides: tuple | None = None   # per kept output; Note [Opaque output layout]
     in_defined: tuple = ()  # per input: its defined.py formula (when it may be undefined)
+    steal: bool = False    # leaf: its grad is an opaque output used only here (Note [Stealing
+    #                        at delivery points] in runtime/run.py)
 
 
 # Note [Opaque output layout]
@@ -173,13 +177,16 @@ def _opaque_impl(site: int, grads: list, label: str) -> list:
     step.current = step.nodes[s.node_index]
     try:
         with dispatch_tls.restored(step.tls):   # user code here may use autograd itself
-            outs = _run(s, step, grads)
+            outs = list(_run(s, step, grads))
     finally:
         step.current = prev
+    # which outputs only `outs` references (user code kept none; 2 = `outs` + the argument):
+    # runtime/run.py Note [Stealing at delivery points]
+    fresh = [outs[k] is not None and sys.getrefcount(outs[k]) <= 2 for k in range(len(outs))]
     inputs = {g.untyped_storage().data_ptr() for g in grads if g is not None}
     res = []
     strides = iter(s.out_strides)
-    for o, spec in zip(outs, s.out_specs, strict=True):
+    for o, spec, unreferenced in zip(outs, s.out_specs, fresh, strict=True):
         if spec is None:
             continue
         if o is None:   # the graph computes on with zeros; eager's None: Note [Undefined grads]
@@ -208,6 +215,9 @@ def _opaque_impl(site: int, grads: list, label: str) -> list:
         # custom ops may not return (views of) their inputs; layout: Note [Opaque output layout]
         if not _same_layout(o, want) or o.untyped_storage().data_ptr() in inputs:
             o = torch.empty_strided(o.shape, want, dtype=o.dtype, device=o.device).copy_(o)
+            unreferenced = True
+        if unreferenced:
+            step.stealable[id(o)] = weakref.ref(o)
         res.append(o)
     return res
 

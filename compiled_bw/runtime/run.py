@@ -118,7 +118,7 @@ class Step:
     """What opaque calls and engine-state queries read at run time (capture/opaque.py,
     runtime/engine_state.py): this step's nodes, input metadata and hooks."""
     __slots__ = ("_will_ids", "captured_ids", "current", "hooks", "in_meta", "memo", "nodes",
-                 "notes", "plan", "sites", "tls", "undefined", "walk")
+                 "notes", "plan", "sites", "stealable", "tls", "undefined", "walk")
 
     def __init__(self, w, plan, opts=None) -> None:
         self.walk = w            # engine_state.py's execution order reads its edges
@@ -133,6 +133,7 @@ class Step:
         self.tls = None          # dispatcher TLS when the graph starts (dispatch_tls.py)
         self.undefined: set = set()   # opaque outputs that came back None (capture/defined.py)
         self.memo: dict = {}
+        self.stealable: dict = {}  # id -> weakref of opaque outputs nobody else references
         # grad(): the nodes whose grads are captured (eager's exec_info captures_)
         self.captured_ids = frozenset() if opts is None or opts.accumulate else \
             frozenset(id(w.nodes[i]) for i, _ in opts.inputs if i >= 0)
@@ -338,6 +339,7 @@ def _capture(state, w, opts, grad_tensors, slots, observed=False):
         if not w.leaves[i].requires_grad:
             return Fallback(f"leaf {i} has requires_grad=False (set after the forward)")
     gm = run_passes(gm)
+    mark_stealing(gm, plan.opaque_sites)
     example = [g for g in grad_tensors if g is not None] + list(w.saved)
     if plan.in_layouts is not None:
         example = flatten(example)
@@ -359,6 +361,36 @@ def _capture(state, w, opts, grad_tensors, slots, observed=False):
         native = native_entry(fn)
     return Compiled(fn, plan, gm, owned, box_nodes, native=native, n_inputs=len(example),
                     devices=devices)
+
+
+# Note [Stealing at delivery points]
+# Eager's AccumulateGrad takes the incoming grad itself as `.grad` (no copy) when nothing else
+# references it (accumulate_grad.h; `x.grad.data_ptr()` is then the buffer a custom backward
+# made).  At a delivery point the graph still holds the grad, so AccumulateGrad would copy.
+# Where the delivered grad is an opaque call's output (a custom backward's or hook's result --
+# the only buffers user code can know) that nothing else in the graph uses (mark_stealing, per
+# site, after the passes), and user code kept no reference to it when the call returned
+# (capture/opaque.py counts references; Step.stealable), the node gets a fresh alias of it
+# (fastwalk.run_leaf(steal=True)), which it takes or copies by eager's own rules.  The graph
+# never touches that buffer again: no other user, and Inductor never reuses a buffer an opaque
+# call returned (backends/inductor.py Note 8).  Not covered (copied, README): one tensor
+# returned for two inputs (eager gives it to one of them), a grad passed through unchanged
+# (opaque calls clone those), and grads computed from opaque outputs in the graph.
+
+
+def mark_stealing(gm, sites: list) -> None:
+    import operator
+
+    from ..capture.deliver import deliver
+    from ..capture.opaque import opaque
+    for n in gm.graph.nodes:
+        if n.op != "call_function" or n.target is not deliver:
+            continue
+        g = n.args[1]
+        sites[n.args[0]].steal = (
+            isinstance(g, torch.fx.Node) and g.op == "call_function"
+            and g.target is operator.getitem and isinstance(g.args[0], torch.fx.Node)
+            and g.args[0].target is opaque and len(g.users) == 1)
 
 
 def _box_owned(w, plan) -> tuple:
