@@ -96,6 +96,7 @@ def test_custom_backward_buffer_is_stolen(backend):
 class _Kept(Function):
     """Its backward keeps a reference to the grad it returns: eager copies (use_count > 1)."""
     kept = None
+    view = False
 
     @staticmethod
     def forward(ctx, x):
@@ -104,15 +105,18 @@ class _Kept(Function):
     @staticmethod
     def backward(ctx, g):
         r = g * 2
-        _Kept.kept.append(r)
+        _Kept.kept.append(r[1:] if _Kept.view else r)
         return r
 
 
-def test_custom_backward_buffer_kept_elsewhere_is_copied():
+@pytest.mark.parametrize("keep", ["tensor", "view"])
+def test_custom_backward_buffer_kept_elsewhere_is_copied(keep):
+    """A reference to the returned tensor, or a view of it (which holds it), makes eager copy."""
     def step(st):
         a, _ = st
         a.grad = None
         _Kept.kept = []
+        _Kept.view = keep == "view"
         _Kept.apply(a).sum().backward()
         return a.grad.data_ptr() == _Kept.kept[0].data_ptr(), a.grad
     differential(_ab, step)

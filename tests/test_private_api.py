@@ -295,3 +295,14 @@ def test_profiler_enabled_query():
     with profile():
         assert _profiler_enabled() is True
     assert _profiler_enabled() is False
+
+
+def test_storage_use_count():
+    # capture/opaque.py Note [Stealing at delivery points]: a storage's holders, read from Python
+    from compiled_bw.capture.opaque import _storage_use_count
+    t = torch.randn(3)
+    assert _storage_use_count(t.untyped_storage()._cdata) == 2, (
+        "torch._C._storage_Use_Count moved or counts differently (capture/opaque.py)")
+    v = t[1:]
+    assert _storage_use_count(t.untyped_storage()._cdata) == 3
+    del v

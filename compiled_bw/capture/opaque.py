@@ -89,6 +89,7 @@ def _same_layout(t: torch.Tensor, strides: tuple) -> bool:
 
 
 _tls = threading.local()
+_storage_use_count = torch._C._storage_Use_Count
 
 
 class NotDense(RuntimeError):
@@ -180,9 +181,12 @@ def _opaque_impl(site: int, grads: list, label: str) -> list:
             outs = list(_run(s, step, grads))
     finally:
         step.current = prev
-    # which outputs only `outs` references (user code kept none; 2 = `outs` + the argument):
-    # runtime/run.py Note [Stealing at delivery points]
-    fresh = [outs[k] is not None and sys.getrefcount(outs[k]) <= 2 for k in range(len(outs))]
+    # which outputs user code kept no reference to (runtime/run.py Note [Stealing at delivery
+    # points]): the Python object only in `outs` (2 = `outs` + the argument), its storage held by
+    # no other tensor (a kept view holds it; 2 = the tensor + the temporary storage object)
+    fresh = [outs[k] is not None and sys.getrefcount(outs[k]) <= 2
+             and _storage_use_count(outs[k].untyped_storage()._cdata) <= 2
+             for k in range(len(outs))]
     inputs = {g.untyped_storage().data_ptr() for g in grads if g is not None}
     res = []
     strides = iter(s.out_strides)
