@@ -184,7 +184,9 @@ def _opaque_impl(site: int, grads: list, label: str) -> list:
     # which outputs user code kept no reference to (runtime/run.py Note [Stealing at delivery
     # points]): the Python object only in `outs` (2 = `outs` + the argument), its storage held by
     # no other tensor (a kept view holds it; 2 = the tensor + the temporary storage object)
-    fresh = [outs[k] is not None and sys.getrefcount(outs[k]) <= 2
+    # (plain dense tensors only: the loop below raises for the others)
+    fresh = [type(outs[k]) is torch.Tensor and sys.getrefcount(outs[k]) <= 2
+             and outs[k].layout is torch.strided
              and _storage_use_count(outs[k].untyped_storage()._cdata) <= 2
              for k in range(len(outs))]
     inputs = {g.untyped_storage().data_ptr() for g in grads if g is not None}
