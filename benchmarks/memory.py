@@ -127,8 +127,9 @@ def peak_backward_bytes(model, x, mode, warmup: int = 2,
     with _quiet_stderr():
         prof.start()
     try:
-        torch.empty(1, dtype=torch.uint8)     # the first event fixes the baseline
-        _step(model, x, ctx_factory, loss_fn, marker=True)
+        with compiled_bw.profile_compiled():    # else it runs eager autograd (Note [Profiler])
+            torch.empty(1, dtype=torch.uint8)     # the first event fixes the baseline
+            _step(model, x, ctx_factory, loss_fn, marker=True)
     finally:
         with _quiet_stderr():
             prof.stop()

@@ -20,6 +20,7 @@ from .api import (
 )
 from .backends import register_backend
 from .errors import CompiledBwError, Unsupported
+from .runtime.run import profile_compiled
 
 # Registration entry points are wrapped at import: hooks and custom Functions created before
 # this line are not seen (capture/hooks.py, capture/custom.py).  uninstall() undoes it.
@@ -34,6 +35,7 @@ __all__ = [
            "install",
            "last_compiled",
            "last_graph",
+           "profile_compiled",
            "register_backend",
            "reset",
            "stats",

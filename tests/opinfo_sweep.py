@@ -8,7 +8,15 @@ Consumes `torch.testing._internal.common_methods_invocations.op_db`; for each op
   FALLBACK  equal, but ran eager (reason kept)          raise differently (fails the test)
   COMPILED  equal and compiled                  SKIP    eager itself raises / no grads
 Full sweep and report:  python tests/opinfo_sweep.py            (writes tests/OPINFO.md)
-CI runs a deterministic subset through tests/test_opinfo.py.
+On the Inductor backend (compiled in the backward itself, no background compile; float32, 1
+sample per op by default -- Inductor compiles take seconds each):
+    COMPILED_BW_OPINFO_BACKEND=inductor python tests/opinfo_sweep.py
+writes the "Inductor backend" section of tests/OPINFO.md (the eager report is kept, and the
+other way round).  COMPILED_BW_OPINFO_EVERY=N runs every N-th op only, COMPILED_BW_OPINFO_SAMPLES
+and COMPILED_BW_OPINFO_DTYPES (e.g. float32,float64) override the defaults, OPINFO_ONLY=a,b
+runs named ops (no report written).
+CI runs a deterministic subset through tests/test_opinfo.py (every op on the eager backend,
+every 24th op on Inductor).
 """
 from __future__ import annotations
 
@@ -70,12 +78,28 @@ def _run(op, sample, seed, ctx, accumulate=False):
     return tuple(t.grad for t in leaves)
 
 
+def selected_backend() -> str:
+    """COMPILED_BW_OPINFO_BACKEND: "eager" (default) or "inductor"."""
+    b = os.environ.get("COMPILED_BW_OPINFO_BACKEND", "eager")
+    if b not in ("eager", "inductor"):
+        raise ValueError(f"COMPILED_BW_OPINFO_BACKEND={b!r}: expected 'eager' or 'inductor'")
+    return b
+
+
 class _Enable:
+    """Inductor compiles in the backward itself (no background compile): the run under test
+    is Inductor's code, not the eager backend that a background compile starts on."""
+
+    def __init__(self, backend: str = "eager") -> None:
+        self.backend = backend
+
     def __call__(self):
+        if self.backend == "inductor":
+            return compiled_bw.enable(backend="inductor", background_compile=False)
         return compiled_bw.enable(backend="eager")
 
 
-def check_sample(op, sample, seed=0, accumulate=False):
+def check_sample(op, sample, seed=0, accumulate=False, backend="eager"):
     """-> (class, detail).  accumulate: compare backward()'s .grad instead of grad()'s result."""
     import contextlib
     try:
@@ -86,7 +110,7 @@ def check_sample(op, sample, seed=0, accumulate=False):
         return "SKIP", "no differentiable output"
     compiled_bw.reset()
     try:
-        got = _run(op, sample, seed, _Enable(), accumulate)
+        got = _run(op, sample, seed, _Enable(backend), accumulate)
     except Exception as e:  # noqa: BLE001 -- our failure is the finding
         return "CRASH", f"{type(e).__name__}: {str(e)[:200]}"
     st = compiled_bw.stats()
@@ -115,8 +139,9 @@ def check_sample(op, sample, seed=0, accumulate=False):
     return "COMPILED", ""
 
 
-def check_op(op, dtypes=(torch.float32, torch.float64), max_samples=3):
-    """-> (worst class, {class: [details]})"""
+def check_op(op, dtypes=(torch.float32, torch.float64), max_samples=3, backend="eager",
+             backward=True):
+    """-> (worst class, {class: [details]}).  backward: also backward() on the first sample."""
     found: dict = collections.defaultdict(list)
     for dtype in dtypes:
         if dtype not in op.supported_backward_dtypes("cpu"):
@@ -127,10 +152,10 @@ def check_op(op, dtypes=(torch.float32, torch.float64), max_samples=3):
             found["SKIP"].append(f"sample_inputs raised {type(e).__name__}")
             continue
         for k, s in enumerate(samples):
-            cls, detail = check_sample(op, s, seed=k)
+            cls, detail = check_sample(op, s, seed=k, backend=backend)
             found[cls].append(f"{dtype} sample {k}: {detail}")
-            if k == 0:   # backward(): AccumulateGrad delivery, layout contract
-                cls, detail = check_sample(op, s, seed=k, accumulate=True)
+            if k == 0 and backward:   # backward(): AccumulateGrad delivery, layout contract
+                cls, detail = check_sample(op, s, seed=k, accumulate=True, backend=backend)
                 found[cls].append(f"{dtype} sample {k} backward(): {detail}")
     if not found:
         return "SKIP", {"SKIP": ["no float32/float64 backward support"]}
@@ -148,17 +173,41 @@ def subset(ops, every: int = 8):
     return ops[::every]
 
 
-def report(results: dict, seconds: float) -> str:
+INDUCTOR_MARKER = "<!-- opinfo_sweep: inductor section (COMPILED_BW_OPINFO_BACKEND=inductor) -->"
+
+
+def settings(backend: str) -> tuple:
+    """(dtypes, max_samples, backward) for a backend, with the environment's overrides."""
+    dt = os.environ.get("COMPILED_BW_OPINFO_DTYPES")
+    if dt:
+        dtypes = tuple(getattr(torch, d.strip()) for d in dt.split(","))
+    else:
+        dtypes = (torch.float32,) if backend == "inductor" else (torch.float32, torch.float64)
+    samples = int(os.environ.get("COMPILED_BW_OPINFO_SAMPLES", "1" if backend == "inductor" else "3"))
+    return dtypes, samples, True
+
+
+def report(results: dict, seconds: float, backend: str = "eager", every: int = 1) -> str:
+    dtypes, samples, _ = settings(backend)
+    h = "#" if backend == "eager" else "##"     # the Inductor report is a section of the file
     counts = collections.Counter(c for c, _ in results.values())
     tested = sum(v for k, v in counts.items() if k != "SKIP")
     ok = counts["COMPILED"] + counts["STRIDE"]
+    cmd = ("python tests/opinfo_sweep.py" if backend == "eager"
+           else "COMPILED_BW_OPINFO_BACKEND=inductor python tests/opinfo_sweep.py")
+    if every > 1:
+        cmd = f"COMPILED_BW_OPINFO_EVERY={every} " + cmd
+    title = "OpInfo conformance sweep" if backend == "eager" else "Inductor backend"
     lines = [
-        "# OpInfo conformance sweep",
+        f"{h} {title}",
         "",
-        (f"torch {torch.__version__}, CPU, float32 + float64, up to 3 samples per dtype, "
+        (f"torch {torch.__version__}, CPU, {' + '.join(str(d).split('.')[-1] for d in dtypes)}, "
+         f"up to {samples} sample{'s' if samples > 1 else ''} per dtype, "
          f"`torch.autograd.grad` with random grad_outputs (and `backward()` on the first sample: "
-         f"`.grad` values and strides), compiled_bw backend `eager`. "
-         f"Generated by `python tests/opinfo_sweep.py` in {seconds:.0f} s on {time.strftime('%Y-%m-%d')}."),
+         f"`.grad` values and strides), compiled_bw backend `{backend}`"
+         + (" (compiled in the backward, no background compile)" if backend == "inductor" else "")
+         + (f", every {every}th op only" if every > 1 else "") + ". "
+         f"Generated by `{cmd}` in {seconds:.0f} s on {time.strftime('%Y-%m-%d')}."),
         "",
         f"- ops with autograd: {len(results)}; tested (not skipped): {tested}",
         (f"- compiled and equal: {ok} ({100 * ok / max(tested, 1):.1f}% of tested)"
@@ -175,13 +224,13 @@ def report(results: dict, seconds: float) -> str:
             for d in found["FALLBACK"]:
                 reasons[d.split(": ", 1)[1]] += 1
     if reasons:
-        lines += ["## Fallback reasons (samples)", "", "| count | reason |", "|---:|---|"]
+        lines += [f"{h}# Fallback reasons (samples)", "", "| count | reason |", "|---:|---|"]
         lines += [f"| {n} | {r.replace('|', '/')} |" for r, n in reasons.most_common()]
         lines.append("")
     for cls in ("MISMATCH", "CRASH", "FALLBACK", "STRIDE", "SKIP"):
         names = sorted(k for k, (c, _) in results.items() if c == cls)
         if names:
-            lines += [f"## {cls} ({len(names)})", ""]
+            lines += [f"{h}# {cls} ({len(names)})", ""]
             for n in names:
                 detail = results[n][1].get(cls, [""])[0]
                 lines.append(f"- `{n}`: {detail}")
@@ -189,22 +238,43 @@ def report(results: dict, seconds: float) -> str:
     return "\n".join(lines)
 
 
+def write_report(backend: str, text: str, path: str | None = None) -> None:
+    """tests/OPINFO.md: the eager report, then the Inductor section after INDUCTOR_MARKER; each
+    backend's run replaces its own part and keeps the other's."""
+    path = path or os.path.join(os.path.dirname(os.path.abspath(__file__)), "OPINFO.md")
+    old = open(path).read() if os.path.exists(path) else ""
+    eager_part, _, inductor_part = old.partition(INDUCTOR_MARKER)
+    if backend == "eager":
+        eager_part = text + "\n"
+    else:
+        inductor_part = "\n" + text + "\n"
+    out = eager_part.rstrip("\n") + "\n"
+    if inductor_part.strip():
+        out += "\n" + INDUCTOR_MARKER + "\n" + inductor_part.lstrip("\n")
+    with open(path, "w") as f:
+        f.write(out)
+
+
 def main() -> int:
     torch.set_num_threads(1)
-    ops = autograd_ops()
+    backend = selected_backend()
+    dtypes, samples, backward = settings(backend)
+    every = int(os.environ.get("COMPILED_BW_OPINFO_EVERY", "1"))
+    ops = subset(autograd_ops(), every)
     only = os.environ.get("OPINFO_ONLY")
     if only:
-        ops = [o for o in ops if op_id(o) in only.split(",")]
+        ops = [o for o in autograd_ops() if op_id(o) in only.split(",")]
     t0 = time.time()
     results = {}
     for k, op in enumerate(sorted(ops, key=op_id)):
-        results[op_id(op)] = check_op(op)
+        t = time.time()
+        results[op_id(op)] = check_op(op, dtypes, samples, backend, backward)
         c = results[op_id(op)][0]
-        print(f"[{k + 1}/{len(ops)}] {op_id(op)}: {c}", file=sys.stderr, flush=True)
-    text = report(results, time.time() - t0)
+        print(f"[{k + 1}/{len(ops)}] {op_id(op)}: {c} ({time.time() - t:.1f} s)", file=sys.stderr,
+              flush=True)
+    text = report(results, time.time() - t0, backend, every)
     if not only:
-        with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "OPINFO.md"), "w") as f:
-            f.write(text + "\n")
+        write_report(backend, text)
     print(text)
     bad = [k for k, (c, _) in results.items() if c in ("MISMATCH", "CRASH")]
     return 1 if bad else 0

@@ -1,7 +1,6 @@
 """Custom autograd.Functions (issue 3): one opaque call each, run with this step's ctx, with
 the engine's PyNode semantics.  Every test: 3 steps, eager vs compiled, grads and logs equal,
 compiled (not a fallback), one capture where the structure is stable."""
-import os
 
 import pytest
 import torch
@@ -315,13 +314,25 @@ class _SavesInputs(torch.autograd.Function):
         return g * w, None
 
 
-@pytest.mark.xfail(os.environ.get("COMPILED_BW_FASTWALK", "1") in ("", "0"), strict=True,
-                   reason="README known deviation: the Python walk slots them (new objects)")
+@pytest.fixture(params=["cpp", "python", pytest.param("python-no-extension", marks=pytest.mark.xfail(
+        strict=True, reason="README known deviation: without the C++ extension Slots free them"))])
+def walk(request, monkeypatch):
+    """The C++ walk, then the Python walk (COMPILED_BW_FASTWALK=0, or a graph the C++ walk gives
+    up on), then the Python walk with no C++ extension at all (no compiler), for this test."""
+    from compiled_bw.capture import fastwalk
+    monkeypatch.setattr(fastwalk._S, "enabled", request.param == "cpp")
+    if request.param == "python-no-extension":
+        monkeypatch.setattr(fastwalk._S, "ext", None)
+        monkeypatch.setattr(fastwalk._S, "tried", True)
+    return request.param
+
+
 @pytest.mark.parametrize("retain", [False, True])
-def test_saved_inputs_are_the_same_objects(retain):
+def test_saved_inputs_are_the_same_objects(retain, walk):
     """python_function.cpp / saved_variable.cpp: an input saved with save_for_backward is
     saved as the original, and unpacking it returns that tensor (also one needing no grad);
-    a graph run twice with retain_graph=True gives them again, without it eager raises."""
+    a graph run twice with retain_graph=True gives them again, without it eager raises.
+    Both walks (the Python walk slotted them: new tensor objects)."""
     def build():
         x = torch.randn(3, requires_grad=True)
         w = torch.randn(3)

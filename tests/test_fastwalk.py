@@ -481,3 +481,24 @@ def test_run_leaf_runs_an_accumulate_grad_as_the_engine(ext):
     x.register_post_accumulate_grad_hook(boom)
     with pytest.raises(KeyError, match="from a hook"):
         ext.run_leaf(node, torch.ones(3))
+
+
+def test_release_nodes_frees_a_custom_functions_saved_tensors(ext):
+    """The Python walk's retain_graph=False for custom Functions (capture/fastwalk.py install):
+    Node::release_variables on the PyNode, after which ctx.saved_tensors raises eager's error."""
+    class Saves(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return g
+
+    x = torch.randn(3, requires_grad=True)
+    node = Saves.apply(x).grad_fn
+    assert node.saved_tensors[0] is x
+    ext.release_nodes([node])
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        _ = node.saved_tensors

@@ -257,3 +257,88 @@ def test_hooks_registered_under_a_torch_function_mode(mode):
             z.sum().backward()
         return [x.grad, list(log)]
     differential(_x, step)
+
+
+class _Identity(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x
+
+    @staticmethod
+    def backward(ctx, g):
+        return g
+
+
+class _Sentinel:
+    pass
+
+
+@pytest.mark.parametrize("enabled", [False, True], ids=["imported", "enabled"])
+@pytest.mark.parametrize("use_tensor_hook", [True, False])
+@pytest.mark.parametrize("use_custom_function", [True, False])
+def test_hook_closure_cycle_is_collected(use_custom_function, use_tensor_hook, enabled):
+    """PyTorch's test_hook_closure_cycle (pytorch#102174): hook -> closure -> grad_fn -> hook is
+    a cycle the GC collects once the rest of the graph is gone, and not before.  Importing
+    compiled_bw (its Tensor.register_hook wrapper) or running under enable() must not keep it."""
+    import gc
+    import weakref
+    from contextlib import nullcontext
+    count = [0]
+
+    def scope():
+        a = torch.tensor(1.0, requires_grad=True)
+        b = _Identity.apply(a) if use_custom_function else a.clone()
+        grad_fn_b = b.grad_fn
+        obj = _Sentinel()
+
+        def hook(*args):
+            grad_fn_b, obj     # noqa: B018 -- the closure holds both
+            count[0] += 1
+
+        if use_tensor_hook:
+            b.register_hook(hook)
+        else:
+            b.grad_fn.register_hook(hook)
+        return b.clone(), weakref.ref(obj)
+
+    ctx = compiled_bw.enable(backend="eager") if enabled else nullcontext()
+    gc.disable()
+    try:
+        out, ref = scope()
+        with ctx:
+            out.backward(retain_graph=True)
+        gc.collect()
+        with ctx:
+            out.backward(retain_graph=True)     # the hook survived the GC and still fires
+        assert count[0] == 2
+        assert ref() is not None                 # the graph still holds the C++ grad_fn
+        del out
+        gc.collect()
+        assert ref() is None, "the hook's closure is still alive after the graph was deleted"
+    finally:
+        gc.enable()
+
+
+def test_no_reference_to_the_graph_after_backward():
+    """After a compiled backward (capture, then a cache hit) nothing of compiled_bw's -- caches,
+    last_graph(), thread-locals -- keeps a custom Function's ctx, a hook or its closure alive."""
+    import gc
+    import weakref
+    refs = []
+
+    def step():
+        x = torch.randn(3, requires_grad=True)
+        obj = _Sentinel()
+        y = Double.apply(x.sin())
+        y.register_hook(lambda g, obj=obj: g)
+        y.grad_fn.register_prehook(lambda go, obj=obj: None)
+        refs.extend([weakref.ref(obj), weakref.ref(y.grad_fn)])
+        with compiled_bw.enable(backend="eager"):
+            y.sum().backward()
+
+    compiled_bw.reset()
+    for _ in range(2):
+        step()
+    assert compiled_bw.stats().cache_hits == 1
+    gc.collect()
+    assert [r() for r in refs] == [None] * len(refs)

@@ -47,6 +47,34 @@ def test_raw_saved_tensors_accept_hooks():
         _ = node._saved_self
 
 
+def test_saved_tensor_unpack_hook_is_readable():
+    """saved.foreign_saved_hooks reads SavedTensor.unpack_hook (None without hooks), of built-in
+    nodes' _raw_saved_<attr> and custom Functions' _raw_saved_tensors, without unpacking."""
+    node = _mm_node()
+    assert saved.raw_saved(node, "self").unpack_hook is None, "SavedTensor.unpack_hook moved"
+    assert not saved.foreign_saved_hooks(node, ("self", "mat2"))
+    slot = saved.Slot()
+    saved.raw_saved(node, "self").register_hooks(slot.pack, slot.unpack)
+    assert not saved.foreign_saved_hooks(node, ("self", "mat2")), "our Slot is not foreign"
+    unpacked = []
+
+    class Keep(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return g
+    x = torch.randn(2, requires_grad=True)
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: unpacked.append(1) or t):
+        y, z = x.exp(), Keep.apply(x)
+    assert saved.foreign_saved_hooks(y.grad_fn, ("result",))
+    assert saved.foreign_saved_hooks(z.grad_fn, ())
+    assert unpacked == [], "reading unpack_hook ran the unpack hook"
+
+
 def test_input_metadata_and_sequence_nr():
     node = _mm_node()
     (m,) = saved.input_metadata(node)
@@ -264,6 +292,28 @@ def test_legacy_vmap_level_is_readable():
     _vmap(lambda v: seen.append(legacy_vmap_level()) or v)(torch.ones(2, 3))
     assert seen == [1]
     assert legacy_vmap_level() == 0
+
+
+def test_profiler_enabled_query():
+    # runtime/run.py Note [Profiler]: a backward under a profiler runs eager autograd
+    from torch.profiler import profile
+
+    from compiled_bw.runtime.run import _profiler_enabled
+    assert _profiler_enabled() is False, "torch._C._autograd._profiler_enabled moved (run.py)"
+    with profile():
+        assert _profiler_enabled() is True
+    assert _profiler_enabled() is False
+
+
+def test_storage_use_count():
+    # capture/opaque.py Note [Stealing at delivery points]: a storage's holders, read from Python
+    from compiled_bw.capture.opaque import _storage_use_count
+    t = torch.randn(3)
+    assert _storage_use_count(t.untyped_storage()._cdata) == 2, (
+        "torch._C._storage_Use_Count moved or counts differently (capture/opaque.py)")
+    v = t[1:]
+    assert _storage_use_count(t.untyped_storage()._cdata) == 3
+    del v
 
 
 # --- compiled_bw/torchapi: every private symbol in one of three modules, every patch undoable ---

@@ -6,6 +6,7 @@ the node unpacking, never None) and counts non-reentrant checkpoint recomputatio
 under compiled_bw equals eager's, with nothing falling back (a node whose saved tensors carry
 hooks runs as one opaque call of the real node: nodes.py Note [Hooked saved tensors]).
 """
+import pytest
 import torch
 import torch.utils.checkpoint as cp
 from differential import differential, grads
@@ -21,7 +22,20 @@ def _x():
     return [torch.randn(4, requires_grad=True), torch.randn(4, requires_grad=True), []]
 
 
-def test_unpack_hooks_run_once_by_their_node():
+@pytest.fixture(params=["cpp", "python", "python-no-extension"])
+def walk(request, monkeypatch):
+    """Each program below under the C++ walk, the Python walk, and the Python walk while the C++
+    extension is not loaded (COMPILED_BW_FASTWALK=0's first steps, or no compiler): its check for
+    foreign hooks is then the Python one (saved.py foreign_saved_hooks)."""
+    from compiled_bw.capture import fastwalk
+    from compiled_bw.capture import walk as walk_module
+    monkeypatch.setattr(fastwalk._S, "enabled", request.param == "cpp")
+    if request.param == "python-no-extension":
+        monkeypatch.setattr(walk_module, "saved_hooks_in", None)
+    return request.param
+
+
+def test_unpack_hooks_run_once_by_their_node(walk):
     def step(st):
         a, b, log = st
         a.grad = b.grad = None
@@ -41,7 +55,7 @@ def test_unpack_hooks_run_once_by_their_node():
     differential(_x, step, strict=True)
 
 
-def test_custom_function_saved_tensors_with_hooks():
+def test_custom_function_saved_tensors_with_hooks(walk):
     class Mul(torch.autograd.Function):
         @staticmethod
         def forward(ctx, x, y):
@@ -64,7 +78,7 @@ def test_custom_function_saved_tensors_with_hooks():
     differential(_x, step, strict=True)
 
 
-def test_non_reentrant_checkpoint_recomputes_once_per_backward():
+def test_non_reentrant_checkpoint_recomputes_once_per_backward(walk):
     def build():
         m = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 4))
         return [m, torch.randn(3, 4), [0]]
@@ -81,13 +95,3 @@ def test_non_reentrant_checkpoint_recomputes_once_per_backward():
         return [*grads(m), x.grad, calls[0]]
     differential(build, step, strict=True)
 
-
-def test_python_walk_without_the_extensions_check_never_unpacks(monkeypatch):
-    # the Python walk, before/without the C++ extension's has_hooks check: it finds hooked
-    # saved tensors by installing its Slots first (saved.slots_refused), never by unpacking
-    from compiled_bw.capture import fastwalk, walk
-    monkeypatch.setattr(walk, "saved_hooks_in", None)
-    monkeypatch.setattr(fastwalk, "load", lambda verbose=False: None)
-    monkeypatch.setattr(fastwalk._S, "enabled", False)
-    test_unpack_hooks_run_once_by_their_node()
-    test_custom_function_saved_tensors_with_hooks()

@@ -1013,10 +1013,13 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     }
     return accumulate(raw, grads);
   });
-  m.def("run_leaf", [](py::object node, py::object grad) {
+  // steal: the grad's only other holders are compiled_bw's (runtime/run.py Note [Stealing at
+  // delivery points]): the node gets a fresh alias of it, which it may take as eager would.
+  m.def("run_leaf", [](py::object node, py::object grad, bool steal) {
     NodePtr own = node_of(node.ptr());
     TORCH_CHECK(dynamic_cast<AccumulateGrad*>(own.get()), "run_leaf: not an AccumulateGrad node");
     at::Tensor g = grad.is_none() ? at::Tensor() : THPVariable_Unpack(grad.ptr());
+    if (steal && g.defined()) g = g.detach();
     try {
       py::gil_scoped_release no_gil;  // as the engine runs nodes: hooks take the GIL themselves
       run_leaf(own.get(), std::move(g));
@@ -1024,6 +1027,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       e.restore();
       throw py::error_already_set();
     }
+  }, py::arg("node"), py::arg("grad"), py::arg("steal") = false);
+  // Eager's retain_graph=False for nodes the Python walk found (custom Functions run opaquely).
+  m.def("release_nodes", [](py::iterable nodes) {
+    for (auto n : nodes) node_of(n.ptr())->release_variables();
   });
   m.def("leaves_observed", [](py::list nodes) {
     for (auto n : nodes)

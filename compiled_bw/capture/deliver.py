@@ -30,11 +30,15 @@ def _deliver_impl(site: int, grad, label: str) -> None:
             s.in_defined[0], step.undefined, step.memo):
         grad = None             # undefined this step (defined.py Note [Undefined grads])
     node = step.nodes[s.node_index]
+    steal = False
+    if s.steal and grad is not None:    # runtime/run.py Note [Stealing at delivery points]
+        ref = step.stealable.get(id(grad))
+        steal = ref is not None and ref() is grad
     prev = step.current
     step.current = node
     try:
         with dispatch_tls.restored(step.tls):
-            fastwalk.run_leaf(node, grad)
+            fastwalk.run_leaf(node, grad, steal)
     finally:
         step.current = prev
 

@@ -419,8 +419,15 @@ def install(w):
     if isinstance(w, FastWalk):
         return w.install()
     from .saved import PySlots
-    keys = w.saved_node + w.slot_only
-    return PySlots(install_slots(w.nodes, keys), len(w.saved_node), [k[0] for k in keys])
+    ext = _S.ext or load()
+    if ext is None:     # no way to free them but Slots (README: known deviations)
+        keys = w.saved_node + w.slot_only
+        return PySlots(install_slots(w.nodes, keys), len(w.saved_node), [k[0] for k in keys])
+    # a custom Function's saved tensors get no Slot: its real node unpacks them (eager's objects)
+    # and Node::release_variables frees them after the run, as the C++ walk does (FastWalk.install)
+    opaque = {k[0]: w.nodes[k[0]] for k in w.slot_only}
+    return PySlots(install_slots(w.nodes, w.saved_node), len(w.saved_node),
+                   [k[0] for k in w.saved_node], opaque, ext.release_nodes)
 
 
 # ---- explaining a miss ---------------------------------------------------------------------
@@ -476,7 +483,8 @@ def release_node(node) -> None:
         ext.release_node(node)
 
 
-def run_leaf(node, grad) -> None:
+def run_leaf(node, grad, steal: bool = False) -> None:
     """Run an AccumulateGrad node as the engine does (hooks of every kind, the accumulation);
-    only called where leaf_observed answered (the extension is loaded)."""
-    _S.ext.run_leaf(node, grad)
+    only called where leaf_observed answered (the extension is loaded).  steal: runtime/run.py
+    Note [Stealing at delivery points]."""
+    _S.ext.run_leaf(node, grad, steal)

@@ -19,7 +19,11 @@ import torch
 
 from ..torchapi import autograd as torch_autograd
 
-TENSOR_HOOKS_KEY = "compiled_bw.tensor_hooks"   # node.metadata: list of (slot, OrderedDict)
+# node.metadata: list of (slot, weakref to the OrderedDict).  Weak: the node's C++ pre-hook owns
+# the dict, and the GC cannot see node.metadata, so a strong reference there would make a
+# hook -> closure -> grad_fn -> metadata -> dict -> hook cycle uncollectable where eager collects
+# it (PyTorch's test_hook_closure_cycle; tests/test_hooks.py::test_hook_closure_cycle_is_collected).
+TENSOR_HOOKS_KEY = "compiled_bw.tensor_hooks"
 
 
 class _Counts:
@@ -55,9 +59,9 @@ def register_hook(self, hook):
         # Under a TorchFunctionMode (torch.set_default_device is one) torch's register_hook
         # calls Tensor.register_hook -- this wrapper -- again from inside: record a dict once
         recs = fn.metadata.setdefault(TENSOR_HOOKS_KEY, [])
-        if not any(r is d for _, r in recs):
+        if not any(r() is d for _, r in recs):
             COUNTS.tensor += 1
-            recs.append((self.output_nr, d))
+            recs.append((self.output_nr, weakref.ref(d)))
     return handle
 
 
@@ -135,7 +139,8 @@ def node_hooks(node, retained: dict | None) -> NodeHooks | None:
         recs = node.metadata.get(TENSOR_HOOKS_KEY)
         if recs:
             h = NodeHooks()
-            for slot, d in recs:
+            for slot, r in recs:
+                d = r()
                 if d:
                     h.tensor.setdefault(slot, []).append(d)
     if retained:

@@ -19,11 +19,14 @@ returns as None becomes zeros for the graph and is recorded in the step (`step.u
 from __future__ import annotations
 
 import dataclasses
+import sys
 import threading
+import weakref
 
 import torch
 
 from ..core import dispatch_tls
+from ..torchapi import autograd as torch_autograd
 from . import custom, defined, hooks
 from .fastwalk import release_node
 from .subclass import python_dispatch
@@ -41,6 +44,8 @@ class OpaqueSite:
     out_strides: tuple | None = None   # per kept output; Note [Opaque output layout]
     in_defined: tuple = ()  # per input: its defined.py formula (when it may be undefined)
     release: bool = False  # then free the node's saved variables (Note [Hooked saved tensors])
+    steal: bool = False    # leaf: its grad is an opaque output used only here (Note [Stealing
+    #                        at delivery points] in runtime/run.py)
 
 
 # Note [Opaque output layout]
@@ -89,6 +94,7 @@ def _same_layout(t: torch.Tensor, strides: tuple) -> bool:
 
 
 _tls = threading.local()
+_storage_use_count = torch_autograd.storage_use_count
 
 
 class NotDense(RuntimeError):
@@ -188,13 +194,21 @@ def _opaque_impl(site: int, grads: list, label: str) -> list:
     step.current = step.nodes[s.node_index]
     try:
         with dispatch_tls.restored(step.tls):   # user code here may use autograd itself
-            outs = _run(s, step, grads)
+            outs = list(_run(s, step, grads))
     finally:
         step.current = prev
+    # which outputs user code kept no reference to (runtime/run.py Note [Stealing at delivery
+    # points]): the Python object only in `outs` (2 = `outs` + the argument), its storage held by
+    # no other tensor (a kept view holds it; 2 = the tensor + the temporary storage object)
+    # (plain dense tensors only: the loop below raises for the others)
+    fresh = [type(outs[k]) is torch.Tensor and sys.getrefcount(outs[k]) <= 2
+             and outs[k].layout is torch.strided
+             and _storage_use_count(outs[k].untyped_storage()._cdata) <= 2
+             for k in range(len(outs))]
     inputs = {g.untyped_storage().data_ptr() for g in grads if g is not None}
     res = []
     strides = iter(s.out_strides)
-    for o, spec in zip(outs, s.out_specs, strict=True):
+    for o, spec, unreferenced in zip(outs, s.out_specs, fresh, strict=True):
         if spec is None:
             continue
         if o is None:   # the graph computes on with zeros; eager's None: Note [Undefined grads]
@@ -223,6 +237,9 @@ def _opaque_impl(site: int, grads: list, label: str) -> list:
         # custom ops may not return (views of) their inputs; layout: Note [Opaque output layout]
         if not _same_layout(o, want) or o.untyped_storage().data_ptr() in inputs:
             o = torch.empty_strided(o.shape, want, dtype=o.dtype, device=o.device).copy_(o)
+            unreferenced = True
+        if unreferenced:
+            step.stealable[id(o)] = weakref.ref(o)
         res.append(o)
     return res
 

@@ -105,6 +105,34 @@ class Slot:
         self.released = True
 
 
+_BACKWARD_CFUNCTION = torch.autograd.function.BackwardCFunction
+
+
+def foreign_saved_hooks(node, attrs) -> bool:
+    """Whether `node`'s saved tensors (a custom Function's, or a built-in node's `_raw_saved_<attr>`
+    for attr in attrs) carry hooks that are not our Slots, read without unpacking them
+    (SavedTensor.unpack_hook: None without hooks).  The Python walk's check while the C++
+    extension (capture/_fastwalk.cpp saved_hooks_in, which also knows its C++ slots) is not
+    loaded."""
+    if isinstance(node, _BACKWARD_CFUNCTION):
+        raws = list(node._raw_saved_tensors)
+    else:
+        raws = []
+        for a in attrs:
+            r = getattr(node, "_raw_saved_" + a)
+            if isinstance(r, (list, tuple)):
+                raws.extend(r)
+            else:
+                raws.append(r)
+    for r in raws:
+        if r is None:
+            continue
+        h = r.unpack_hook
+        if h is not None and not isinstance(getattr(h, "__self__", None), Slot):
+            return True
+    return False
+
+
 class SavedHooksInUse(Exception):
     """A saved tensor already carries hooks that are not ours (saved_tensors_hooks)."""
 
@@ -137,36 +165,18 @@ def install_slots(nodes: list, saved_node: list) -> list:
     return slots
 
 
-def slots_refused(node, attrs) -> bool:
-    """Without the C++ extension (which reads SavedVariable::has_hooks): install our Slots on
-    the node's saved tensors before anything unpacks them (install_slots reuses them); True if
-    one refuses, i.e. already carries hooks -- found without calling the user's unpack hook.
-    attrs: the `_raw_saved_` names; () for a custom Function's ctx ('tensors')."""
-    mine = node.metadata.setdefault(SLOTS_KEY, {})
-    for attr in attrs or ("tensors",):
-        raw = getattr(node, "_raw_saved_" + attr, None)
-        items = list(enumerate(raw)) if isinstance(raw, (list, tuple)) else [(-1, raw)]
-        for pos, r in items:
-            if r is None or (attr, pos) in mine:
-                continue
-            slot = Slot()
-            try:
-                r.register_hooks(slot.pack, slot.unpack)
-            except RuntimeError as e:
-                if "already been set" in str(e):
-                    return True
-                continue            # an undefined saved tensor: nothing to hook
-            mine[(attr, pos)] = slot
-    return False
-
-
 class PySlots:
     """The slots of one step (Python walk): placeholders while tracing, release after a run.
     capture/fastwalk.py's C++ SlotList has the same methods."""
-    __slots__ = ("n_saved", "nodes", "slots")
+    __slots__ = ("n_saved", "nodes", "opaque_nodes", "release_nodes", "slots")
 
-    def __init__(self, slots: list, n_saved: int, nodes: list) -> None:
+    def __init__(self, slots: list, n_saved: int, nodes: list, opaque_nodes: dict | None = None,
+                 release_nodes=None) -> None:
         self.slots, self.n_saved, self.nodes = slots, n_saved, nodes
+        # node index -> node whose saved tensors its real node unpacks (a custom Function run
+        # opaquely): no Slot (a hooked SavedVariable unpacks to a new tensor object, eager's
+        # gives the saved input itself); release_nodes(nodes) frees them after a run
+        self.opaque_nodes, self.release_nodes = opaque_nodes or {}, release_nodes
 
     def __len__(self) -> int:
         return len(self.slots)
@@ -184,6 +194,8 @@ class PySlots:
         for slot, i in zip(self.slots, self.nodes, strict=True):
             if i in executed:
                 slot.release()
+        if self.opaque_nodes:
+            self.release_nodes([n for i, n in self.opaque_nodes.items() if i in executed])
 
     def release_positions(self, ks) -> None:
         """Drop the tensors at these positions (Note [Box ownership] in runtime/run.py)."""

@@ -27,7 +27,7 @@ from .nodes import (
     hooked_kind,
     node_kind,
 )
-from .saved import SLOTS_KEY, input_meta, sequence_nr, slots_refused
+from .saved import SLOTS_KEY, foreign_saved_hooks, input_meta, sequence_nr
 from .subclass import PLAIN, SubclassUnsupported, layout_of
 
 # Note [What the signature holds]
@@ -196,16 +196,11 @@ saved_hooks_in = None
 
 def foreign_hooks(node, attrs) -> bool:
     """Whether the node's saved tensors carry hooks that are not ours, found without unpacking
-    anything (nodes.py Note [Hooked saved tensors]).  Without the C++ extension: by installing
-    our Slots first (saved.slots_refused)."""
-    if saved_hooks_in is None:         # the Python walk chosen before the extension loaded
-        from .fastwalk import load
-        load()                         # sets saved_hooks_in if it can be built (once)
-        if saved_hooks_in is None:
-            return slots_refused(node, attrs)
+    anything (nodes.py Note [Hooked saved tensors]): the C++ extension's check, or, before it
+    is loaded or without it, saved.foreign_saved_hooks."""
     if SLOTS_KEY in node.metadata:     # our own Slots (saved.py): an earlier retained walk
         return False
-    return saved_hooks_in(node, attrs)
+    return (saved_hooks_in or foreign_saved_hooks)(node, attrs)
 
 
 def values_entry(w, i: int, node, info: tuple, entry: list) -> bool:

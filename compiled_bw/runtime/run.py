@@ -69,6 +69,8 @@ retain_graph=True, the Slots keep everything.
 """
 from __future__ import annotations
 
+import contextlib
+import os
 import threading
 import time
 
@@ -120,7 +122,7 @@ class Step:
     """What opaque calls and engine-state queries read at run time (capture/opaque.py,
     runtime/engine_state.py): this step's nodes, input metadata and hooks."""
     __slots__ = ("_will_ids", "captured_ids", "current", "hooks", "in_meta", "memo", "nodes",
-                 "notes", "plan", "sites", "tls", "undefined", "walk")
+                 "notes", "plan", "sites", "stealable", "tls", "undefined", "walk")
 
     def __init__(self, w, plan, opts=None) -> None:
         self.walk = w            # engine_state.py's execution order reads its edges
@@ -135,6 +137,7 @@ class Step:
         self.tls = None          # dispatcher TLS when the graph starts (dispatch_tls.py)
         self.undefined: set = set()   # opaque outputs that came back None (capture/defined.py)
         self.memo: dict = {}
+        self.stealable: dict = {}  # id -> weakref of opaque outputs nobody else references
         # grad(): the nodes whose grads are captured (eager's exec_info captures_)
         self.captured_ids = frozenset() if opts is None or opts.accumulate else \
             frozenset(id(w.nodes[i]) for i, _ in opts.inputs if i >= 0)
@@ -149,13 +152,42 @@ def in_compiled_run() -> bool:
     return getattr(_tls, "running", False)
 
 
+# Note [Profiler]
+# Under torch.profiler (or autograd.profiler, emit_nvtx, emit_itt) eager's engine records one
+# `autograd::engine::evaluate_function: <Node>` range per node it runs, with that node's ops
+# inside.  A compiled graph has no per-node boundaries (Inductor fuses ops of several nodes into
+# one kernel), so it cannot record them truthfully: while a profiler is active the backward runs
+# eager autograd (a fallback with its reason), so a profile shows what eager shows.  To profile
+# the compiled backward itself, set COMPILED_BW_PROFILE=compiled: the graph then runs as usual
+# inside one `compiled_bw::backward` range (no per-node events; README: Known deviations);
+# `with compiled_bw.profile_compiled():` does that for a block (benchmarks/memory.py).
+PROFILE_COMPILED = os.environ.get("COMPILED_BW_PROFILE", "") == "compiled"
+_profiler_enabled = torch_autograd.profiler_enabled
+
+
+@contextlib.contextmanager
+def profile_compiled():
+    """Note [Profiler]: under a profiler, run the compiled graph (one range) instead of eager
+    autograd while this block runs (process-wide)."""
+    global PROFILE_COMPILED
+    prev, PROFILE_COMPILED = PROFILE_COMPILED, True
+    try:
+        yield
+    finally:
+        PROFILE_COMPILED = prev
+
+
 def _precheck(t_outputs, inputs, create_graph) -> None:
+    if _profiler_enabled() and not PROFILE_COMPILED:
+        raise FallbackToEager("a profiler is active (eager records one evaluate_function range "
+                              "per autograd node; COMPILED_BW_PROFILE=compiled profiles the "
+                              "compiled graph instead, Note [Profiler] in runtime/run.py)")
+    if torch_autograd.functorch_transforms_active():   # first: torch.func.grad's own call
+        raise FallbackToEager("functorch transforms (vmap/grad) are active")  # has create_graph
     if create_graph:
         raise FallbackToEager("create_graph=True (double backward is not compiled)")
     if torch.is_anomaly_enabled():
         raise FallbackToEager("anomaly mode is enabled")
-    if torch_autograd.functorch_transforms_active():
-        raise FallbackToEager("functorch transforms (vmap/grad) are active")
     if engine_state.legacy_vmap_level():
         # eager raises for backward() there and batches grad(); the graph takes dense tensors
         raise FallbackToEager("legacy vmap (torch._vmap_internals, gradcheck's batched grad) "
@@ -179,10 +211,19 @@ def _precheck(t_outputs, inputs, create_graph) -> None:
 
 def compiled_call(state, t_outputs, grad_tensors, keep_graph, create_graph, inputs,
                   allow_unused, accumulate):
-    """One backward()/grad() call, stage by stage: check -> walk -> key -> look up or capture
-    (trace, passes, compile) -> run.  state: api._State (cache, stats, backend).
-    Raises FallbackToEager."""
+    """One backward()/grad() call: checked, then run by _call (inside one profiler range when
+    Note [Profiler] asks).  state: api._State (cache, stats, backend).  Raises FallbackToEager."""
     _precheck(t_outputs, inputs, create_graph)
+    if PROFILE_COMPILED and _profiler_enabled():    # Note [Profiler]
+        with torch.autograd.profiler.record_function("compiled_bw::backward"):
+            return _call(state, t_outputs, grad_tensors, keep_graph, inputs, allow_unused,
+                         accumulate)
+    return _call(state, t_outputs, grad_tensors, keep_graph, inputs, allow_unused, accumulate)
+
+
+def _call(state, t_outputs, grad_tensors, keep_graph, inputs, allow_unused, accumulate):
+    """The call stage by stage: walk -> key -> look up or capture (trace, passes, compile) ->
+    run."""
     root_edges = _root_edges(t_outputs)
     w = _walk(root_edges)
     opts = Options(accumulate, bool(keep_graph), _input_edges(w, inputs, accumulate),
@@ -350,6 +391,7 @@ def _capture(state, w, opts, grad_tensors, slots, observed=False):
         if not w.leaves[i].requires_grad:
             return Fallback(f"leaf {i} has requires_grad=False (set after the forward)")
     gm = run_passes(gm)
+    mark_stealing(gm, plan.opaque_sites)
     example = [g for g in grad_tensors if g is not None] + list(w.saved)
     if plan.in_layouts is not None:
         example = flatten(example)
@@ -371,6 +413,36 @@ def _capture(state, w, opts, grad_tensors, slots, observed=False):
         native = native_entry(fn)
     return Compiled(fn, plan, gm, owned, box_nodes, native=native, n_inputs=len(example),
                     devices=devices)
+
+
+# Note [Stealing at delivery points]
+# Eager's AccumulateGrad takes the incoming grad itself as `.grad` (no copy) when nothing else
+# references it (accumulate_grad.h; `x.grad.data_ptr()` is then the buffer a custom backward
+# made).  At a delivery point the graph still holds the grad, so AccumulateGrad would copy.
+# Where the delivered grad is an opaque call's output (a custom backward's or hook's result --
+# the only buffers user code can know) that nothing else in the graph uses (mark_stealing, per
+# site, after the passes), and user code kept no reference to it when the call returned
+# (capture/opaque.py counts references; Step.stealable), the node gets a fresh alias of it
+# (fastwalk.run_leaf(steal=True)), which it takes or copies by eager's own rules.  The graph
+# never touches that buffer again: no other user, and Inductor never reuses a buffer an opaque
+# call returned (backends/inductor.py Note 8).  Not covered (copied, README): one tensor
+# returned for two inputs (eager gives it to one of them), a grad passed through unchanged
+# (opaque calls clone those), and grads computed from opaque outputs in the graph.
+
+
+def mark_stealing(gm, sites: list) -> None:
+    import operator
+
+    from ..capture.deliver import deliver
+    from ..capture.opaque import opaque
+    for n in gm.graph.nodes:
+        if n.op != "call_function" or n.target is not deliver:
+            continue
+        g = n.args[1]
+        sites[n.args[0]].steal = (
+            isinstance(g, torch.fx.Node) and g.op == "call_function"
+            and g.target is operator.getitem and isinstance(g.args[0], torch.fx.Node)
+            and g.args[0].target is opaque and len(g.users) == 1)
 
 
 def _box_owned(w, plan) -> tuple:

@@ -28,6 +28,7 @@ AccumulateGrad = C._functions.AccumulateGrad
 
 # --- functorch and the legacy vmap (runtime/run.py, api.py) ---
 functorch_transforms_active = C._are_functorch_transforms_active
+profiler_enabled = C._autograd._profiler_enabled
 torch_function_mode_enabled = C._is_torch_function_mode_enabled
 vmapmode_increment_nesting = C._vmapmode_increment_nesting
 vmapmode_decrement_nesting = C._vmapmode_decrement_nesting
@@ -38,6 +39,7 @@ dispatch_keys = C._dispatch_keys
 dispatch_tls_is_dispatch_key_excluded = C._dispatch_tls_is_dispatch_key_excluded
 dispatch_tls_set_dispatch_key_excluded = C._dispatch_tls_set_dispatch_key_excluded
 foreach_copy_ = torch._foreach_copy_
+storage_use_count = C._storage_Use_Count
 
 # --- Function / hook internals (capture/custom.py, capture/hooks.py) ---
 BackwardCFunction = function_mod.BackwardCFunction
@@ -58,6 +60,7 @@ USED = {
     "torch._C._set_grad_enabled": "runtime/run.py",
     "torch._C._functions.AccumulateGrad": "capture/saved.py",
     "torch._C._are_functorch_transforms_active": "runtime/run.py, api.py",
+    "torch._C._autograd._profiler_enabled": "runtime/run.py (Note [Profiler])",
     "torch._C._is_torch_function_mode_enabled": "api.py",
     "torch._C._vmapmode_increment_nesting": "runtime/engine_state.py (legacy vmap level)",
     "torch._C._vmapmode_decrement_nesting": "runtime/engine_state.py (legacy vmap level)",
@@ -66,6 +69,7 @@ USED = {
     "torch._C._dispatch_tls_is_dispatch_key_excluded": "core/dispatch_tls.py",
     "torch._C._dispatch_tls_set_dispatch_key_excluded": "core/dispatch_tls.py",
     "torch._foreach_copy_": "runtime/cudagraphs.py",
+    "torch._C._storage_Use_Count": "capture/opaque.py (Note [Stealing at delivery points])",
     "torch.autograd.function.BackwardCFunction": "capture/custom.py",
     "torch.autograd.function.FunctionCtx.set_materialize_grads": "capture/custom.py",
     "torch.autograd.function._HookMixin._register_hook": "capture/hooks.py",
