@@ -170,3 +170,179 @@ def test_trace_time_tensors_in_a_graph_are_rejected():
     gm = torch.fx.GraphModule(root, g)
     with pytest.raises(TraceFailed, match="baked in a FakeTensor"):
         _check_no_trace_time_values(gm)
+
+
+# --- issue 15: AOT backwards as AOTAutograd's cache and Inductor's layout choices make them ---
+
+def _aot_nodes(out):
+    """The CompiledFunctionBackward nodes reachable from out.grad_fn."""
+    seen, todo, found = set(), [out.grad_fn], []
+    while todo:
+        n = todo.pop()
+        if n is None or n in seen:
+            continue
+        seen.add(n)
+        if hasattr(type(n), "_forward_cls"):
+            found.append(n)
+        todo.extend(f for f, _ in n.next_functions)
+    assert found, "no torch.compile'd forward in this graph"
+    return found
+
+
+def assert_aot_cache(out, warm: bool):
+    """Every AOT backward of `out` comes from AOTAutograd's cache (warm) or from a fresh compile,
+    and a warm one holds tensor constants (what made the splice fail, issue 15)."""
+    from torch._dynamo.compiled_autograd import extract_bw_module
+    for n in _aot_nodes(out):
+        cf = type(n)._forward_cls
+        kind = type(cf._lazy_backward_info).__name__
+        assert kind == ("CachedAutogradLazyBackwardCompileInfo" if warm
+                        else "AutogradLazyBackwardCompileInfo"), kind
+    if warm:
+        mods = [extract_bw_module(type(n)._forward_cls) for n in _aot_nodes(out)]
+        assert any(nd.op == "get_attr" for gm in mods for nd in gm.graph.nodes), \
+            "no tensor constant in the cached AOT backward: the test no longer tests issue 15"
+
+
+def _embed_ce():
+    return nn.Sequential(nn.Embedding(10, 8), nn.Linear(8, 10))
+
+
+def _embed_ce_loss(cm):
+    ids = torch.randint(0, 10, (2, 5))
+    return torch.nn.functional.cross_entropy(cm(ids).flatten(0, 1), ids.flatten())
+
+
+def aot_cache(warm: bool):
+    """AOTAutograd's cache on (warm: a compile of a model whose backward AOTAutograd already
+    compiled loads it) or off (cold: every compile makes a fresh backward module).  Without
+    this, a differential test's compiled run is warm: its eager run compiled the backward."""
+    import contextlib
+    stack = contextlib.ExitStack()
+    stack.enter_context(torch._functorch.config.patch(enable_autograd_cache=warm))
+    stack.enter_context(torch._inductor.config.patch(fx_graph_cache=True))
+    return stack
+
+
+def warm_aot_cache(make, loss):
+    """Compile `make()`'s forward and run its backward under eager autograd: AOTAutograd
+    compiles the backward and saves the cache entry a later compile of the same model loads
+    (a user's second run of a script).  Needs the caches on (they are by default)."""
+    torch._dynamo.reset()
+    loss(torch.compile(make())).backward()
+    torch._dynamo.reset()
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_warm_aot_cache_constants_are_spliced(backend):
+    """A compiled forward loaded from AOTAutograd's cache: its backward module holds real
+    tensor constants (here the zeros embedding's grad accumulates into); the fake retrace
+    failed on them ("Please convert all Tensors to FakeTensors") and the step fell back."""
+    with aot_cache(warm=True):
+        warm_aot_cache(_embed_ce, _embed_ce_loss)
+
+        def build():
+            torch._dynamo.reset()
+            m = _embed_ce()
+            return [m, torch.compile(m)]
+
+        def step(st):
+            m, cm = st
+            m.zero_grad(set_to_none=True)
+            out = _embed_ce_loss(cm)
+            assert_aot_cache(out, warm=True)
+            out.backward()
+            return grads(m)
+        differential(build, step, backend=backend)
+    _assert_spliced()
+    assert "lift_fresh_copy" in compiled_bw.last_graph().code
+
+
+class _Block(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.c1, self.b1 = nn.Conv2d(c, c, 3, padding=1, bias=False), nn.BatchNorm2d(c)
+        self.c2, self.b2 = nn.Conv2d(c, c, 3, padding=1, bias=False), nn.BatchNorm2d(c)
+
+    def forward(self, x):
+        return (self.b2(self.c2(self.b1(self.c1(x)).relu())) + x).relu()
+
+
+def _resnet(c=8):
+    """ResNet-18 in small: stem (conv, bn, relu, max pool), one residual block, adaptive avg
+    pool, flatten, linear."""
+    return nn.Sequential(nn.Conv2d(3, c, 3, padding=1, bias=False), nn.BatchNorm2d(c), nn.ReLU(),
+                         nn.MaxPool2d(3, 2, 1), _Block(c), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                         nn.Linear(c, 10))
+
+
+@pytest.mark.parametrize("backend,memory_format,cache", [
+    ("eager", "contiguous", "cold"), ("inductor", "contiguous", "cold"),
+    ("eager", "channels_last", "cold"), ("eager", "contiguous", "warm"),
+    ("inductor", "channels_last", "warm")])
+def test_resnet_under_torch_compile_is_spliced(backend, memory_format, cache):
+    """Cold: Inductor's layout optimization gives the forward's saved activations channels-last
+    strides; the AOT backward `view`s one as if contiguous (Inductor's view copies where eager's
+    cannot view): "Cannot view a tensor with shape [2, 8, 8, 8] and strides (512, 1, 64, 8)".
+    Warm: the cached backward module holds tensor constants (`where(..., tensor(0.))`,
+    `as_strided_scatter` into a constant).  (The cold channels_last variant passed before the
+    fix too: there the views were viewable.)"""
+    fmt = {"contiguous": torch.contiguous_format, "channels_last": torch.channels_last}[memory_format]
+    warm = cache == "warm"
+
+    def make():
+        return _resnet().to(memory_format=fmt)
+
+    def data():
+        return torch.randn(2, 3, 16, 16).to(memory_format=fmt)
+
+    def build():
+        torch._dynamo.reset()
+        m = make()
+        return [m, torch.compile(m), data()]
+
+    def step(st):
+        m, cm, x = st
+        m.zero_grad(set_to_none=True)
+        out = cm(x).pow(2).mean()
+        assert_aot_cache(out, warm=warm)
+        out.backward()
+        return grads(m)
+    with aot_cache(warm):
+        if warm:
+            warm_aot_cache(make, lambda cm: cm(data()).pow(2).mean())
+        differential(build, step, steps=2, backend=backend)
+    _assert_spliced()
+
+
+def test_failed_splice_names_the_aot_graph_and_op():
+    """A splice that fails (here: an op inserted into the AOT module that no tensor can run)
+    falls back with a reason naming the AOT graph, the node and its op."""
+    import copy
+
+    from compiled_bw.capture import aot
+
+    def build():
+        torch._dynamo.reset()
+        m = _mlp()
+        return [m, torch.compile(m, backend="aot_eager"), torch.randn(5, 8)]
+
+    def step(st):
+        m, cm, x = st
+        m.zero_grad(set_to_none=True)
+        out = cm(x).pow(2).mean()
+        (node,) = _aot_nodes(out)
+        cls = type(node)
+        bw = copy.deepcopy(aot.aot_plan(cls).bw_module)
+        ph = next(n for n in bw.graph.nodes if n.op == "placeholder")
+        with bw.graph.inserting_after(ph):
+            bw.graph.create_node("call_function", torch.ops.aten.view.default,
+                                 (ph, [7, 999]), name="bad_view")
+        bw.recompile()
+        aot._PLANS[cls] = aot.AotPlan(cls._forward_cls, bw, "")
+        out.backward()
+        return grads(m)
+    st = differential(build, step, steps=1, backend="eager", fallbacks=1, captures=None)
+    (reason,) = st.fallback_reasons
+    assert "AOT backward of torch.compile graph" in reason and "CompiledFunctionBackward" in reason, reason
+    assert "'bad_view'" in reason and "aten.view.default" in reason, reason
