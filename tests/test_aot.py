@@ -218,6 +218,9 @@ def aot_cache(warm: bool):
     compiled loads it) or off (cold: every compile makes a fresh backward module).  Without
     this, a differential test's compiled run is warm: its eager run compiled the backward."""
     import contextlib
+
+    import torch._functorch.config
+    import torch._inductor.config
     stack = contextlib.ExitStack()
     stack.enter_context(torch._functorch.config.patch(enable_autograd_cache=warm))
     stack.enter_context(torch._inductor.config.patch(fx_graph_cache=True))
