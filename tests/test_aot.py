@@ -6,6 +6,7 @@ not one opaque call.
 """
 import pytest
 import torch
+from aot_cache import aot_cache, aot_nodes, assert_aot_cache, warm_aot_cache
 from differential import differential, grads
 from torch import nn
 
@@ -174,36 +175,6 @@ def test_trace_time_tensors_in_a_graph_are_rejected():
 
 # --- issue 15: AOT backwards as AOTAutograd's cache and Inductor's layout choices make them ---
 
-def _aot_nodes(out):
-    """The CompiledFunctionBackward nodes reachable from out.grad_fn."""
-    seen, todo, found = set(), [out.grad_fn], []
-    while todo:
-        n = todo.pop()
-        if n is None or n in seen:
-            continue
-        seen.add(n)
-        if hasattr(type(n), "_forward_cls"):
-            found.append(n)
-        todo.extend(f for f, _ in n.next_functions)
-    assert found, "no torch.compile'd forward in this graph"
-    return found
-
-
-def assert_aot_cache(out, warm: bool):
-    """Every AOT backward of `out` comes from AOTAutograd's cache (warm) or from a fresh compile,
-    and a warm one holds tensor constants (what made the splice fail, issue 15)."""
-    from torch._dynamo.compiled_autograd import extract_bw_module
-    for n in _aot_nodes(out):
-        cf = type(n)._forward_cls
-        kind = type(cf._lazy_backward_info).__name__
-        assert kind == ("CachedAutogradLazyBackwardCompileInfo" if warm
-                        else "AutogradLazyBackwardCompileInfo"), kind
-    if warm:
-        mods = [extract_bw_module(type(n)._forward_cls) for n in _aot_nodes(out)]
-        assert any(nd.op == "get_attr" for gm in mods for nd in gm.graph.nodes), \
-            "no tensor constant in the cached AOT backward: the test no longer tests issue 15"
-
-
 def _embed_ce():
     return nn.Sequential(nn.Embedding(10, 8), nn.Linear(8, 10))
 
@@ -211,29 +182,6 @@ def _embed_ce():
 def _embed_ce_loss(cm):
     ids = torch.randint(0, 10, (2, 5))
     return torch.nn.functional.cross_entropy(cm(ids).flatten(0, 1), ids.flatten())
-
-
-def aot_cache(warm: bool):
-    """AOTAutograd's cache on (warm: a compile of a model whose backward AOTAutograd already
-    compiled loads it) or off (cold: every compile makes a fresh backward module).  Without
-    this, a differential test's compiled run is warm: its eager run compiled the backward."""
-    import contextlib
-
-    import torch._functorch.config
-    import torch._inductor.config
-    stack = contextlib.ExitStack()
-    stack.enter_context(torch._functorch.config.patch(enable_autograd_cache=warm))
-    stack.enter_context(torch._inductor.config.patch(fx_graph_cache=True))
-    return stack
-
-
-def warm_aot_cache(make, loss):
-    """Compile `make()`'s forward and run its backward under eager autograd: AOTAutograd
-    compiles the backward and saves the cache entry a later compile of the same model loads
-    (a user's second run of a script).  Needs the caches on (they are by default)."""
-    torch._dynamo.reset()
-    loss(torch.compile(make())).backward()
-    torch._dynamo.reset()
 
 
 @pytest.mark.parametrize("backend", ["eager", "inductor"])
@@ -334,7 +282,7 @@ def test_failed_splice_names_the_aot_graph_and_op():
         m, cm, x = st
         m.zero_grad(set_to_none=True)
         out = cm(x).pow(2).mean()
-        (node,) = _aot_nodes(out)
+        (node,) = aot_nodes(out)
         cls = type(node)
         bw = copy.deepcopy(aot.aot_plan(cls).bw_module)
         ph = next(n for n in bw.graph.nodes if n.op == "placeholder")
