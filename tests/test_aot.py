@@ -297,3 +297,35 @@ def test_failed_splice_names_the_aot_graph_and_op():
     (reason,) = st.fallback_reasons
     assert "AOT backward of torch.compile graph" in reason and "CompiledFunctionBackward" in reason, reason
     assert "'bad_view'" in reason and "aten.view.default" in reason, reason
+
+
+def test_view_strides_agrees_with_torch():
+    """capture/aot.py decides whether an AOT `view` needs Inductor's copy with a port of ATen's
+    computeStride: it must answer as torch's own view does (viewable or not, and the strides)."""
+    from compiled_bw.capture.aot import view_strides
+    g = torch.Generator().manual_seed(0)
+    cases = 0
+    for _ in range(400):
+        nd = int(torch.randint(0, 5, (), generator=g))
+        size = [int(s) for s in torch.randint(0, 4, (nd,), generator=g)]
+        base = torch.empty(size)
+        perm = torch.randperm(nd, generator=g).tolist()
+        x = base.permute(perm) if nd else base
+        if nd and torch.rand((), generator=g) < 0.3:
+            x = x.unsqueeze(int(torch.randint(0, nd + 1, (), generator=g)))
+        n = x.numel()
+        shapes = [[n], [-1], [1, n], [n, 1], list(x.shape)[::-1]]
+        if n and n % 2 == 0:
+            shapes += [[2, n // 2], [n // 2, 2, 1], [-1, 2]]
+        for shape in shapes:
+            try:
+                want = list(x.view(shape).stride())
+            except RuntimeError:
+                want = None
+            got = view_strides(tuple(x.shape), x.stride(), shape)
+            if want is None or n == 0:
+                assert (got is None) == (want is None), (x.shape, x.stride(), shape, got)
+            else:
+                assert got == want, (x.shape, x.stride(), shape, got, want)
+            cases += 1
+    assert cases > 1000

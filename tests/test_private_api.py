@@ -159,6 +159,36 @@ def test_inductor_artifact_round_trip():
         pass
 
 
+def test_no_native_entry_for_a_graph_with_tensor_constants():
+    # backends/inductor_artifact.py native_entry: a C++-wrapper graph holding tensor constants
+    # (a spliced AOT backward loaded from AOTAutograd's cache) gets them appended to its inputs
+    # by the generated `call` (`constants_tensor`); the C++ hit path passes only the walk's
+    # tensors, so the entry would read past them (it segfaulted).  Both signs must still hold.
+    pytest.importorskip("torch._inductor.compile_fx")
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from compiled_bw.backends import inductor_artifact
+    from compiled_bw.backends.inductor import compile_inductor
+    from compiled_bw.capture.opaque import SitesOnly, current_step
+
+    const = torch.randn(1000)       # Inductor inlines small constants into its kernels
+    gm = make_fx(lambda x: [torch.ops.aten.lift_fresh.default(const) * x], tracing_mode="fake")(
+        torch.randn(1000))
+    assert any(n.op == "get_attr" for n in gm.graph.nodes)
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    with FakeTensorMode() as mode:
+        fakes = [mode.from_tensor(torch.randn(1000))]
+    with current_step(SitesOnly([])):
+        fn = compile_inductor(gm, fakes)
+    assert getattr(fn, "constants", None), "CompiledFxGraph.constants moved (native_entry reads it)"
+    assert "constants_tensor" in fn.current_callable.__code__.co_varnames, (
+        "the C++ wrapper's `call` no longer appends constants as `constants_tensor` "
+        "(torch._inductor.codegen.cpp_wrapper_cpu): check what native_entry must pass")
+    assert inductor_artifact.native_entry(fn) is None
+    x = torch.randn(1000)
+    torch.testing.assert_close(fn([x])[0], const * x)
+
+
 def test_grad_dtype_of_a_leaf_is_readable():
     """capture/saved.py input_meta: `_input_metadata` does not show a leaf's grad_dtype."""
     x = torch.randn(2, requires_grad=True)
