@@ -77,6 +77,9 @@ class SpliceFailed(Exception):
 # Views whose eager kernels need a viewable layout; Inductor's lowering copies to contiguous
 # instead (ir.View.create: require_contiguous), and the AOT backward was made for Inductor.
 _VIEWS = (torch.ops.aten.view.default, torch.ops.aten._unsafe_view.default)
+# Ops that read their input's storage through explicit strides: the values depend on its layout.
+_AS_STRIDED = (torch.ops.aten.as_strided.default, torch.ops.aten.as_strided_scatter.default,
+               torch.ops.aten.as_strided_copy.default)
 
 
 def view_strides(size, stride, shape) -> list | None:
@@ -123,6 +126,8 @@ class _Splice(torch.fx.Interpreter):
     - a view of a tensor whose layout cannot be viewed (Inductor's layout optimization gave a
       saved activation channels-last strides; AOTAutograd restrides the placeholders so, and
       Inductor's `view` copies to contiguous) copies it to contiguous first, as Inductor does.
+    - an as_strided-family op of a non-contiguous tensor of 2 or more dims raises (its values
+      depend on a layout Inductor chooses); the step falls back.
     Remembers the node it runs, so a failure can name it."""
 
     def __init__(self, gm) -> None:
@@ -145,6 +150,13 @@ class _Splice(torch.fx.Interpreter):
             if view_strides(tuple(x.shape), x.stride(), args[1]) is None:
                 x = torch.ops.aten.clone.default(x, memory_format=torch.contiguous_format)
                 args = (x, *args[1:])
+        elif target in _AS_STRIDED and isinstance(args[0], torch.Tensor) and \
+                args[0].dim() > 1 and not args[0].is_contiguous():
+            # Inductor reads the storage of the layout *it* chose for this tensor, which for a
+            # non-contiguous one we cannot know: equal values are not guaranteed.
+            raise SpliceFailed(f"{target} of a non-contiguous tensor (strides "
+                               f"{tuple(args[0].stride())}): its values depend on the layout "
+                               f"Inductor chooses")
         return super().call_function(target, args, kwargs)
 
 
@@ -163,7 +175,7 @@ def trace_aot(plan: AotPlan, node, saved: list, no_vc: list, grads: list, prefix
             out = interp.run(*all_args)
     except passthrough:
         raise
-    except Exception as e:  # named and re-raised: the step falls back
+    except Exception as e:  # SpliceFailed included: named and re-raised, the step falls back
         n = interp.current
         op = "?" if n is None else (f"{n.target}" if n.op == "call_function" else f"{n.op} {n.target}")
         raise SpliceFailed(
