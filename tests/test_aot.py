@@ -6,6 +6,7 @@ not one opaque call.
 """
 import pytest
 import torch
+from aot_cache import aot_cache, aot_nodes, assert_aot_cache, warm_aot_cache
 from differential import differential, grads
 from torch import nn
 
@@ -172,3 +173,175 @@ def test_trace_time_tensors_in_a_graph_are_rejected():
     gm = torch.fx.GraphModule(root, g)
     with pytest.raises(TraceFailed, match="baked in a FakeTensor"):
         _check_no_trace_time_values(gm)
+
+
+# --- issue 15: AOT backwards as AOTAutograd's cache and Inductor's layout choices make them ---
+
+def _embed_ce():
+    return nn.Sequential(nn.Embedding(10, 8), nn.Linear(8, 10))
+
+
+def _embed_ce_loss(cm):
+    ids = torch.randint(0, 10, (2, 5))
+    return torch.nn.functional.cross_entropy(cm(ids).flatten(0, 1), ids.flatten())
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_warm_aot_cache_constants_are_spliced(backend):
+    """A compiled forward loaded from AOTAutograd's cache: its backward module holds real
+    tensor constants (here the zeros embedding's grad accumulates into); the fake retrace
+    failed on them ("Please convert all Tensors to FakeTensors") and the step fell back."""
+    with aot_cache(warm=True):
+        warm_aot_cache(_embed_ce, _embed_ce_loss)
+
+        def build():
+            torch._dynamo.reset()
+            m = _embed_ce()
+            return [m, torch.compile(m)]
+
+        def step(st):
+            m, cm = st
+            m.zero_grad(set_to_none=True)
+            out = _embed_ce_loss(cm)
+            assert_aot_cache(out, warm=True)
+            out.backward()
+            return grads(m)
+        differential(build, step, backend=backend)
+    _assert_spliced()
+    assert "lift_fresh_copy" in compiled_bw.last_graph().code
+
+
+class _Block(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.c1, self.b1 = nn.Conv2d(c, c, 3, padding=1, bias=False), nn.BatchNorm2d(c)
+        self.c2, self.b2 = nn.Conv2d(c, c, 3, padding=1, bias=False), nn.BatchNorm2d(c)
+
+    def forward(self, x):
+        return (self.b2(self.c2(self.b1(self.c1(x)).relu())) + x).relu()
+
+
+def _resnet(c=8):
+    """ResNet-18 in small: stem (conv, bn, relu, max pool), one residual block, adaptive avg
+    pool, flatten, linear."""
+    return nn.Sequential(nn.Conv2d(3, c, 3, padding=1, bias=False), nn.BatchNorm2d(c), nn.ReLU(),
+                         nn.MaxPool2d(3, 2, 1), _Block(c), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                         nn.Linear(c, 10))
+
+
+@pytest.mark.parametrize("backend,memory_format,cache", [
+    ("eager", "contiguous", "cold"), ("inductor", "contiguous", "cold"),
+    ("eager", "channels_last", "cold"), ("eager", "contiguous", "warm"),
+    ("inductor", "channels_last", "warm")])
+def test_resnet_under_torch_compile_is_spliced(backend, memory_format, cache):
+    """Cold: Inductor's layout optimization gives the forward's saved activations channels-last
+    strides; the AOT backward `view`s one as if contiguous (Inductor's view copies where eager's
+    cannot view): "Cannot view a tensor with shape [2, 8, 8, 8] and strides (512, 1, 64, 8)".
+    Warm: the cached backward module holds tensor constants (`where(..., tensor(0.))`,
+    `as_strided_scatter` into a constant).  (The cold channels_last variant passed before the
+    fix too: there the views were viewable.)"""
+    fmt = {"contiguous": torch.contiguous_format, "channels_last": torch.channels_last}[memory_format]
+    warm = cache == "warm"
+
+    def make():
+        return _resnet().to(memory_format=fmt)
+
+    def data():
+        return torch.randn(2, 3, 16, 16).to(memory_format=fmt)
+
+    def build():
+        torch._dynamo.reset()
+        m = make()
+        return [m, torch.compile(m), data()]
+
+    def step(st):
+        m, cm, x = st
+        m.zero_grad(set_to_none=True)
+        out = cm(x).pow(2).mean()
+        assert_aot_cache(out, warm=warm)
+        out.backward()
+        return grads(m)
+    with aot_cache(warm):
+        if warm:
+            warm_aot_cache(make, lambda cm: cm(data()).pow(2).mean())
+        differential(build, step, steps=2, backend=backend)
+    _assert_spliced()
+
+
+def _bad_view(g, ph):
+    return g.create_node("call_function", torch.ops.aten.view.default, (ph, [7, 999]),
+                         name="bad_view")
+
+
+def _as_strided_of_a_transpose(g, ph):
+    t = g.call_function(torch.ops.aten.t.default, (ph,))
+    return g.create_node("call_function", torch.ops.aten.as_strided.default,
+                         (t, [2, 2], [1, 2]), name="bad_view")
+
+
+@pytest.mark.parametrize("inject,op", [(_bad_view, "aten.view.default"),
+                                       (_as_strided_of_a_transpose, "aten.as_strided.default")])
+def test_failed_splice_names_the_aot_graph_and_op(inject, op):
+    """A splice that fails falls back with a reason naming the AOT graph, the node and its op:
+    an op inserted into the AOT module that no tensor can run, or an as_strided of a
+    non-contiguous tensor (its values would depend on the layout Inductor picks for it)."""
+    import copy
+
+    from compiled_bw.capture import aot
+
+    def build():
+        torch._dynamo.reset()
+        m = _mlp()
+        return [m, torch.compile(m, backend="aot_eager"), torch.randn(5, 8)]
+
+    def step(st):
+        m, cm, x = st
+        m.zero_grad(set_to_none=True)
+        out = cm(x).pow(2).mean()
+        (node,) = aot_nodes(out)
+        cls = type(node)
+        bw = copy.deepcopy(aot.aot_plan(cls).bw_module)
+        ph = next(n for n in bw.graph.nodes
+                  if n.op == "placeholder" and len(n.meta["val"].shape) == 2)
+        with bw.graph.inserting_after(ph):
+            inject(bw.graph, ph)
+        bw.recompile()
+        aot._PLANS[cls] = aot.AotPlan(cls._forward_cls, bw, "")
+        out.backward()
+        return grads(m)
+    st = differential(build, step, steps=1, backend="eager", fallbacks=1, captures=None)
+    (reason,) = st.fallback_reasons
+    assert "AOT backward of torch.compile graph" in reason and "CompiledFunctionBackward" in reason, reason
+    assert "'bad_view'" in reason and op in reason, reason
+
+
+def test_view_strides_agrees_with_torch():
+    """capture/aot.py decides whether an AOT `view` needs Inductor's copy with a port of ATen's
+    computeStride: it must answer as torch's own view does (viewable or not, and the strides)."""
+    from compiled_bw.capture.aot import view_strides
+    g = torch.Generator().manual_seed(0)
+    cases = 0
+    for _ in range(400):
+        nd = int(torch.randint(0, 5, (), generator=g))
+        size = [int(s) for s in torch.randint(0, 4, (nd,), generator=g)]
+        base = torch.empty(size)
+        perm = torch.randperm(nd, generator=g).tolist()
+        x = base.permute(perm) if nd else base
+        if nd and torch.rand((), generator=g) < 0.3:
+            x = x.unsqueeze(int(torch.randint(0, nd + 1, (), generator=g)))
+        n = x.numel()
+        shapes = [[n], [-1], [1, n], [n, 1], list(x.shape)[::-1]]
+        if n and n % 2 == 0:
+            shapes += [[2, n // 2], [n // 2, 2, 1], [-1, 2]]
+        for shape in shapes:
+            try:
+                want = list(x.view(shape).stride())
+            except RuntimeError:
+                want = None
+            got = view_strides(tuple(x.shape), x.stride(), shape)
+            if want is None or n == 0:
+                assert (got is None) == (want is None), (x.shape, x.stride(), shape, got)
+            else:
+                assert got == want, (x.shape, x.stride(), shape, got, want)
+            cases += 1
+    assert cases > 1000

@@ -195,6 +195,36 @@ def test_inductor_artifact_round_trip():
         pass
 
 
+def test_no_native_entry_for_a_graph_with_tensor_constants():
+    # backends/inductor_artifact.py native_entry: a C++-wrapper graph holding tensor constants
+    # (a spliced AOT backward loaded from AOTAutograd's cache) gets them appended to its inputs
+    # by the generated `call` (`constants_tensor`); the C++ hit path passes only the walk's
+    # tensors, so the entry would read past them (it segfaulted).  Both signs must still hold.
+    pytest.importorskip("torch._inductor.compile_fx")
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from compiled_bw.backends import inductor_artifact
+    from compiled_bw.backends.inductor import compile_inductor
+    from compiled_bw.capture.opaque import SitesOnly, current_step
+
+    const = torch.randn(1000)       # Inductor inlines small constants into its kernels
+    gm = make_fx(lambda x: [torch.ops.aten.lift_fresh.default(const) * x], tracing_mode="fake")(
+        torch.randn(1000))
+    assert any(n.op == "get_attr" for n in gm.graph.nodes)
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    with FakeTensorMode() as mode:
+        fakes = [mode.from_tensor(torch.randn(1000))]
+    with current_step(SitesOnly([])):
+        fn = compile_inductor(gm, fakes)
+    assert getattr(fn, "constants", None), "CompiledFxGraph.constants moved (native_entry reads it)"
+    assert "constants_tensor" in fn.current_callable.__code__.co_varnames, (
+        "the C++ wrapper's `call` no longer appends constants as `constants_tensor` "
+        "(torch._inductor.codegen.cpp_wrapper_cpu): check what native_entry must pass")
+    assert inductor_artifact.native_entry(fn) is None
+    x = torch.randn(1000)
+    torch.testing.assert_close(fn([x])[0], const * x)
+
+
 def test_grad_dtype_of_a_leaf_is_readable():
     """capture/saved.py input_meta: `_input_metadata` does not show a leaf's grad_dtype."""
     x = torch.randn(2, requires_grad=True)
@@ -378,8 +408,8 @@ def _private_names(path):
                 x = x.value
             if isinstance(x, ast.Name):
                 names = [".".join([x.id, *reversed(parts)])]
-        for name in names:
-            if _PRIVATE.match(name):
+        for name in names:      # (aten operators, `torch.ops.aten._foo`, are not private API)
+            if _PRIVATE.match(name) and not name.startswith("torch.ops."):
                 yield n.lineno, name
 
 
@@ -394,7 +424,8 @@ def test_private_torch_api_only_in_torchapi():
 def test_the_private_api_check_finds_private_names(tmp_path):
     p = tmp_path / "m.py"
     p.write_text("import torch\nfrom torch._C import _foo\nx = torch._C._bar\n"
-                 "y = torch.utils._pytree\nz = torch.__version__\nw = torch.nn.Linear\n")
+                 "y = torch.utils._pytree\nz = torch.__version__\nw = torch.nn.Linear\n"
+                 "v = torch.ops.aten._unsafe_view.default\n")
     assert [name for _, name in _private_names(p)] == [
         "torch._C._foo", "torch._C._bar", "torch.utils._pytree"] or sorted(
         name for _, name in _private_names(p)) == sorted(

@@ -6,11 +6,15 @@ Variants: plain; bf16 autocast; gradient accumulation (two backwards per step, n
 between); zero_grad(set_to_none=False); module full backward hooks (one returning a new
 grad_input, as in issue 15) plus a tensor hook on the hidden states.  Eager backend for all,
 Inductor for the plain and hook variants.  Skipped cleanly without `transformers`.
+Also with the forward `torch.compile`d (Inductor), its AOT backward spliced into our graph,
+from a fresh AOTAutograd compile (cold) and from AOTAutograd's cache (warm: a user's second run
+of a script), issue 15.
 (`timm` is not here: it requires torchvision, whose PyPI wheel does not load beside the CPU
 build of torch this project pins.)
 """
 import pytest
 import torch
+from aot_cache import aot_cache, assert_aot_cache, warm_aot_cache
 from differential import differential
 
 pytestmark = pytest.mark.slow   # `pytest -m "not slow"` leaves it out
@@ -42,8 +46,11 @@ def _cfg(name):
     raise KeyError(name)
 
 
-def _model(name):
+def _model(name, layers=2):
     cfg = _cfg(name)
+    for attr in ("n_layer", "num_hidden_layers"):   # gpt2 / the others (not t5)
+        if hasattr(cfg, attr) and layers != 2:
+            setattr(cfg, attr, layers)
     cls = {"gpt2": transformers.GPT2LMHeadModel, "llama": transformers.LlamaForCausalLM,
            "bert": transformers.BertForMaskedLM, "t5": transformers.T5ForConditionalGeneration,
            "vit": transformers.ViTForImageClassification}[name]
@@ -117,3 +124,38 @@ def test_real_model_eager_backend(name, variant):
 def test_real_model_inductor(name, variant):
     differential(_build(name, variant), _step(name, variant), steps=3, backend="inductor",
                  captures=1, fallbacks=0)
+
+
+def _compiled(name, warm):
+    def build():
+        torch._dynamo.reset()
+        m = _model(name, layers=1)
+        return m, torch.compile(m)
+
+    def step(state):
+        m, cm = state
+        m.zero_grad(set_to_none=True)
+        loss = _loss(name, cm)
+        assert_aot_cache(loss, warm)
+        loss.backward()
+        return [None if p.grad is None else p.grad.clone() for p in m.parameters()]
+    return build, step
+
+
+# each model on both backends and both caches, in 4 runs (compiling forwards is slow)
+@pytest.mark.parametrize("name,backend,cache", [
+    ("gpt2", "inductor", "cold"), ("gpt2", "eager", "warm"),
+    ("llama", "eager", "cold"), ("llama", "inductor", "warm")])
+def test_real_model_compiled_forward(name, backend, cache):
+    """The forward torch.compile'd: every AOT backward spliced (strict: no fallback, no opaque
+    CompiledFunctionBackward call), grads equal eager autograd's running the same compiled
+    forward.  Warm failed before issue 15's fix (tensor constants in the cached module)."""
+    warm = cache == "warm"
+    build, step = _compiled(name, warm)
+    with aot_cache(warm):
+        if warm:
+            warm_aot_cache(lambda: _model(name, layers=1), lambda cm: _loss(name, cm))
+        differential(build, step, steps=2, backend=backend, captures=1, fallbacks=0)
+    import compiled_bw
+    code = compiled_bw.last_graph().code
+    assert "aot0_" in code and "custom CompiledFunctionBackward" not in code

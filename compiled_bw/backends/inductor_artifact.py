@@ -100,11 +100,16 @@ def warm_up() -> None:
 
 def native_entry(fn):
     """`inductor_entry` of a graph compiled with the C++ wrapper, else None (backends/inductor.py
-    Note [Inductor: C entry point]): only when fn's callable is the generated module's `call` itself."""
-    if not isinstance(fn, CompiledFxGraph):
+    Note [Inductor: C entry point]): only when fn's callable is the generated module's `call`
+    itself, and the graph holds no tensor constants (e.g. a spliced AOT backward loaded from
+    AOTAutograd's cache): `call` appends those to the inputs it passes (`constants_tensor`),
+    the C++ hit path would not (the entry then reads past its inputs)."""
+    if not isinstance(fn, CompiledFxGraph) or getattr(fn, "constants", None):
         return None
     call = fn.current_callable
     module = getattr(call, "__globals__", None)
     if not module or module.get("call") is not call or "_wrap_func" not in module:
+        return None
+    if "constants_tensor" in getattr(getattr(call, "__code__", None), "co_varnames", ("constants_tensor",)):
         return None
     return module.get("inductor_entry")

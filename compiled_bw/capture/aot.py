@@ -9,6 +9,11 @@ holds, and an opaque call would have to copy every saved tensor it passes throug
 `CompiledFunction.compiled_bw` is never touched, so the lazy backward compile never happens.
 When the module is not available, `aot_plan` says why and the node runs as one opaque custom
 call.  tests/test_private_api.py checks every attribute used here and names what moved.
+
+The module is run as AOTAutograd's own backward compile (Inductor) runs it, see `_Splice`:
+tensor constants (a module loaded from AOTAutograd's cache holds real ones) become graph
+constants, and a `view` of a saved tensor that Inductor's forward gave another layout copies.
+Any other failure raises `SpliceFailed` naming the AOT graph and the op (the step falls back).
 """
 from __future__ import annotations
 
@@ -66,18 +71,118 @@ def saved_of(node) -> tuple:
             tuple(node.symints), tuple(getattr(node, "opaque_objects", ()) or ()))
 
 
-def trace_aot(plan: AotPlan, node, saved: list, no_vc: list, grads: list, prefix: str,
-              tracer_graph) -> tuple:
-    """Inline one AOT backward (under make_fx); returns the per-forward-input grads tuple that
-    CompiledFunction.backward would return.  Graph nodes created here get `prefix`."""
-    from torch.fx import Interpreter
+class SpliceFailed(Exception):
+    """An op of an AOT backward module failed on our fake tensors (message names graph and op)."""
 
+
+# Views whose eager kernels need a viewable layout; Inductor's lowering copies to contiguous
+# instead (ir.View.create: require_contiguous), and the AOT backward was made for Inductor.
+_VIEWS = (torch.ops.aten.view.default, torch.ops.aten._unsafe_view.default)
+# Ops that read their input's storage through explicit strides: the values depend on its layout.
+_AS_STRIDED = (torch.ops.aten.as_strided.default, torch.ops.aten.as_strided_scatter.default,
+               torch.ops.aten.as_strided_copy.default)
+
+
+def view_strides(size, stride, shape) -> list | None:
+    """The strides `view(shape)` of a tensor (size, stride) gets, None if it cannot be viewed
+    (a port of at::detail::computeStride, aten/src/ATen/TensorUtils.cpp)."""
+    numel = 1
+    for s in size:
+        numel *= s
+    shape = list(shape)
+    if -1 in shape:
+        known = 1
+        for s in shape:
+            known *= s if s != -1 else 1
+        shape[shape.index(-1)] = numel // known if known else 0
+    if numel == 0:
+        return [1] * len(shape)
+    if len(size) == 0:
+        return [1] * len(shape)
+    new = [0] * len(shape)
+    view_d = len(shape) - 1
+    chunk = stride[-1]
+    t_numel = v_numel = 1
+    for d in range(len(size) - 1, -1, -1):
+        t_numel *= size[d]
+        if d == 0 or (size[d - 1] != 1 and stride[d - 1] != t_numel * chunk):
+            while view_d >= 0 and (v_numel < t_numel or shape[view_d] == 1):
+                new[view_d] = v_numel * chunk
+                v_numel *= shape[view_d]
+                view_d -= 1
+            if v_numel != t_numel:
+                return None
+            if d > 0:
+                chunk, t_numel, v_numel = stride[d - 1], 1, 1
+    return new if view_d == -1 else None
+
+
+class _Splice(torch.fx.Interpreter):
+    """Runs an AOT backward module on fake tensors under make_fx, with the semantics the
+    module was made for (AOTAutograd compiles it with Inductor):
+    - a real tensor constant (get_attr; a module deserialized from AOTAutograd's cache holds
+      them where a fresh one holds factory calls) goes through `lift_fresh`, which make_fx
+      records as `lift_fresh_copy` of a graph constant: fake mode never sees a real tensor,
+      and nothing can write into the shared constant;
+    - a view of a tensor whose layout cannot be viewed (Inductor's layout optimization gave a
+      saved activation channels-last strides; AOTAutograd restrides the placeholders so, and
+      Inductor's `view` copies to contiguous) copies it to contiguous first, as Inductor does.
+    - an as_strided-family op of a non-contiguous tensor of 2 or more dims raises (its values
+      depend on a layout Inductor chooses); the step falls back.
+    Remembers the node it runs, so a failure can name it."""
+
+    def __init__(self, gm) -> None:
+        super().__init__(gm)
+        self.current = None
+
+    def run_node(self, n):
+        self.current = n
+        return super().run_node(n)
+
+    def get_attr(self, target, args, kwargs):
+        v = super().get_attr(target, args, kwargs)
+        if type(v) is torch.Tensor:
+            return torch.ops.aten.lift_fresh.default(v)
+        return v
+
+    def call_function(self, target, args, kwargs):
+        if target in _VIEWS and isinstance(args[0], torch.Tensor):
+            x = args[0]
+            if view_strides(tuple(x.shape), x.stride(), args[1]) is None:
+                x = torch.ops.aten.clone.default(x, memory_format=torch.contiguous_format)
+                args = (x, *args[1:])
+        elif target in _AS_STRIDED and isinstance(args[0], torch.Tensor) and \
+                args[0].dim() > 1 and not args[0].is_contiguous():
+            # Inductor reads the storage of the layout *it* chose for this tensor, which for a
+            # non-contiguous one we cannot know: equal values are not guaranteed.
+            raise SpliceFailed(f"{target} of a non-contiguous tensor (strides "
+                               f"{tuple(args[0].stride())}): its values depend on the layout "
+                               f"Inductor chooses")
+        return super().call_function(target, args, kwargs)
+
+
+def trace_aot(plan: AotPlan, node, saved: list, no_vc: list, grads: list, prefix: str,
+              tracer_graph, passthrough: tuple = ()) -> tuple:
+    """Inline one AOT backward (under make_fx); returns the per-forward-input grads tuple that
+    CompiledFunction.backward would return.  Graph nodes created here get `prefix`.
+    Exceptions of the `passthrough` types propagate as they are; any other raises SpliceFailed."""
     cf = plan.cf
     before = set(tracer_graph.nodes)
     all_args = cf._bw_prologue_fn(tuple(saved) + tuple(no_vc), list(node.symints),
                                   list(getattr(node, "opaque_objects", ()) or ()), list(grads))
-    with torch.no_grad():
-        out = Interpreter(plan.bw_module).run(*all_args)
+    interp = _Splice(plan.bw_module)
+    try:
+        with torch.no_grad():
+            out = interp.run(*all_args)
+    except passthrough:
+        raise
+    except Exception as e:  # SpliceFailed included: named and re-raised, the step falls back
+        n = interp.current
+        op = "?" if n is None else (f"{n.target}" if n.op == "call_function" else f"{n.op} {n.target}")
+        raise SpliceFailed(
+            f"splicing the AOT backward of torch.compile graph {getattr(cf, '_aot_id', '?')} "
+            f"({type(node).__name__}) failed at node {getattr(n, 'name', '?')!r} ({op}): "
+            f"{type(e).__name__}: {e}") from e
     out = cf._bw_epilogue_fn(out)
     for n in tracer_graph.nodes:
         if n not in before and n.op == "call_function":

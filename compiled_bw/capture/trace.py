@@ -20,7 +20,7 @@ from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
 from ..torchapi.dynamo import FakeTensor, fake_tensor
 from . import custom, defined
-from .aot import aot_plan, trace_aot
+from .aot import SpliceFailed, aot_plan, trace_aot
 from .deliver import deliver
 from .heap import StdHeap
 from .nodes import AOT, CUSTOM, LEAF, TRACE, TRACE_CUSTOM
@@ -337,10 +337,12 @@ def _aot_call(w, i: int, kind, node, buf: list, placeholders: dict, k: int, df):
     graph = get_proxy_mode().tracer.graph
     try:
         out = trace_aot(plan, node, saved, no_vc, custom.materialize(node, info, buf),
-                        f"aot{k}_", graph)
+                        f"aot{k}_", graph, passthrough=_FAKE_FAILURES + (TraceFailed,))
         return _validate(w, i, kind.name, custom.finish(node, info, out), df)
     except _FAKE_FAILURES:
         return None
+    except SpliceFailed as e:
+        raise TraceFailed(str(e), eager_error=False) from e
 
 
 def _materialized(df, node, info, buf: list) -> bool:
