@@ -83,7 +83,38 @@ def cnn():
     return m, torch.randn(16, 3, 32, 32)
 
 
-MODELS = {"overhead": overhead, "gemm": gemm, "pointwise": pointwise, "cnn": cnn}
+class _BasicBlock(nn.Module):
+    """torchvision's ResNet BasicBlock (torchvision itself does not load beside the CPU torch)."""
+
+    def __init__(self, cin: int, cout: int, stride: int) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.down = None if stride == 1 and cin == cout else nn.Sequential(
+            nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        out = self.bn2(self.conv2(self.bn1(self.conv1(x)).relu()))
+        return (out + (x if self.down is None else self.down(x))).relu()
+
+
+def resnet18():
+    """ResNet-18 (torchvision's layout: 2-2-2-2 BasicBlocks, 64-512 channels), 4 images of
+    32x32, 100 classes."""
+    layers, cin = [], 64
+    for cout, stride in ((64, 1), (128, 2), (256, 2), (512, 2)):
+        layers += [_BasicBlock(cin, cout, stride), _BasicBlock(cout, cout, 1)]
+        cin = cout
+    m = nn.Sequential(nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(),
+                      nn.MaxPool2d(3, 2, 1), *layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                      nn.Linear(512, 100))
+    return m, torch.randn(4, 3, 32, 32)
+
+
+MODELS = {"overhead": overhead, "gemm": gemm, "pointwise": pointwise, "cnn": cnn,
+          "resnet18": resnet18}
 
 
 class _Gate(torch.autograd.Function):
