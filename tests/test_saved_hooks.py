@@ -95,3 +95,62 @@ def test_non_reentrant_checkpoint_recomputes_once_per_backward(walk):
         return [*grads(m), x.grad, calls[0]]
     differential(build, step, strict=True)
 
+
+
+def _halving_post_hook_registrar(log):
+    """Registers, on the node that is running, a post hook that halves its grad_inputs and
+    logs the grad_outputs it got (eager: none, the node had no post hook before it ran, so
+    apply took its inputs)."""
+    def register():
+        node = torch._C._current_autograd_node()
+
+        def hook(outputs, inputs):
+            log.append((type(node).__name__, [i is None for i in inputs]))
+            return tuple(None if o is None else o / 2.0 for o in outputs)
+        node.register_hook(hook)
+    return register
+
+
+def test_post_hook_registered_during_an_unpack_hook_runs(walk):
+    # PyTorch's test_node_post_hook_registered_during_unpack_hook: the post hook a saved-tensor
+    # unpack hook registers on the running node runs after that node (engine.cpp call_function
+    # reads the node's post hooks after apply), with an empty grad_outputs
+    def build():
+        return [torch.rand(3, 3, requires_grad=True), []]
+
+    def step(s):
+        a, log = s
+        register = _halving_post_hook_registrar(log)
+
+        def unpack(t):
+            register()
+            return t
+        a.grad = None
+        with torch.autograd.graph.saved_tensors_hooks(lambda t: t, unpack):
+            var, mean = torch.var_mean(a, dim=0)
+        (var + mean).sum().backward()
+        return [a.grad, list(log)]
+    differential(build, step, strict=True)
+
+
+def test_post_hook_registered_by_a_custom_backward_on_its_own_node_runs():
+    class F(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 3
+
+        @staticmethod
+        def backward(ctx, g):
+            F.register()
+            return g * 3
+
+    def build():
+        return [torch.rand(4, requires_grad=True), []]
+
+    def step(s):
+        x, log = s
+        F.register = _halving_post_hook_registrar(log)
+        x.grad = None
+        (F.apply(x.sin()) * 2).sum().backward()
+        return [x.grad, list(log)]
+    differential(build, step, strict=True)

@@ -157,6 +157,11 @@ def node_hooks(node, retained: dict | None) -> NodeHooks | None:
     return h
 
 
+def post_hooks_of(node):
+    """The node's post-hook dict (live), or None."""
+    return _probe(node.register_hook)
+
+
 def leaf_hooks(var) -> NodeHooks | None:
     """Tensor hooks of a leaf, run by us only where grad() captures it (ENGINE.md 4.10)."""
     d = var._backward_hooks

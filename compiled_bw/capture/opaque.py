@@ -155,12 +155,33 @@ def _validated(s: OpaqueSite, step, outs: list) -> list:
         raise RuntimeError(str(e)) from None
 
 
+def _late_post_hooks(s: OpaqueSite, step, node, outs: list) -> list:
+    """Post hooks registered on a node while it ran (an unpack hook or its custom backward
+    calling `_current_autograd_node().register_hook`): eager (engine.cpp call_function) looks
+    at the node's post hooks after apply, so they run; since it had none before, apply took
+    its inputs (moved from) and the hooks get an empty grad_outputs.  A node that had post hooks
+    when traced has a "post" site after this call, which runs the node's live hook dict."""
+    h = step.hooks.get(s.node_index)
+    if h is not None and h.post:
+        return outs
+    post = hooks.post_hooks_of(node)
+    if not post:
+        return outs
+    late = hooks.NodeHooks()
+    late.post = post
+    return hooks.run_post(late, outs, [])
+
+
 def _run(s: OpaqueSite, step, grads: list) -> list:
     node = step.nodes[s.node_index]
-    if s.kind == "node" or s.kind == "hooked":
-        outs = _validated(s, step, as_list(node(*grads)))
-    elif s.kind == "custom":
-        outs = _validated(s, step, custom.call_backward(node, grads))
+    if s.kind == "node" or s.kind == "hooked" or s.kind == "custom":
+        n_hooks = hooks.COUNTS.node
+        if s.kind == "custom":
+            outs = _validated(s, step, custom.call_backward(node, grads))
+        else:
+            outs = _validated(s, step, as_list(node(*grads)))
+        if hooks.COUNTS.node != n_hooks:    # a node hook was registered while it ran
+            outs = _late_post_hooks(s, step, node, outs)
     else:
         h = step.hooks[s.node_index]
         if s.kind == "pre":
