@@ -2,6 +2,8 @@
 the engine's PyNode semantics.  Every test: 3 steps, eager vs compiled, grads and logs equal,
 compiled (not a fallback), one capture where the structure is stable."""
 
+import weakref
+
 import pytest
 import torch
 from differential import differential, grads
@@ -421,3 +423,33 @@ def test_sparse_grad_out_of_an_opaque_call_raises_once_then_falls_back():
             torch.testing.assert_close(got.to_dense(), want.to_dense())
     st = compiled_bw.stats()
     assert st.fallbacks == 2 and all("sparse" in r for r in st.fallback_reasons), st
+
+
+def test_clear_saved_tensors_on_access():
+    # PyTorch's test_clear_saved_tensors_on_access: the backward's own access is the only one
+    # (the walk must not read ctx.saved_tensors), and after it the local is the last reference
+    class F(torch.autograd.Function):
+        clear_saved_tensors_on_access = True
+
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x.clone()
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            ref = weakref.ref(x)
+            del x
+            F.freed.append(ref() is None)
+            return g * 2
+
+    def build():
+        F.freed = []
+        return torch.randn(3, requires_grad=True)
+
+    def step(x):
+        x.grad = None
+        F.apply(x.clone()).sum().backward()
+        return [x.grad, list(F.freed)]
+    differential(build, step)

@@ -251,6 +251,12 @@ def _first(p):
     return p[0]
 
 
+_SUBCLASS_OPAQUE = (
+    "its forward inputs/outputs or saved tensors hold a tensor subclass, and a custom Function "
+    "runs as an opaque call, which takes dense tensors only (a Function whose backward is "
+    "traceable can set compiled_bw_traceable = True)")
+
+
 def _custom_entry(w, i: int, node, how: str, meta: tuple, entry: list) -> bool:
     """Signature part and saved tensors of a custom autograd.Function node.  Returns True,
     unpacking nothing, when its saved tensors carry hooks (it then runs as one opaque call,
@@ -278,6 +284,15 @@ def _custom_entry(w, i: int, node, how: str, meta: tuple, entry: list) -> bool:
         add_saved_list(w, i, "tensors", ts, entry)
         add_saved_list(w, i, "novc", no_vc, entry)
         return False
+    if getattr(info_cls := type(node)._forward_cls, "clear_saved_tensors_on_access", False):
+        # reading ctx.saved_tensors would release them (the user's backward then raises): the
+        # real node alone reads them, at run time
+        if how == TRACE_CUSTOM:
+            raise WalkUnsupported(f"custom Function {info_cls.__name__} sets "
+                                  "clear_saved_tensors_on_access: its backward is not traced")
+        if info.subclass:
+            raise WalkUnsupported(f"custom Function node {name}: {_SUBCLASS_OPAQUE}")
+        return False
     ts = node.saved_tensors        # unpacks: eager's version-counter / freed checks
     if how == TRACE_CUSTOM:
         try:
@@ -287,11 +302,7 @@ def _custom_entry(w, i: int, node, how: str, meta: tuple, entry: list) -> bool:
         add_saved_list(w, i, "tensors", ts, entry)
     else:   # the real node unpacks them at run time; Slots only release them afterwards
         if info.subclass or any(t is not None and type(t) not in PLAIN for t in ts):
-            raise WalkUnsupported(
-                f"custom Function node {name}: its forward inputs/outputs or saved tensors hold "
-                "a tensor subclass, and a custom Function runs as an opaque call, which takes "
-                "dense tensors only (a Function whose backward is traceable can set "
-                "compiled_bw_traceable = True)")
+            raise WalkUnsupported(f"custom Function node {name}: {_SUBCLASS_OPAQUE}")
         w.slot_only.extend((i, "tensors", j) for j, t in enumerate(ts) if t is not None)
     return False
 
