@@ -453,3 +453,33 @@ def test_no_fallback_reason_mentions_saved_tensor_hooks():
         compiled_bw.reset()
         _ckpt_step(True)([m, x, log])
     assert compiled_bw.stats().fallbacks == 0
+
+
+class _DeepReentrant(torch.autograd.Function):
+    """PyTorch's test_deep_reentrant: each backward runs a backward of its own, `x` levels deep."""
+    @staticmethod
+    def forward(ctx, x):
+        with torch.enable_grad():
+            ctx.x = x.detach().requires_grad_() - 1
+        return ctx.x.detach()
+
+    @staticmethod
+    def backward(ctx, g):
+        if ctx.x < 0:
+            return g
+        with torch.enable_grad():
+            _DeepReentrant.apply(ctx.x).sum().backward()
+        return g
+
+
+def test_deep_reentrant_backward():
+    # eager's engine runs levels past its MAX_DEPTH on other threads; compiled_bw nests compiled
+    # runs up to run.MAX_NESTED_RUNS, then lets eager autograd run the deeper levels
+    def build():
+        return torch.tensor([200.0], requires_grad=True)
+
+    def step(v):
+        v.grad = None
+        _DeepReentrant.apply(v).sum().backward()
+        return [v.grad]
+    differential(build, step, steps=2, captures=None, fallbacks=None, strict=False)

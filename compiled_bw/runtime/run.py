@@ -149,7 +149,19 @@ class Step:
 
 
 def in_compiled_run() -> bool:
-    return getattr(_tls, "running", False)
+    return getattr(_tls, "running", 0) > 0
+
+
+def _nesting() -> int:
+    """How many compiled runs are running on this thread, one inside the other (a backward
+    called by user code inside a compiled graph runs inside it: Note [Reentrant backward])."""
+    return getattr(_tls, "running", 0)
+
+
+# Eager's engine runs a reentrant backward deeper than 60 levels on another thread (engine.cpp
+# MAX_DEPTH), so any depth works; ours nest Python frames.  From this depth on, a backward called
+# inside a compiled run runs eager autograd (which then handles any depth).
+MAX_NESTED_RUNS = 8
 
 
 # Note [Profiler]
@@ -194,6 +206,9 @@ def _precheck(t_outputs, inputs, create_graph) -> None:
                               "is active")
     if torch_autograd.current_graph_task_id() != -1 and not in_compiled_run():
         raise FallbackToEager("reentrant backward (called from inside a running eager backward)")
+    if _nesting() >= MAX_NESTED_RUNS:
+        raise FallbackToEager(f"reentrant backward nested {MAX_NESTED_RUNS} compiled backwards "
+                              "deep (eager autograd runs the deeper levels)")
     # Note [Reentrant backward]: called from user code inside a compiled graph (reentrant
     # checkpoint's CheckpointFunction.backward, a hook calling grad()), a backward is its own
     # capture and cache entry, run inside the outer graph's engine task as eager runs a
@@ -497,7 +512,8 @@ def _run_native(state, entry: Compiled, w, opts, grad_tensors):
         return False
     if not opts.retain_graph and entry.box_owned:
         w.cw.release_variables(entry.box_nodes)     # Note [Box ownership]
-    was_running, _tls.running = in_compiled_run(), True
+    was_running = _nesting()
+    _tls.running = was_running + 1
     try:
         if opts.accumulate:
             ran = w.cw.run_native(entry.native, [g for g in grad_tensors if g is not None],
@@ -522,7 +538,8 @@ def _run_direct(state, entry: Compiled, w, opts, box: list):
     plan = entry.plan
     prev = torch.is_grad_enabled()
     torch_autograd.set_grad_enabled(False)   # the engine runs nodes with grad mode off
-    was_running, _tls.running = in_compiled_run(), True
+    was_running = _nesting()
+    _tls.running = was_running + 1
     try:
         if state.cudagraphs and entry.devices:
             outs = cudagraphs.run(entry, box, state)
@@ -568,7 +585,8 @@ def _deliver(run, leaves: list, opts) -> None:
     says are needed (`task_should_compute_output`), and the user's nodes are not in this task's
     graph.  What eager's non-empty exec_info of grad() / backward(inputs=...) shows user code,
     `_is_checkpoint_valid()` (reentrant checkpoint checks it), engine_state answers."""
-    was_running, _tls.running = in_compiled_run(), True
+    was_running = _nesting()
+    _tls.running = was_running + 1
     try:
         with torch.enable_grad():
             out = _raw_apply(_Deliver, _ANCHOR, run, *leaves)   # not recorded (custom.py)
