@@ -117,16 +117,20 @@ class _State:
 
         def done(seconds: float, error: str | None, fn) -> None:
             stats.background_compile_seconds += seconds
-            if error is not None:       # a fallback (to the eager backend): users read these
-                stats.fallbacks += 1
-                stats.fallback_reasons.append(f"background compile failed, this graph stays on "
-                                              f"the eager backend: {error}")
-                config.emit("fallbacks", "background compile failed: %s", error)
+            if error is not None:
+                self.compile_failed(f"background compile failed, this graph stays on the "
+                                    f"eager backend: {error}")
                 return
             stats.background_compiles += 1
             if _G.last_fn is eager_fn:
                 _G.last_fn = fn
         return done
+
+    def compile_failed(self, reason: str) -> None:
+        """A graph stays on the eager backend: a fallback (users read these), with its reason."""
+        self.stats.fallbacks += 1
+        self.stats.fallback_reasons.append(reason)
+        config.emit("fallbacks", "%s", reason)
 
     def record_capture(self, entry) -> None:
         _G.last_graph = entry.gm

@@ -184,3 +184,24 @@ def test_missing_backend_dependency_disables_only_that_backend(monkeypatch):
     with compiled_bw.enable(backend="eager", strict=True):
         (x * x).sum().backward()
     torch.testing.assert_close(x.grad, 2 * x.detach())
+
+
+@pytest.mark.foreground_compile
+def test_a_graph_inductor_cannot_compile_runs_on_the_eager_backend():
+    # PyTorch's test_input_buffer_accum: a sparse grad made inside the graph (gather with
+    # sparse_grad=True) summed with a dense one; Inductor cannot compile that graph.  Compiled
+    # in the foreground, the graph runs on the eager backend, recorded as a fallback (as a
+    # failed background compile is)
+    def build():
+        return torch.rand(2, 2, requires_grad=True)
+
+    def step(leaf):
+        leaf.grad = None
+        ind = torch.tensor([[0, 0]])
+        out2 = leaf.gather(0, ind, sparse_grad=True)
+        out1 = leaf.clone()
+        g1, g2 = torch.ones_like(out1), torch.full_like(out2, 2.0)
+        torch.autograd.backward((out1, out2), (g1, g2))
+        return [leaf.grad.to_dense(), leaf.grad.layout == torch.sparse_coo]
+    st = differential(build, step, backend="inductor", fallbacks=None, strict=False)
+    assert any("Inductor failed to compile" in r for r in st.fallback_reasons), st.fallback_reasons

@@ -421,7 +421,14 @@ def _capture(state, w, opts, grad_tensors, slots, observed=False):
                                                  state.compiled_in_background(entry))
         return entry
     with current_step(Step(w, plan)):   # backends may re-run fake impls
-        fn = state.compile_fn(gm, example)
+        try:
+            fn = state.compile_fn(gm, example)
+        except Exception as e:      # as a failed background compile: the eager backend
+            if state.backend != "inductor":
+                raise
+            state.compile_failed(f"Inductor failed to compile this graph, it runs on the eager "
+                                 f"backend: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
+            fn = compile_eager(gm, example)
     native = None
     if state.backend == "inductor":     # (Inductor is imported: it just compiled)
         from ..backends.inductor_artifact import native_entry
