@@ -1,4 +1,4 @@
-"""What one opaque call costs (issue 20): a chain of N trivial custom autograd.Functions, or of
+"""What one opaque call costs: a chain of N trivial custom autograd.Functions, or of
 N tensor hooks, backward under eager autograd and under compiled_bw (eager and Inductor
 backends, cache hits).
 

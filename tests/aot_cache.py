@@ -26,7 +26,7 @@ def aot_nodes(out):
 
 def assert_aot_cache(out, warm: bool):
     """Every AOT backward of `out` comes from AOTAutograd's cache (warm) or from a fresh compile,
-    and a warm one holds tensor constants (what made the splice fail, issue 15)."""
+    and a warm one holds tensor constants (what made the splice fail)."""
     from torch._dynamo.compiled_autograd import extract_bw_module
     for n in aot_nodes(out):
         cf = type(n)._forward_cls
@@ -36,7 +36,7 @@ def assert_aot_cache(out, warm: bool):
     if warm:
         mods = [extract_bw_module(type(n)._forward_cls) for n in aot_nodes(out)]
         assert any(nd.op == "get_attr" for gm in mods for nd in gm.graph.nodes), \
-            "no tensor constant in the cached AOT backward: the test no longer tests issue 15"
+            "no tensor constant in the cached AOT backward: the test no longer tests a cached module with constants"
 
 
 def aot_cache(warm: bool):

@@ -1,4 +1,4 @@
-"""Distributed programs run eagerly and under compiled_bw in one process (issue 14).
+"""Distributed programs run eagerly and under compiled_bw in one process.
 
 Consumes an initialised default process group (gloo, CPU); produces, per case, a list of
 mismatches between eager autograd and compiled_bw (empty: equal), for tests/test_distributed.py

@@ -1,4 +1,4 @@
-"""AOT splicing (issue 4): backwards of torch.compile'd forwards are inlined into our graph.
+"""AOT splicing: backwards of torch.compile'd forwards are inlined into our graph.
 
 Differential vs eager autograd running the same compiled forward; each program compiled (not a
 fallback) and the captured graph holds the AOT backward's aten ops (names prefixed aot<k>_),
@@ -175,7 +175,7 @@ def test_trace_time_tensors_in_a_graph_are_rejected():
         _check_no_trace_time_values(gm)
 
 
-# --- issue 15: AOT backwards as AOTAutograd's cache and Inductor's layout choices make them ---
+# --- AOT backwards as AOTAutograd's cache and Inductor's layout choices make them ---
 
 def _embed_ce():
     return nn.Sequential(nn.Embedding(10, 8), nn.Linear(8, 10))

@@ -1,4 +1,4 @@
-"""Saved-tensor hooks and activation checkpointing inside the compiled backward (issue 16).
+"""Saved-tensor hooks and activation checkpointing inside the compiled backward.
 
 Consumes programs that use `saved_tensors_hooks`, `save_on_cpu`, `torch.utils.checkpoint`
 (non-reentrant, selective, nested, reentrant) and Hugging Face gradient checkpointing; produces

@@ -1,4 +1,4 @@
-"""Differential tests of the core capture (issue 2): each program runs 3 steps under eager
+"""Differential tests of the core capture: each program runs 3 steps under eager
 autograd and under compiled_bw, every grad / returned value / error compared."""
 import pytest
 import torch

@@ -1,4 +1,4 @@
-"""Custom autograd.Functions (issue 3): one opaque call each, run with this step's ctx, with
+"""Custom autograd.Functions: one opaque call each, run with this step's ctx, with
 the engine's PyNode semantics.  Every test: 3 steps, eager vs compiled, grads and logs equal,
 compiled (not a fallback), one capture where the structure is stable."""
 

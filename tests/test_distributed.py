@@ -1,4 +1,4 @@
-"""FSDP2 and DDP under compiled_bw give eager's grads and bucket order (issue 14).
+"""FSDP2 and DDP under compiled_bw give eager's grads and bucket order.
 
 The programs are in tests/dist_cases.py.  World 1 runs in this process (a gloo group made and
 destroyed around each test); world 2 runs as two subprocesses on loopback (a free port, a

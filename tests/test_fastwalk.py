@@ -444,7 +444,7 @@ def test_threads_walk_and_run_concurrently(ext):
 
 
 def test_build_dir_is_keyed_by_what_the_binary_depends_on(monkeypatch):
-    # issue 15: keyed by the torch version alone, two virtual environments with the same torch
+    # keyed by the torch version alone, two virtual environments with the same torch
     # rebuilt each other's extension (the include paths are part of the build)
     from compiled_bw.capture import fastwalk
     here = fastwalk.build_key()

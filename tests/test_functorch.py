@@ -1,4 +1,4 @@
-"""functorch transforms (torch.func) around code that calls backward()/autograd.grad (issue 15):
+"""functorch transforms (torch.func) around code that calls backward()/autograd.grad:
 under them compiled_bw runs eager autograd (runtime/run.py _precheck) before anything
 observable happens, so results, hook calls and errors are eager's.  Differential, per pattern;
 `fallbacks` counts only the backward calls made inside a transform."""

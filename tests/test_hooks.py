@@ -1,4 +1,4 @@
-"""Every kind of backward hook (issue 3): same calls, same order, same effect as eager.
+"""Every kind of backward hook: same calls, same order, same effect as eager.
 
 Each program logs every hook call (name + a value) and returns the log with the grads; the
 differential helper compares both over 3 steps and checks the run compiled once.

@@ -1,4 +1,4 @@
-"""The `inductor` backend (issue 5): opaque calls as extern kernels, boxed calls that free
+"""The `inductor` backend: opaque calls as extern kernels, boxed calls that free
 their inputs, eager's output strides, one compile per signature, isolation of the import.
 
 Grads are compared with eager autograd through tests/differential.py; CI also runs the

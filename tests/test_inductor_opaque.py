@@ -1,5 +1,5 @@
 """Inductor never writes into a tensor that user code in an opaque call received or returned
-(backends/inductor.py Note [Inductor: opaque buffers]; issue 15: a module full backward hook returning grad_input gave
+(backends/inductor.py Note [Inductor: opaque buffers]; found on real models: a module full backward hook returning grad_input gave
 wrong parameter grads on GPT-2, Llama, ResNet-18 and ViT).
 
 Each kind of opaque call (custom Function, tensor hook, node pre-/post-hook, module full

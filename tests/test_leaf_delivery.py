@@ -1,4 +1,4 @@
-"""Leaf grads are delivered where eager delivers them (issue 14), on both backends.
+"""Leaf grads are delivered where eager delivers them, on both backends.
 
 Eager runs each leaf's AccumulateGrad (its tensor hooks, node pre-hooks, the accumulation,
 post-accumulate-grad hooks, node post-hooks) as soon as every grad for it has arrived, in the

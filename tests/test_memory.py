@@ -1,4 +1,4 @@
-"""Peak memory during the backward (issue 5): the Box is the only owner of the saved tensors
+"""Peak memory during the backward: the Box is the only owner of the saved tensors
 while the compiled graph runs, and the graph frees each after its last use, so compiled_bw's
 peak stays at eager autograd's (method: benchmarks/memory.py, the CPU allocator's running
 total reported to torch.profiler).  Without Note [Box ownership] both models peak at ~1.4x.

@@ -1,4 +1,4 @@
-"""The profiler sees what eager's engine records (issue 15): one
+"""The profiler sees what eager's engine records: one
 `autograd::engine::evaluate_function: <Node>` range per node run (Note [Profiler] in
 runtime/run.py: while a profiler is active the backward runs eager autograd, with the reason);
 COMPILED_BW_PROFILE=compiled profiles the compiled graph instead, as one range.

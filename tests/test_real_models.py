@@ -4,11 +4,11 @@ with eager autograd -- every parameter grad and every hook observation, every st
 
 Variants: plain; bf16 autocast; gradient accumulation (two backwards per step, no zero_grad
 between); zero_grad(set_to_none=False); module full backward hooks (one returning a new
-grad_input, as in issue 15) plus a tensor hook on the hidden states.  Eager backend for all,
+grad_input) plus a tensor hook on the hidden states.  Eager backend for all,
 Inductor for the plain and hook variants.  Skipped cleanly without `transformers`.
 Also with the forward `torch.compile`d (Inductor), its AOT backward spliced into our graph,
 from a fresh AOTAutograd compile (cold) and from AOTAutograd's cache (warm: a user's second run
-of a script), issue 15.
+of a script).
 (`timm` is not here: it requires torchvision, whose PyPI wheel does not load beside the CPU
 build of torch this project pins.)
 """
@@ -149,7 +149,7 @@ def _compiled(name, warm):
 def test_real_model_compiled_forward(name, backend, cache):
     """The forward torch.compile'd: every AOT backward spliced (strict: no fallback, no opaque
     CompiledFunctionBackward call), grads equal eager autograd's running the same compiled
-    forward.  Warm failed before issue 15's fix (tensor constants in the cached module)."""
+    forward.  Warm failed before the splice handled them (tensor constants in the cached module)."""
     warm = cache == "warm"
     build, step = _compiled(name, warm)
     with aot_cache(warm):

@@ -1,5 +1,5 @@
 """Saved-tensor hooks are user code run by the node that unpacks: the walk must never unpack a
-saved tensor that carries hooks (issue 15, "Saved tensors are read by the node, once").
+saved tensor that carries hooks ("Saved tensors are read by the node, once").
 
 Differential: each program logs every unpack-hook call with `_current_autograd_node()` (eager:
 the node unpacking, never None) and counts non-reentrant checkpoint recomputations; the log

@@ -1,4 +1,4 @@
-"""Tensor subclasses (issue 4): compiled with a dense graph, flattened at its boundary.
+"""Tensor subclasses: compiled with a dense graph, flattened at its boundary.
 
 Differential vs eager autograd with `torch.testing._internal.two_tensor.TwoTensor` (every op runs
 on both halves) as leaf, saved tensor, root grad and grad() result; each program must compile

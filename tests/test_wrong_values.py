@@ -1,4 +1,4 @@
-"""Values eager autograd defines precisely (issue 15, "wrong values"): undefined grads stay
+"""Values eager autograd defines precisely ("wrong values"): undefined grads stay
 undefined, `grad_dtype`, grads for inputs that need no grad.
 
 Differential: each program returns its grads (None kept) and a log of what hooks and custom
