@@ -441,8 +441,16 @@ TYPES = (torch.Tensor, F._HookMixin, F.Function, F.FunctionCtx)
 def snap():
     return {(id(o), k): v for o in (*MODULES, *TYPES) for k, v in vars(o).items()
             if callable(v) or isinstance(v, (classmethod, staticmethod))}
-before = snap()
+from torch._inductor import comms, lowering
+from torch._inductor.codegen.wrapper import PythonWrapperCodegen
+AVG = torch.ops.aten.avg_pool2d_backward.default
+def snap_inductor():
+    return (comms.decide_global_ordering_of_comms,
+            PythonWrapperCodegen.__dict__["codegen_input_size_asserts"], lowering.lowerings[AVG])
+before, before_inductor = snap(), snap_inductor()
 import compiled_bw
+import compiled_bw.backends.inductor as cbw_inductor
+assert all(a is not b for a, b in zip(snap_inductor(), before_inductor))
 x = torch.ones(3, requires_grad=True)
 with compiled_bw.enable(backend="eager"):
     (x * 2).sum().backward()
@@ -453,6 +461,9 @@ after = snap()
 changed = [k for k in before if after.get(k) is not before[k]]
 added = [k for k in after if k not in before and any(k[0] == id(t) for t in TYPES)]
 assert not changed and not added, (changed, added)
+assert all(a is b for a, b in zip(snap_inductor(), before_inductor)), "Inductor patches stay"
+cbw_inductor.install()                          # compile_inductor() does this first
+assert all(a is not b for a, b in zip(snap_inductor(), before_inductor))
 with compiled_bw.enable(backend="eager"):       # enable() installs it again
     (x * 2).sum().backward()
 assert compiled_bw.stats().captures == 1 and x.grad.eq(4).all(), (compiled_bw.stats(), x.grad)

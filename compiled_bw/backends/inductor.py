@@ -249,6 +249,8 @@ def install() -> None:
     """Our changes to Inductor (Notes [Inductor: no input asserts], [Inductor: known-wrong
     lowerings], [Inductor: call order]), each active only while compiled_bw compiles
     (`_tls.keyed_inputs`): at import, and again after compiled_bw.uninstall()."""
+    if torch_inductor.is_patched("decide_global_ordering_of_comms"):
+        return
     for op, wrong in KNOWN_WRONG.items():
         _keep_out_of_inductor(op, wrong)
     torch_inductor.patch("codegen_input_size_asserts", _maybe_input_size_asserts)

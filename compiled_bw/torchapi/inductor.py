@@ -18,6 +18,7 @@ from torch._inductor.utils import BoxedBool, clear_caches
 from torch._inductor.virtualized import V
 from torch.fx._graph_pickler import GraphPickler, Options
 
+from . import is_patched
 from . import original as _original
 from . import patch as _patch
 
