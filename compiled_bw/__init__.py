@@ -19,6 +19,7 @@ from .api import (
     wait_for_compiles,
 )
 from .backends import register_backend
+from .capture.packed import traceable_saved_tensors_hooks
 from .errors import CompiledBwError, Unsupported
 from .runtime.run import profile_compiled
 
@@ -39,6 +40,7 @@ __all__ = [
            "register_backend",
            "reset",
            "stats",
+           "traceable_saved_tensors_hooks",
            "uninstall",
            "wait_for_compiles",
 ]

@@ -47,6 +47,7 @@ import time
 
 import torch
 
+from . import packed
 from . import walk as _walk_module
 from .hooks import COUNTS, RETAINED, leaf_hooks, node_hooks, retained_by_node
 from .nodes import (
@@ -373,8 +374,9 @@ def fast_walk(root_edges: list) -> FastWalk:
 
 
 def walk(root_edges: list):
-    """The C++ walk when in use (falling back per step to the Python walk), else Python's."""
-    if _S.enabled and (_S.ext is not None or load() is not None):
+    """The C++ walk when in use (falling back per step to the Python walk), else Python's
+    (also while traceable saved-tensor hooks hold packed objects: packed.py)."""
+    if _S.enabled and not packed.live() and (_S.ext is not None or load() is not None):
         try:
             w = fast_walk(root_edges)
             _S.fast_walks += 1

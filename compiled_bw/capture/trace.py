@@ -425,7 +425,9 @@ def _name_inputs(gm, w, n_roots: int, in_layouts) -> None:
     names = [f"grad_root{k}" for k in range(n_roots)]
     for i, attr, pos in w.saved_node:
         op = w.kinds[i].name.removesuffix("Backward0").lower()
-        names.append(f"saved_{op}{i}_{attr}" + (f"_{pos}" if pos >= 0 else ""))
+        if type(pos) is tuple:      # tensor j of a traceable hook's packed object (packed.py)
+            pos = f"{pos[0]}_packed{pos[1]}" if pos[0] >= 0 else f"packed{pos[1]}"
+        names.append(f"saved_{op}{i}_{attr}" + (f"_{pos}" if pos != -1 else ""))
     if in_layouts is not None:
         names = [n for name, lay in zip(names, in_layouts, strict=True)
                  for n in ([name] if lay is None else _inner_names(name, lay))]

@@ -27,6 +27,7 @@ from .nodes import (
     hooked_kind,
     node_kind,
 )
+from .packed import traceable_entry
 from .saved import SLOTS_KEY, foreign_saved_hooks, input_meta, sequence_nr
 from .subclass import PLAIN, SubclassUnsupported, layout_of
 
@@ -211,6 +212,11 @@ def values_entry(w, i: int, node, info: tuple, entry: list) -> bool:
     kind, vget, tget, one_value, one_tensor = info
     saved, saved_node = w.saved, w.saved_node
     if tget is not None and foreign_hooks(node, kind.tensor_attrs):
+        if traceable_entry(w, i, node, kind.tensor_attrs, entry, tensor_meta):
+            values = vget(node) if vget is not None else ()
+            entry.extend(tuple(v) if type(v) is list else v
+                         for v in ((values,) if one_value else values))
+            return False
         entry.append("hooked")      # the real node runs: its saved state is not baked in
         return True
     if vget is not None:

@@ -1,0 +1,165 @@
+"""Traceable saved-tensor hooks: `compiled_bw.traceable_saved_tensors_hooks(pack, unpack)`.
+
+Consumes programs whose forward runs inside that context (its contract is
+`torch.autograd.graph.saved_tensors_hooks`'s, plus: the unpack is a pure tensor function);
+produces eager vs compiled_bw comparisons with `strict=True`: grads, pack-call logs, errors.
+Eager semantics checked: the unpack's result feeds the formula (a bf16 round trip changes the
+grads, so an unpack that did not run, or ran on the wrong tensor, shows), a new unpack function
+or a packed value that changes is a new graph (never a stale one), retain_graph=False frees the
+packed objects (a second backward raises eager's error), nested contexts (innermost wins), and
+a failing unpack gives eager's error with no .grad changed.  Under compiled_bw the node is
+traced (no opaque call): the unpack's ops are in the graph (Note [Traceable saved-tensor hooks]).
+"""
+import pytest
+import torch
+from differential import differential, grads
+
+import compiled_bw
+
+pytestmark = pytest.mark.both_backends
+
+
+def _pack(t):
+    return (t.to(torch.bfloat16), t.dtype)
+
+
+def _unpack(p):
+    return p[0].to(p[1])
+
+
+def _mlp():
+    torch.manual_seed(1)
+    return [torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.Tanh(), torch.nn.Linear(32, 4)), []]
+
+
+def _assert_traced(st):
+    hooked = [n for n in st.notes if "saved tensors carry hooks" in n]
+    assert not hooked, f"a node with traceable hooks ran as an opaque call: {hooked}"
+
+
+def test_bf16_compression_traced_into_the_graph():
+    def step(st):
+        m, log = st
+        m.zero_grad()
+        x = torch.randn(8, 16)
+
+        def pack(t):
+            log.append(("pack", tuple(t.shape)))
+            return _pack(t)
+        with compiled_bw.traceable_saved_tensors_hooks(pack, _unpack):
+            loss = m(x).pow(2).sum()
+        loss.backward()
+        return [grads(m), list(log)]
+    st = differential(_mlp, step, strict=True)
+    _assert_traced(st)
+    code = compiled_bw.last_graph().code
+    assert "_to_copy" in code and "opaque" not in code, code
+
+
+def test_graph_module_hooks():
+    pack = torch.fx.symbolic_trace(lambda t: t.to(torch.bfloat16))
+    unpack = torch.fx.symbolic_trace(lambda t: t.to(torch.float32) * 1.0)
+
+    def step(st):
+        m, _ = st
+        m.zero_grad()
+        with compiled_bw.traceable_saved_tensors_hooks(pack, unpack):
+            loss = m(torch.randn(8, 16)).sin().sum()
+        loss.backward()
+        return grads(m)
+    _assert_traced(differential(_mlp, step, strict=True))
+
+
+def test_new_unpack_function_or_packed_value_is_a_new_graph():
+    """Step k scales by k + 1 in a closure (a new function each step) or in the packed object
+    (a plain value in the key): a graph reused with step 0's scale would give wrong grads."""
+    def make(scale):
+        return (lambda t: t * (1.0 / scale)), (lambda p: p * scale)
+
+    def step(st):
+        m, log = st
+        m.zero_grad()
+        k = len(log)
+        log.append(k)
+        pack, unpack = make(float(k + 1))
+        with compiled_bw.traceable_saved_tensors_hooks(pack, unpack):
+            a = m(torch.randn(8, 16)).pow(2).sum()
+        with compiled_bw.traceable_saved_tensors_hooks(lambda t: (t * 0.5, 2.0 + k),
+                                                        lambda p: p[0] * p[1]):
+            b = m(torch.randn(8, 16)).pow(2).sum()
+        (a + b).backward()
+        return grads(m)
+    differential(_mlp, step, strict=True, captures=3)
+
+
+def test_retain_graph_false_frees_packed_objects_as_eager():
+    def step(st):
+        m, _ = st
+        m.zero_grad()
+        with compiled_bw.traceable_saved_tensors_hooks(_pack, _unpack):
+            loss = m(torch.randn(8, 16)).exp().sum()
+        loss.backward(retain_graph=True)
+        g1 = grads(m)
+        loss.backward()
+        g2 = grads(m)
+        loss.backward()     # eager: backward through the graph a second time
+        return [g1, g2]
+    differential(_mlp, step, strict=None, allow_errors=True, fallbacks=None, captures=None)
+
+
+def test_nested_contexts_innermost_wins():
+    def step(st):
+        m, log = st
+        m.zero_grad()
+        x = torch.randn(8, 16)
+        with torch.autograd.graph.saved_tensors_hooks(
+                lambda t: log.append("outer pack") or t, lambda t: log.append("outer unpack") or t):
+            h = m[0](x)
+            with compiled_bw.traceable_saved_tensors_hooks(_pack, _unpack):
+                h = m[1](h)
+            out = m[2](h)
+        with compiled_bw.traceable_saved_tensors_hooks(_pack, _unpack):
+            with torch.autograd.graph.saved_tensors_hooks(
+                    lambda t: log.append("inner pack") or t, lambda t: log.append("inner unpack") or t):
+                out = out.sin()
+        out.sum().backward()
+        return [grads(m), list(log)]
+    differential(_mlp, step, strict=True)
+
+
+def test_unpack_that_raises_gives_eagers_error_and_no_grad():
+    def unpack(p):
+        raise ValueError("unpack failed")
+
+    def step(st):
+        m, _ = st
+        for p in m.parameters():
+            p.grad = torch.ones_like(p)
+        with compiled_bw.traceable_saved_tensors_hooks(_pack, unpack):
+            loss = m(torch.randn(8, 16)).sum()
+        try:
+            loss.backward()
+        except ValueError as e:
+            return [str(e), grads(m)]
+        return grads(m)
+    differential(_mlp, step, strict=None, fallbacks=None, captures=None)
+
+
+def test_unpack_of_wrong_shape_gives_eagers_error():
+    def step(st):
+        m, _ = st
+        m.zero_grad()
+        with compiled_bw.traceable_saved_tensors_hooks(_pack, lambda p: p[0].to(p[1])[:1]):
+            loss = m(torch.randn(8, 16)).sum()
+        try:
+            loss.backward()
+        except RuntimeError as e:
+            return [str(e), grads(m)]
+        return grads(m)
+    differential(_mlp, step, strict=None, fallbacks=None, captures=None)
+
+
+def test_hooks_not_callable():
+    with pytest.raises(TypeError, match="must be callable"):
+        with compiled_bw.traceable_saved_tensors_hooks(_pack, 3):
+            pass
