@@ -5,6 +5,10 @@ gemm      pre-norm MLP blocks, D=512, 2048 tokens: matmuls dominate.
 pointwise RMSNorm + SwiGLU + rotary-style elementwise ops, small D, many tokens.
 cnn       conv/bn/relu/pool.
 gpt2      a GPT-2-style language model from transformers (when the `models` extra is installed).
+ckpt_transformer  4 pre-norm transformer layers (D=256, 2048 tokens), each checkpointed
+          (torch.utils.checkpoint, non-reentrant); ckpt_sac the same with selective
+          checkpointing that saves the matmuls; save_on_cpu an MLP whose saved tensors go
+          through torch.autograd.graph.save_on_cpu.
 GPU_MODELS (`python -m benchmarks --device cuda`): GPU-sized versions, built on the device:
 overhead as above; pointwise D=1024 x 16k tokens; gemm bf16 D=2048 x 8k tokens; a 4-layer
 transformer encoder D=1024; custom Functions + hooks D=1024; a torch.compile'd (Inductor)
@@ -163,6 +167,79 @@ def compiled_forward():
 
 
 MODELS.update({"custom_hooks": custom_hooks, "compiled_forward": compiled_forward})
+
+
+class PreNormLayer(nn.Module):
+    """LayerNorm -> self-attention (SDPA) -> residual; LayerNorm -> MLP (4x, GELU) -> residual."""
+
+    def __init__(self, d: int, heads: int = 4) -> None:
+        super().__init__()
+        self.heads = heads
+        self.n1, self.n2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.qkv, self.out = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.up, self.down = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.n1(x)).view(b, t, 3, self.heads, d // self.heads).unbind(2)
+        a = nn.functional.scaled_dot_product_attention(
+            q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True)
+        x = x + self.out(a.transpose(1, 2).reshape(b, t, d))
+        return x + self.down(nn.functional.gelu(self.up(self.n2(x))))
+
+
+def _sac_policy(ctx, op, *args, **kwargs):
+    from torch.utils.checkpoint import CheckpointPolicy
+    save = op in (torch.ops.aten.mm.default, torch.ops.aten.addmm.default,
+                  torch.ops.aten.bmm.default)
+    return CheckpointPolicy.MUST_SAVE if save else CheckpointPolicy.PREFER_RECOMPUTE
+
+
+class Checkpointed(nn.Module):
+    """Each layer under torch.utils.checkpoint (use_reentrant=False); selective=True saves the
+    matmuls (create_selective_checkpoint_contexts) and recomputes the rest."""
+
+    def __init__(self, layers, selective: bool = False) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(layers)
+        self.selective = selective
+
+    def forward(self, x):
+        import functools
+
+        import torch.utils.checkpoint as cp
+        kw = {}
+        if self.selective:
+            kw["context_fn"] = functools.partial(cp.create_selective_checkpoint_contexts,
+                                                 _sac_policy)
+        for layer in self.layers:
+            x = cp.checkpoint(layer, x, use_reentrant=False, **kw)
+        return x
+
+
+def ckpt_transformer(selective: bool = False):
+    torch.manual_seed(0)
+    layers = [PreNormLayer(256) for _ in range(4)]
+    return Checkpointed(layers, selective), torch.randn(8, 256, 256)
+
+
+class SaveOnCpu(nn.Module):
+    def __init__(self, inner) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, x):
+        with torch.autograd.graph.save_on_cpu():
+            return self.inner(x)
+
+
+def save_on_cpu():
+    return SaveOnCpu(nn.Sequential(*[MLPBlock(256) for _ in range(4)])), torch.randn(2048, 256)
+
+
+MODELS.update({"ckpt_transformer": ckpt_transformer,
+               "ckpt_sac": lambda: ckpt_transformer(selective=True),
+               "save_on_cpu": save_on_cpu})
 
 
 class _Logits(nn.Module):
