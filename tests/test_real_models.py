@@ -4,8 +4,10 @@ with eager autograd -- every parameter grad and every hook observation, every st
 
 Variants: plain; bf16 autocast; gradient accumulation (two backwards per step, no zero_grad
 between); zero_grad(set_to_none=False); module full backward hooks (one returning a new
-grad_input) plus a tensor hook on the hidden states.  Eager backend for all,
-Inductor for the plain and hook variants.  Skipped cleanly without `transformers`.
+grad_input) plus a tensor hook on the hidden states; Hugging Face gradient checkpointing
+(`gradient_checkpointing_enable`, non-reentrant and reentrant) with dropout 0.1, so the
+recomputation must replay the forward's dropout masks.  Eager backend for all,
+Inductor for the plain, hook and non-reentrant checkpointing variants.  Skipped cleanly without `transformers`.
 Also with the forward `torch.compile`d (Inductor), its AOT backward spliced into our graph,
 from a fresh AOTAutograd compile (cold) and from AOTAutograd's cache (warm: a user's second run
 of a script).
@@ -76,9 +78,24 @@ def _blocks(m):
     raise AssertionError("no block list found")
 
 
+_DROPOUTS = ("resid_pdrop", "embd_pdrop", "attn_pdrop", "hidden_dropout_prob",
+             "attention_probs_dropout_prob", "dropout_rate", "attention_dropout")
+
+
+def _checkpointed(name, reentrant: bool):
+    cfg = _cfg(name)
+    for attr in _DROPOUTS:
+        if hasattr(cfg, attr):
+            setattr(cfg, attr, 0.1)
+    m = type(_model(name))(cfg).train()
+    m.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": reentrant})
+    return m
+
+
 def _build(name, variant):
     def build():
-        m = _model(name)
+        m = _checkpointed(name, variant == "ckpt_reentrant") if variant.startswith("ckpt") \
+            else _model(name)
         log = []
         if variant == "hooks":
             b0, b1 = _blocks(m)[:2]
@@ -112,14 +129,16 @@ def _step(name, variant):
 MODELS = ["gpt2", "llama", "bert", "t5", "vit"]
 
 
-@pytest.mark.parametrize("variant", ["plain", "bf16", "accumulate", "zeros", "hooks"])
+@pytest.mark.parametrize("variant", ["plain", "bf16", "accumulate", "zeros", "hooks", "ckpt",
+                                     "ckpt_reentrant"])
 @pytest.mark.parametrize("name", MODELS)
 def test_real_model_eager_backend(name, variant):
+    # reentrant checkpoint: each inner backward is a capture of its own
     differential(_build(name, variant), _step(name, variant), steps=3, backend="eager",
-                 captures=1, fallbacks=0)
+                 captures=None if variant == "ckpt_reentrant" else 1, fallbacks=0)
 
 
-@pytest.mark.parametrize("variant", ["plain", "hooks"])
+@pytest.mark.parametrize("variant", ["plain", "hooks", "ckpt"])
 @pytest.mark.parametrize("name", MODELS)
 def test_real_model_inductor(name, variant):
     differential(_build(name, variant), _step(name, variant), steps=3, backend="inductor",
