@@ -302,9 +302,9 @@ def test_checkpoint_under_grad_and_retain_graph():
         h = cp.checkpoint(lambda t: log.append(_node_name()) or m[1](m[0](t)), xr,
                           use_reentrant=False)
         y = m[3](h).sum()
-        # (a weight's grad() result made by an opaque call may differ in layout: README)
-        g1 = torch.autograd.grad(y, [xr, m[0].bias], retain_graph=True)
-        g2 = torch.autograd.grad(y, [m[3].bias])
+        # weights too: their grad() result is TBackward's t() of a checkpointed node's output
+        g1 = torch.autograd.grad(y, [xr, m[0].bias, m[0].weight], retain_graph=True)
+        g2 = torch.autograd.grad(y, [m[3].bias, m[3].weight])
         return [*g1, *g2, list(log)]
     differential(_build, step, strict=True, captures=2)
 

@@ -453,3 +453,26 @@ def test_clear_saved_tensors_on_access():
         F.apply(x.clone()).sum().backward()
         return [x.grad, list(F.freed)]
     differential(build, step)
+
+
+def test_grad_keeps_the_layout_a_custom_backward_returns():
+    """A backward returning a transposed-layout grad: grad() gives it (and its views) in that
+    layout, as eager does, though the graph was traced with a contiguous guess (Note [Opaque
+    output layout])."""
+    class TransposedGrad(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return (g * 2).t().contiguous().t()
+
+    def step(st):
+        x, w = st
+        y = TransposedGrad.apply(x)
+        z = TransposedGrad.apply(w).t()       # TBackward's t() of the custom node's grad
+        loss = (y.sin() * 3).sum() + (z @ z.t()).sum()
+        return list(torch.autograd.grad(loss, [x, w]))
+    differential(lambda: [torch.randn(3, 4, requires_grad=True),
+                          torch.randn(5, 6, requires_grad=True)], step, strict=True)

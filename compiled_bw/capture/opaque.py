@@ -19,6 +19,7 @@ returns as None becomes zeros for the graph and is recorded in the step (`step.u
 from __future__ import annotations
 
 import dataclasses
+import operator
 import sys
 import threading
 import weakref
@@ -27,6 +28,7 @@ import torch
 
 from ..core import dispatch_tls
 from ..torchapi import autograd as torch_autograd
+from ..torchapi.dynamo import OpOverload
 from . import custom, defined, hooks
 from .fastwalk import release_node
 from .subclass import python_dispatch
@@ -55,9 +57,12 @@ class OpaqueSite:
 # strides.  The first fake call (during the capture) fixes each output's strides, like
 # TensorIterator would: those of a same-shaped, non-overlapping and dense incoming grad (eager
 # `grad * 2` keeps the grad's layout), else contiguous.  Later fake calls (backend retraces)
-# reuse them; the real call copies an output into them when the node produced others.
-# Observable difference from eager: a grad() result made directly by an opaque node whose
-# real layout differs from that guess comes out in the guessed layout.
+# reuse them; the real call copies an output into them when the node produced others, and
+# records the real layout in the step (`real_layouts`).  A grad() result made from such an
+# output by view ops only (e.g. a Linear weight's grad: TBackward's `t()` of a node's output)
+# would then come out in another layout than eager's: after the run it is copied into the
+# layout those view ops give on the real layout (`relayout`, e.g. a checkpointed weight's
+# grad() is contiguous, as eager's).  Where other ops lie between, the guess stands.
 
 
 def dense(t: torch.Tensor) -> bool:
@@ -70,6 +75,45 @@ def dense(t: torch.Tensor) -> bool:
             return False
         expected *= size
     return t.numel() > 0
+
+
+def view_chains(gm, capture_outputs: tuple) -> tuple:
+    """Note [Opaque output layout]: per grad() result made from an opaque call's output by view
+    ops only: (result index, site, output index, ((view op, args, kwargs, shape), ...))."""
+    outs = gm.graph.find_nodes(op="output")[0].args[0]
+    chains = []
+    for j, p in enumerate(capture_outputs):
+        if p is None or not isinstance(outs[p], torch.fx.Node):
+            continue
+        node, chain = outs[p], []
+        while (node.op == "call_function" and isinstance(node.target, OpOverload)
+               and node.target.is_view
+               and not any(isinstance(a, torch.fx.Node) for a in node.args[1:])):
+            chain.append((node.target, node.args[1:], node.kwargs, tuple(node.meta["val"].shape)))
+            node = node.args[0]
+        if (node.op == "call_function" and node.target is operator.getitem
+                and node.args[0].op == "call_function" and node.args[0].target is opaque):
+            chains.append((j, node.args[0].args[0], node.args[1], tuple(reversed(chain))))
+    return tuple(chains)
+
+
+def relayout(chains: tuple, results: list, real_layouts: dict) -> None:
+    """Note [Opaque output layout]: grad() results (in place in `results`) into the layout
+    eager's view ops give on the opaque output's real layout."""
+    for j, site, k, chain in chains:
+        real = real_layouts.get((site, k))
+        g = results[j]
+        if real is None or g is None:
+            continue
+        t = torch.empty_strided(real[0], real[1], dtype=g.dtype, device="meta")
+        for op, args, kwargs, shape in chain:
+            try:
+                t = op(t, *args, **kwargs)
+            except RuntimeError:        # eager's reshape copies where a view cannot be
+                t = torch.empty(shape, dtype=g.dtype, device="meta")
+        if t.shape == g.shape and not _same_layout(g, t.stride()):
+            results[j] = torch.empty_strided(g.shape, t.stride(), dtype=g.dtype,
+                                             device=g.device).copy_(g)
 
 
 def _contiguous_strides(shape) -> tuple:
@@ -256,7 +300,11 @@ def _opaque_impl(site: int, grads: list, label: str) -> list:
                 "dense grad.")
         want = next(strides)
         # custom ops may not return (views of) their inputs; layout: Note [Opaque output layout]
-        if not _same_layout(o, want) or o.untyped_storage().data_ptr() in inputs:
+        if not _same_layout(o, want):
+            step.real_layouts[(site, len(res))] = (tuple(o.shape), tuple(o.stride()))
+            o = torch.empty_strided(o.shape, want, dtype=o.dtype, device=o.device).copy_(o)
+            unreferenced = True
+        elif o.untyped_storage().data_ptr() in inputs:
             o = torch.empty_strided(o.shape, want, dtype=o.dtype, device=o.device).copy_(o)
             unreferenced = True
         if unreferenced:

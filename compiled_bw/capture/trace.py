@@ -24,7 +24,7 @@ from .aot import SpliceFailed, aot_plan, trace_aot
 from .deliver import deliver
 from .heap import StdHeap
 from .nodes import AOT, CUSTOM, LEAF, TRACE, TRACE_CUSTOM
-from .opaque import OpaqueSite, as_list, current_step, opaque, register_site
+from .opaque import OpaqueSite, as_list, current_step, opaque, register_site, view_chains
 from .opaque import label as opaque_label
 from .saved import sequence_nr
 from .subclass import Layout, SubclassUnsupported, flatten, layouts_of, rebuild
@@ -68,6 +68,7 @@ class Plan:
     out_layouts: tuple | None = None  # per output: None or the Layout to rebuild it with
     out_defined: tuple | None = None  # per output: its defined.py formula; None: all defined
     delivers: bool = False           # leaf grads delivered inside (Note [Delivery points])
+    relayout: tuple = ()             # grad() results to put in eager's layout: opaque.view_chains
 
     # leaf_outputs split, for every step's delivery (runtime/run.py): computed once per plan
     @functools.cached_property
@@ -496,4 +497,6 @@ def trace_backward(w, opts: Options, root_grads: list, slots: list, delivers: bo
                 result["executed"], result["will"], tuple(sites), tuple(opaque_names),
                 in_layouts, result["out_layouts"], result["out_defined"],
                 delivers and opts.accumulate)
+    if sites and not opts.accumulate and plan.out_layouts is None:
+        plan.relayout = view_chains(gm, plan.capture_outputs)
     return gm, plan

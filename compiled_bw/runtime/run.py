@@ -81,7 +81,7 @@ from ..capture import fastwalk
 from ..capture.custom import _orig_apply as _raw_apply
 from ..capture.defined import evaluate
 from ..capture.nodes import CUSTOM
-from ..capture.opaque import NotDense, current_step
+from ..capture.opaque import NotDense, current_step, relayout
 from ..capture.saved import SavedHooksInUse, gradient_edge
 from ..capture.subclass import flatten, rebuild
 from ..capture.trace import Options, TraceFailed, trace_backward
@@ -122,7 +122,8 @@ class Step:
     """What opaque calls and engine-state queries read at run time (capture/opaque.py,
     runtime/engine_state.py): this step's nodes, input metadata and hooks."""
     __slots__ = ("_will_ids", "captured_ids", "current", "hooks", "in_meta", "memo", "nodes",
-                 "notes", "plan", "sites", "stealable", "tls", "undefined", "walk")
+                 "notes", "plan", "real_layouts", "sites", "stealable", "tls", "undefined",
+                 "walk")
 
     def __init__(self, w, plan, opts=None) -> None:
         self.walk = w            # engine_state.py's execution order reads its edges
@@ -138,6 +139,7 @@ class Step:
         self.undefined: set = set()   # opaque outputs that came back None (capture/defined.py)
         self.memo: dict = {}
         self.stealable: dict = {}  # id -> weakref of opaque outputs nobody else references
+        self.real_layouts: dict = {}  # (site, output) -> (shape, strides) where the guess was wrong
         # grad(): the nodes whose grads are captured (eager's exec_info captures_)
         self.captured_ids = frozenset() if opts is None or opts.accumulate else \
             frozenset(id(w.nodes[i]) for i, _ in opts.inputs if i >= 0)
@@ -616,6 +618,8 @@ def _run_in_engine(state, entry: Compiled, w, opts, box: list):
         picked = _pick_outputs(plan, outs, opts.accumulate, step)
         if opts.accumulate:
             return picked
+        if plan.relayout and step.real_layouts:
+            relayout(plan.relayout, picked, step.real_layouts)
         result.extend(picked)
         return []
 

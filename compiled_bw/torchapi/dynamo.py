@@ -25,7 +25,7 @@ USED = {
     "torch._guards.detect_fake_mode": "backends/inductor.py",
     "torch._guards.tracing": "backends/inductor.py",
     "torch._guards.TracingContext": "backends/inductor.py",
-    "torch._ops.OpOverload": "passes/reorder_for_memory.py",
+    "torch._ops.OpOverload": "passes/reorder_for_memory.py, capture/opaque.py",
     "torch._subclasses.fake_tensor.FakeTensor": "capture/trace.py, capture/subclass.py",
     "torch._subclasses.fake_tensor.FakeTensorMode": "backends/inductor_artifact.py",
     "torch._subclasses.fake_tensor.get_plain_tensors": "capture/subclass.py",
