@@ -10,7 +10,9 @@ multi-process run; prints `OK` or the mismatches, exits non-zero on any).
   ddp    DDP with several buckets: grads equal, and the buckets reach the comm hook in the
          same order with the same parameters as in eager (DDP rebuilds its buckets after step 0
          from the order in which grads arrived); also find_unused_parameters, no_sync and
-         static_graph.
+         static_graph;
+  fsdp2_checkpointed / ddp_checkpointed  blocks under torch.utils.checkpoint (non-reentrant),
+         each block an FSDP2 group: the recomputation runs inside the compiled backward.
 Both run on the "eager" and "inductor" backends; `stats().fallbacks` must be 0.
 """
 from __future__ import annotations
@@ -80,12 +82,39 @@ def _transformer():
     return nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
 
 
-def fsdp2(backend: str, reshard_after_forward: bool = True, transformer: bool = False) -> list:
+class _Checkpointed(nn.Module):
+    """A block whose forward runs under torch.utils.checkpoint (non-reentrant): the recipe of
+    large-model training, each block sharded (FSDP2) and checkpointed."""
+
+    def __init__(self, d: int = 16) -> None:
+        super().__init__()
+        self.up, self.down = nn.Linear(d, 2 * d), nn.Linear(2 * d, d)
+
+    def _f(self, x):
+        return x + self.down(torch.tanh(self.up(x)))
+
+    def forward(self, x):
+        from torch.utils.checkpoint import checkpoint
+        return checkpoint(self._f, x, use_reentrant=False)
+
+
+def _checkpointed():
+    return nn.Sequential(nn.Linear(8, 16), _Checkpointed(), _Checkpointed(), nn.Linear(16, 1))
+
+
+def fsdp2(backend: str, reshard_after_forward: bool = True, transformer: bool = False,
+          checkpointed: bool = False) -> list:
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
     mesh = init_device_mesh("cpu", (dist.get_world_size(),))
 
     def make():
+        if checkpointed:
+            model = _checkpointed()
+            for m in model:
+                fully_shard(m, mesh=mesh, reshard_after_forward=reshard_after_forward)
+            fully_shard(model, mesh=mesh, reshard_after_forward=reshard_after_forward)
+            return model
         model = _transformer() if transformer else _mlp()
         groups = model.layers if transformer else [m for m in model if isinstance(m, nn.Linear)]
         for m in groups:
@@ -101,14 +130,15 @@ def fsdp2(backend: str, reshard_after_forward: bool = True, transformer: bool = 
 
     ref, _ = _run(make, step, None)
     got, st = _run(make, step, backend)
-    kind = "transformer" if transformer else "mlp"
+    kind = "transformer" if transformer else "checkpointed" if checkpointed else "mlp"
     what = f"fsdp2({kind}, reshard_after_forward={reshard_after_forward})/{backend}"
     return _compare(ref, got, what) + _check_stats(st, what)
 
 
 def ddp(backend: str, variant: str = "buckets") -> list:
     """variant: "buckets" (plain), "unused" (find_unused_parameters, a Linear the forward
-    skips), "no_sync" (every other step under no_sync), "static" (static_graph=True).  The
+    skips), "no_sync" (every other step under no_sync), "static" (static_graph=True),
+    "checkpointed" (blocks under torch.utils.checkpoint, non-reentrant).  The
     variants also log when each Linear's output grad is ready, so the log shows whether
     buckets are handed over during the backward (eager) or after it."""
     from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
@@ -116,7 +146,8 @@ def ddp(backend: str, variant: str = "buckets") -> list:
 
     def make():
         log: list = []
-        model = DDP(_WithUnused() if variant == "unused" else _mlp(),
+        inner = {"unused": _WithUnused, "checkpointed": _checkpointed}.get(variant, _mlp)()
+        model = DDP(inner,
                     bucket_cap_mb=0.0005,                    # ~500 bytes: several buckets
                     find_unused_parameters=variant == "unused", static_graph=variant == "static")
 
@@ -183,7 +214,9 @@ CASES = {
     "fsdp2": fsdp2,
     "fsdp2_keep_unsharded": lambda b: fsdp2(b, reshard_after_forward=False),
     "fsdp2_transformer": lambda b: fsdp2(b, transformer=True),
+    "fsdp2_checkpointed": lambda b: fsdp2(b, checkpointed=True),
     "ddp": ddp,
+    "ddp_checkpointed": lambda b: ddp(b, "checkpointed"),
     "ddp_unused": lambda b: ddp(b, "unused"),
     "ddp_no_sync": lambda b: ddp(b, "no_sync"),
     "ddp_static_graph": lambda b: ddp(b, "static"),
@@ -193,7 +226,8 @@ CASES = {
 # The 2-process run (bounded time on 2 cores): the variants on the eager backend only.
 WORLD2_CASES = {"fsdp2": ("eager", "inductor"), "ddp": ("eager", "inductor"),
                 "fsdp1": ("eager", "inductor"), "fsdp2_keep_unsharded": ("eager",),
-                "fsdp2_transformer": ("eager",),
+                "fsdp2_transformer": ("eager",), "fsdp2_checkpointed": ("eager", "inductor"),
+                "ddp_checkpointed": ("eager",),
                 "ddp_unused": ("eager",), "ddp_no_sync": ("eager",), "ddp_static_graph": ("eager",)}
 
 
