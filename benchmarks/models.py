@@ -5,7 +5,7 @@ gemm      pre-norm MLP blocks, D=512, 2048 tokens: matmuls dominate.
 pointwise RMSNorm + SwiGLU + rotary-style elementwise ops, small D, many tokens.
 cnn       conv/bn/relu/pool.
 gpt2      a GPT-2-style language model from transformers (when the `models` extra is installed).
-ckpt_transformer  4 pre-norm transformer layers (D=256, 2048 tokens), each checkpointed
+ckpt_transformer  4 pre-norm transformer layers (D=256, 1024 tokens), each checkpointed
           (torch.utils.checkpoint, non-reentrant); ckpt_sac the same with selective
           checkpointing that saves the matmuls; save_on_cpu an MLP whose saved tensors go
           through torch.autograd.graph.save_on_cpu.
@@ -220,7 +220,7 @@ class Checkpointed(nn.Module):
 def ckpt_transformer(selective: bool = False):
     torch.manual_seed(0)
     layers = [PreNormLayer(256) for _ in range(4)]
-    return Checkpointed(layers, selective), torch.randn(8, 256, 256)
+    return Checkpointed(layers, selective), torch.randn(4, 256, 256)
 
 
 class SaveOnCpu(nn.Module):
@@ -234,7 +234,7 @@ class SaveOnCpu(nn.Module):
 
 
 def save_on_cpu():
-    return SaveOnCpu(nn.Sequential(*[MLPBlock(256) for _ in range(4)])), torch.randn(2048, 256)
+    return SaveOnCpu(nn.Sequential(*[MLPBlock(256) for _ in range(4)])), torch.randn(1024, 256)
 
 
 MODELS.update({"ckpt_transformer": ckpt_transformer,
