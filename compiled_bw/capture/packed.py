@@ -56,7 +56,10 @@ class _Packed:
         _LIVE[0] += 1
 
     def __del__(self) -> None:
-        _LIVE[0] -= 1
+        try:
+            _LIVE[0] -= 1
+        except TypeError:       # interpreter shutdown: module globals already cleared
+            pass
 
 
 class TraceableUnpack:
