@@ -127,10 +127,14 @@ def test_nested_contexts_innermost_wins():
     differential(_mlp, step, strict=True)
 
 
-def test_unpack_that_raises_gives_eagers_error_and_no_grad():
-    def unpack(p):
-        raise ValueError("unpack failed")
+def _raising_unpack(p):
+    raise ValueError("unpack failed")
 
+
+@pytest.mark.parametrize("unpack,error", [(_raising_unpack, ValueError),
+                                          (lambda p: p[0].to(p[1])[:1], RuntimeError)],
+                         ids=["raises", "wrong_shape"])
+def test_bad_unpack_gives_eagers_error_and_no_grad(unpack, error):
     def step(st):
         m, _ = st
         for p in m.parameters():
@@ -139,21 +143,7 @@ def test_unpack_that_raises_gives_eagers_error_and_no_grad():
             loss = m(torch.randn(8, 16)).sum()
         try:
             loss.backward()
-        except ValueError as e:
-            return [str(e), grads(m)]
-        return grads(m)
-    differential(_mlp, step, strict=None, fallbacks=None, captures=None)
-
-
-def test_unpack_of_wrong_shape_gives_eagers_error():
-    def step(st):
-        m, _ = st
-        m.zero_grad()
-        with compiled_bw.traceable_saved_tensors_hooks(_pack, lambda p: p[0].to(p[1])[:1]):
-            loss = m(torch.randn(8, 16)).sum()
-        try:
-            loss.backward()
-        except RuntimeError as e:
+        except error as e:
             return [str(e), grads(m)]
         return grads(m)
     differential(_mlp, step, strict=None, fallbacks=None, captures=None)
