@@ -19,6 +19,7 @@ from .api import (
     wait_for_compiles,
 )
 from .backends import register_backend
+from .compress import compress_activations
 from .errors import CompiledBwError, Unsupported
 from .runtime.run import profile_compiled
 
@@ -30,6 +31,7 @@ __all__ = [
            "CompiledBwError",
            "Stats",
            "Unsupported",
+           "compress_activations",
            "enable",
            "explain",
            "install",
