@@ -23,8 +23,11 @@ BLOCK = 1024
 def dequantize_reference(q: torch.Tensor, scale: torch.Tensor, group: int, dtype: torch.dtype):
     """x in plain torch: what the kernel computes, bit for bit."""
     n = q.numel()
-    idx = torch.arange(n, device=q.device) // group
-    out = q.contiguous().view(-1).float() * scale[idx]
+    ng = scale.numel()
+    flat = q.contiguous().view(-1).float()
+    if ng * group != n:                     # a short last group: pad it (no int64 index)
+        flat = torch.nn.functional.pad(flat, (0, ng * group - n))
+    out = (flat.view(ng, group) * scale[:, None]).view(-1)[:n]
     return out.to(dtype).view(q.shape)
 
 

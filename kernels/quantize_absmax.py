@@ -52,7 +52,7 @@ def quantize_reference(x: torch.Tensor, group: int, dtype: torch.dtype):
     ng = _group_count(n, group)
     flat = x.contiguous().view(-1).float()
     pad = ng * group - n
-    g = torch.nn.functional.pad(flat, (0, pad)).view(ng, group)
+    g = (torch.nn.functional.pad(flat, (0, pad)) if pad else flat).view(ng, group)
     amax = g.abs().amax(dim=1)
     qmax = QMAX[dtype]
     scale = amax / qmax
