@@ -35,14 +35,8 @@ def test_peak_backward_memory_at_most_eagers(model, backend):
     assert ours <= 1.05 * eager, f"peak {ours / 2**20:.2f} MB vs eager {eager / 2**20:.2f} MB"
 
 
-# Every node whose saved tensors carry hooks is an opaque call until unpack hooks are traced
-# into the graph; Inductor never reuses a buffer an opaque call reads or returns, so a chain of
-# them peaks higher than eager (pointwise model: 1.67x eager's peak, eager + fp8: 0.59x).
-_OPAQUE_CHAIN = pytest.mark.xfail(strict=True, reason="opaque hooked nodes keep Inductor from reusing buffers")
-
-
 @pytest.mark.parametrize("backend,fmt", [("eager", "fp8"), ("eager", "int8"),
-                                         pytest.param("inductor", "fp8", marks=_OPAQUE_CHAIN)])
+                                         ("inductor", "fp8")])
 def test_compressed_activations_lower_the_peak(backend, fmt):
     """compress_activations (+fp8 / +int8 modes of benchmarks/memory.py) on the pointwise
     model (activation-dominated): the saved activations take a quarter of their bytes, so

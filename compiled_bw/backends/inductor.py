@@ -86,6 +86,11 @@ from ..torchapi.inductor import config as inductor_config
 #    Face models).  So every
 #    buffer an opaque call reads or returns goes into `V.graph.never_reuse_buffers` (our
 #    lowering below): it is freed by reference counting, as in eager, and never written again.
+#    Inductor's wrapper never frees such a buffer at all (`codegen_free` skips every buffer it
+#    may not reuse), so the graph kept each one alive to its end: a chain of opaque calls
+#    (every node whose saved tensors carry hooks is one) peaked at 1.7x eager.  During our
+#    compiles a never-reused buffer gets a plain `del` after its last use instead
+#    (`_free_not_reused`: Inductor's FreeLine, which frees without offering it for reuse).
 
 # Note [Inductor: known-wrong lowerings]
 #    Lowerings known to give wrong values stay out of Inductor: for our graphs (during our
@@ -116,7 +121,7 @@ from ..torchapi.inductor import config as inductor_config
 #    only; fake WeakDeps order, they keep no buffer alive).  Kernels after a call may still run
 #    before it where data allows: whatever a call's user code returns reaches them as data.
 
-CODEGEN_VERSION = 7     # bump when the code Inductor generates for us changes (FX graph cache key)
+CODEGEN_VERSION = 8     # bump when the code Inductor generates for us changes (FX graph cache key)
 _tls = threading.local()
 
 
@@ -201,6 +206,25 @@ def _maybe_input_size_asserts(self) -> None:
         _input_size_asserts(self)
 
 
+_codegen_free = torch_inductor.original("codegen_free")
+
+
+def _free_not_reused(self, buffer) -> None:
+    """Note [Inductor: opaque buffers]: during our compiles (Python wrapper), a buffer Inductor
+    may not reuse is still freed after its last use; anything else as Inductor does."""
+    name = buffer.get_name()
+    g = V.graph
+    if (getattr(_tls, "keyed_inputs", False) and not g.cpp_wrapper
+            and name in g.never_reuse_buffers and name not in self.freed
+            and name not in g.removed_buffers and name not in g.graph_inputs
+            and name not in g.constants and isinstance(buffer, ir.Buffer)
+            and not isinstance(buffer, ir.InputBuffer)):
+        self.freed.add(name)
+        self.writeline(torch_inductor.FreeLine(self, buffer))
+        return
+    _codegen_free(self, buffer)
+
+
 _global_ordering = torch_inductor.original("decide_global_ordering_of_comms")
 _CALLS = (opaque, deliver, barrier)
 
@@ -254,6 +278,7 @@ def install() -> None:
     for op, wrong in KNOWN_WRONG.items():
         _keep_out_of_inductor(op, wrong)
     torch_inductor.patch("codegen_input_size_asserts", _maybe_input_size_asserts)
+    torch_inductor.patch("codegen_free", _free_not_reused)
     torch_inductor.patch("decide_global_ordering_of_comms", _ordered_calls)
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch._inductor.debug  # CompiledFxGraph.__call__ reads it but never imports it
 from torch._inductor import codecache, comms, config, cpu_vec_isa, ir, lowering
 from torch._inductor.codegen import cpp as codegen_cpp
-from torch._inductor.codegen.wrapper import PythonWrapperCodegen
+from torch._inductor.codegen.wrapper import FreeLine, PythonWrapperCodegen
 from torch._inductor.compile_fx import compile_fx_inner
 from torch._inductor.decomposition import select_decomp_table
 from torch._inductor.dependencies import WeakDep
@@ -32,6 +32,7 @@ USED = {
     "torch._inductor.config.reorder_for_peak_memory": "passes/reorder_for_memory.py (a comment's claim)",
     "torch._inductor.codegen.cpp": "backends/compile_worker.py (pre-import)",
     "torch._inductor.codegen.wrapper.PythonWrapperCodegen": "backends/inductor.py",
+    "torch._inductor.codegen.wrapper.FreeLine": "backends/inductor.py",
     "torch._inductor.compile_fx.compile_fx_inner": "backends/inductor.py",
     "torch._inductor.decomposition.select_decomp_table": "backends/inductor.py",
     "torch._inductor.dependencies.WeakDep": "backends/inductor.py",
@@ -50,6 +51,7 @@ USED = {
 # `lowering_patch(op)` adds an op's entry in Inductor's lowering table.
 PATCHED = {
     "codegen_input_size_asserts": (PythonWrapperCodegen, "codegen_input_size_asserts"),
+    "codegen_free": (PythonWrapperCodegen, "codegen_free"),
     "decide_global_ordering_of_comms": (comms, "decide_global_ordering_of_comms"),
 }
 
