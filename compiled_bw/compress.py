@@ -7,7 +7,8 @@ backward turns back into a tensor of the original shape and dtype (unpack_activa
   float8_e4m3fn / int8   absmax-scaled (kernels/quantize_absmax.py): q of the tensor's shape
                          plus one float32 scale per group; granularity "row" (a group is the
                          last dimension), "tensor" (one group) or an int (blocks of that many
-                         contiguous elements).  Round-trip error: int8 <= scale / 2, e4m3 <=
+                         contiguous elements; "tensor" is one Triton program per tensor:
+                         on a GPU prefer rows or blocks).  Round-trip error: int8 <= scale / 2, e4m3 <=
                          2**-4 |x| + 2**-10 scale, per element (scale = absmax(group) / QMAX,
                          QMAX 127 / 448).  A group holding inf or nan comes back all nan.
   bfloat16               a cast (no scale): error <= 2**-8 |x| (round half to even).
