@@ -1,9 +1,12 @@
 """Peak bytes of live tensors during the backward: eager autograd vs compiled_bw vs the anchor.
 
 Consumes the benchmark models (benchmarks/models.py, plus act8 and mlp8: activation-dominated)
-and modes (eager, cbw-eager, cbw-inductor, torch-ca = torch compiled autograd); produces, per
-model and mode, the peak live bytes during the backward and its ratio to eager autograd's.
+and modes (eager, cbw-eager, cbw-inductor, torch-ca = torch compiled autograd; any of them
++fp8, +int8 or +bf16: the forward runs inside compiled_bw.compress_activations with that
+format, per row, min_bytes 64 KiB); produces, per model and mode, the peak live bytes during
+the backward, its ratio to eager autograd's, and the median time of a forward + backward step.
 Run: python -m benchmarks.memory [--models act8,gemm] [--modes eager,cbw-eager,cbw-inductor]
+     python -m benchmarks.memory --models pointwise --modes eager,eager+fp8,cbw-inductor+fp8
 
 Method (CPU has no torch.cuda.max_memory_allocated): torch.profiler with profile_memory=True
 makes the CPU allocator report every allocation and free with its running total of live
@@ -17,8 +20,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import os
+import statistics
 import sys
+import time
 
 import torch
 from torch import nn
@@ -73,6 +79,20 @@ MODES = {
 }
 
 
+COMPRESSION = {"fp8": torch.float8_e4m3fn, "int8": torch.int8, "bf16": torch.bfloat16}
+
+
+def mode_contexts(mode) -> tuple:
+    """(forward context factory, backward context factory) of a mode name ("cbw-inductor+fp8")
+    or of a backward context factory."""
+    if not isinstance(mode, str):
+        return contextlib.nullcontext, mode
+    base, _, fmt = mode.partition("+")
+    fwd = contextlib.nullcontext if not fmt else functools.partial(
+        compiled_bw.compress_activations, COMPRESSION[fmt], min_bytes=1 << 16, granularity="row")
+    return fwd, MODES[base]
+
+
 def _allocations(prof) -> list:
     """(time, size, running total) of every CPU allocation (+) and free (-), in time order."""
     alloc = torch._C._profiler._EventType.Allocation
@@ -87,9 +107,10 @@ def _allocations(prof) -> list:
     return out
 
 
-def _step(model, x, ctx_factory, loss_fn, marker: bool):
+def _step(model, x, ctx_factory, loss_fn, marker: bool, fwd=contextlib.nullcontext):
     model.zero_grad(set_to_none=True)
-    loss = loss_fn(model(x))
+    with fwd():
+        loss = loss_fn(model(x))
     m = torch.empty(_MARKER, dtype=torch.uint8) if marker else None
     with ctx_factory():
         loss.backward()
@@ -117,10 +138,10 @@ def peak_backward_bytes(model, x, mode, warmup: int = 2,
                         loss_fn=lambda y: y.float().pow(2).mean()) -> int:
     """Peak live tensor bytes during one steady-state backward, above what was live before
     its forward (so: the forward's saved activations + everything the backward allocates).
-    mode: a name in MODES or a context factory."""
-    ctx_factory = MODES[mode] if isinstance(mode, str) else mode
+    mode: a name in MODES (+fp8/int8/bf16: compressed saved activations) or a context factory."""
+    fwd, ctx_factory = mode_contexts(mode)
     for _ in range(warmup):             # captures and compiles happen here
-        _step(model, x, ctx_factory, loss_fn, marker=False)
+        _step(model, x, ctx_factory, loss_fn, marker=False, fwd=fwd)
     compiled_bw.wait_for_compiles()     # steady state: the compiled callables are in use
     model.zero_grad(set_to_none=True)
     prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
@@ -129,7 +150,7 @@ def peak_backward_bytes(model, x, mode, warmup: int = 2,
     try:
         with compiled_bw.profile_compiled():    # else it runs eager autograd (Note [Profiler])
             torch.empty(1, dtype=torch.uint8)     # the first event fixes the baseline
-            _step(model, x, ctx_factory, loss_fn, marker=True)
+            _step(model, x, ctx_factory, loss_fn, marker=True, fwd=fwd)
     finally:
         with _quiet_stderr():
             prof.stop()
@@ -146,18 +167,34 @@ def peak_backward_bytes_cuda(model, x, mode, warmup: int = 2,
                              loss_fn=lambda y: y.float().pow(2).mean()) -> int:
     """On a GPU: torch.cuda.max_memory_allocated over one steady-state forward + backward,
     above what was allocated before its forward (the CPU method's quantity)."""
-    ctx_factory = MODES[mode] if isinstance(mode, str) else mode
+    fwd, ctx_factory = mode_contexts(mode)
     for _ in range(warmup):
-        _step(model, x, ctx_factory, loss_fn, marker=False)
+        _step(model, x, ctx_factory, loss_fn, marker=False, fwd=fwd)
     compiled_bw.wait_for_compiles()
-    _step(model, x, ctx_factory, loss_fn, marker=False)     # loads what the compiles made
+    _step(model, x, ctx_factory, loss_fn, marker=False, fwd=fwd)     # loads what the compiles made
     model.zero_grad(set_to_none=True)
     torch.cuda.synchronize(x.device)
     base = torch.cuda.memory_allocated(x.device)
     torch.cuda.reset_peak_memory_stats(x.device)
-    _step(model, x, ctx_factory, loss_fn, marker=False)
+    _step(model, x, ctx_factory, loss_fn, marker=False, fwd=fwd)
     torch.cuda.synchronize(x.device)
     return torch.cuda.max_memory_allocated(x.device) - base
+
+
+def step_seconds(model, x, mode, steps: int = 5, loss_fn=lambda y: y.float().pow(2).mean()) -> float:
+    """Median wall time of one steady-state forward + backward step (after peak_backward_bytes
+    warmed the mode up)."""
+    fwd, ctx_factory = mode_contexts(mode)
+    times = []
+    for _ in range(steps):
+        if x.is_cuda:
+            torch.cuda.synchronize(x.device)
+        t = time.perf_counter()
+        _step(model, x, ctx_factory, loss_fn, marker=False, fwd=fwd)
+        if x.is_cuda:
+            torch.cuda.synchronize(x.device)
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
 
 
 def main(argv=None) -> int:
@@ -167,7 +204,7 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     torch.set_num_threads(2)
     modes = a.modes.split(",")
-    print(f"{'model':10} {'mode':18} {'peak MB':>9} {'vs eager':>9}")
+    print(f"{'model':10} {'mode':18} {'peak MB':>9} {'vs eager':>9} {'step ms':>9}")
     for name in a.models.split(","):
         base = None
         for mode in modes:
@@ -176,13 +213,14 @@ def main(argv=None) -> int:
             compiled_bw.reset()
             try:
                 peak = peak_backward_bytes(model, x, mode)
+                ms = step_seconds(model, x, mode) * 1e3
             except Exception as e:  # noqa: BLE001 -- one failing cell never stops the report
                 print(f"{name:10} {mode:18} n/a ({type(e).__name__}: {str(e)[:80]})")
                 continue
             base = peak if mode == "eager" else base
             ratio = f"{peak / base:9.3f}" if base else f"{'':9}"
-            print(f"{name:10} {mode:18} {peak / 2**20:9.2f} {ratio}", flush=True)
-            if mode == "torch-ca":
+            print(f"{name:10} {mode:18} {peak / 2**20:9.2f} {ratio} {ms:9.2f}", flush=True)
+            if mode.startswith("torch-ca"):
                 torch._dynamo.reset()
     return 0
 

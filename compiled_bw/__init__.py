@@ -20,6 +20,7 @@ from .api import (
 )
 from .backends import register_backend
 from .capture.packed import traceable_saved_tensors_hooks
+from .compress import compress_activations
 from .errors import CompiledBwError, Unsupported
 from .runtime.run import profile_compiled
 
@@ -31,6 +32,7 @@ __all__ = [
            "CompiledBwError",
            "Stats",
            "Unsupported",
+           "compress_activations",
            "enable",
            "explain",
            "install",

@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 import torch
 import torch.autograd
 
-from . import config, torchapi
+from . import compress, config, torchapi
 from .backends import lookup_backend
 from .capture import custom as _custom
 from .capture import hooks as _hooks
@@ -335,6 +335,8 @@ def explain() -> str:
     lines += [f"  recapture: {r}" for r in s.recompile_reasons[-10:]]
     if _G.last_plan is not None and _G.last_plan.opaque_names:
         lines.append(f"  opaque nodes: {', '.join(_G.last_plan.opaque_names)}")
+    if (compression := compress.last_report()) is not None:
+        lines.append(f"  {compression}")
     if _G.last_graph is not None:
         lines.append(_G.last_graph.print_readable(False))
     return "\n".join(lines)

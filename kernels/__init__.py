@@ -1,5 +1,38 @@
-"""Triton kernels for what Inductor does not fuse (the `triton` backend, issue 5).
+"""Triton kernels of compiled_bw, one file each (Triton-tutorial style: the `@triton.jit`
+kernel, its torch reference, a test, a benchmark), registered as torch ops with
+`torch.library.triton_op` so that `make_fx` and Inductor see one op they can schedule.
 
-Each kernel will come with a torch reference, a test (TRITON_INTERPRET=1 on CPU) and a
-benchmark.  None yet.
+- `quantize_absmax.py`: absmax-scaled quantize to fp8 e4m3 / int8, per group of G contiguous
+  elements (a row, a block, the whole tensor), in one launch: absmax, then the cast.
+- `dequantize_absmax.py`: its inverse, `q.float() * scale` in the caller's dtype.
+
+Which path runs (`path_for(device)`): "triton" for CUDA tensors when `triton` imports,
+"triton-interpret" for CPU tensors when TRITON_INTERPRET=1 is set (Triton's interpreter:
+correctness, not speed), else "torch" (the reference, which Inductor compiles to C++).
+`python -m kernels test` runs every kernel's test (set TRITON_INTERPRET=1 on a CPU machine);
+`python -m kernels bench` runs their benchmarks.
 """
+from __future__ import annotations
+
+import importlib.util
+import os
+
+import torch
+
+TRITON = importlib.util.find_spec("triton") is not None
+
+
+def interpreting() -> bool:
+    """Triton's interpreter is on (it runs kernels on CPU tensors, in numpy)."""
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+def path_for(device: torch.device) -> str:
+    """Which implementation the ops of this package run for tensors on `device`."""
+    if not TRITON:
+        return "torch"
+    if device.type == "cuda":
+        return "triton"
+    if device.type == "cpu" and interpreting():
+        return "triton-interpret"
+    return "torch"

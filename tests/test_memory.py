@@ -5,10 +5,11 @@ total reported to torch.profiler).  Without Note [Box ownership] both models pea
 """
 import pytest
 import torch
+from torch import nn
 
 import compiled_bw
 from benchmarks.memory import act8, mlp8, peak_backward_bytes
-from benchmarks.models import Checkpointed, PreNormLayer
+from benchmarks.models import Checkpointed, PointwiseBlock, PreNormLayer
 
 pytestmark = pytest.mark.slow   # `pytest -m "not slow"` leaves it out
 
@@ -39,6 +40,25 @@ def test_peak_backward_memory_at_most_eagers(model, backend):
     st = compiled_bw.stats()
     assert (st.captures, st.fallbacks) == (1, 0)
     assert ours <= 1.05 * eager, f"peak {ours / 2**20:.2f} MB vs eager {eager / 2**20:.2f} MB"
+
+
+@pytest.mark.parametrize("backend,fmt", [("eager", "fp8"), ("eager", "int8"),
+                                         ("inductor", "fp8")])
+def test_compressed_activations_lower_the_peak(backend, fmt):
+    """compress_activations (+fp8 / +int8 modes of benchmarks/memory.py) on the pointwise
+    model (activation-dominated): the saved activations take a quarter of their bytes, so
+    eager's peak drops to <= 0.7x of its uncompressed peak (the 4 blocks of the
+    benchmark: 0.51x), and compiled_bw's with compression is at most eager's with compression."""
+    torch.manual_seed(0)
+    m, x = nn.Sequential(*[PointwiseBlock(64) for _ in range(2)]), torch.randn(2048, 64)
+    plain = peak_backward_bytes(m, x, "eager")
+    eager_c = peak_backward_bytes(m, x, f"eager+{fmt}")
+    compiled_bw.reset()
+    ours = peak_backward_bytes(m, x, f"cbw-{backend}+{fmt}")
+    st = compiled_bw.stats()
+    assert (st.captures, st.fallbacks) == (1, 0), st
+    assert eager_c <= 0.7 * plain, f"eager+{fmt} {eager_c / 2**20:.2f} MB vs eager {plain / 2**20:.2f} MB"
+    assert ours <= 1.05 * eager_c, f"cbw-{backend}+{fmt} {ours / 2**20:.2f} MB vs eager+{fmt} {eager_c / 2**20:.2f} MB"
 
 
 def test_retain_graph_keeps_saved_tensors_for_a_second_backward():

@@ -86,10 +86,12 @@ from ..torchapi.inductor import config as inductor_config
 #    Face models).  So every
 #    buffer an opaque call reads or returns goes into `V.graph.never_reuse_buffers` (our
 #    lowering below): it is freed by reference counting, as in eager, and never written again.
-#    Inductor writes no `del` for a never-reused buffer (codegen_free), so each would live
-#    until the graph returns: a checkpointed transformer, whose nodes are all opaque calls,
-#    held every grad between them (peak 3.8x eager's).  Ours get a plain `del` at their last
-#    use (`_free_opaque_buffers`): the reference goes, the memory is never handed to a kernel.
+#    Inductor's wrapper never frees such a buffer at all (`codegen_free` skips every buffer it
+#    may not reuse), so the graph kept each one alive to its end: a chain of opaque calls
+#    (every node whose saved tensors carry hooks is one) peaked at 1.7x eager, a checkpointed
+#    transformer at 3.8x.  During our compiles a never-reused buffer gets a plain `del` after
+#    its last use instead (`_free_not_reused`: Inductor's FreeLine, which frees without
+#    offering it for reuse).
 
 # Note [Inductor: known-wrong lowerings]
 #    Lowerings known to give wrong values stay out of Inductor: for our graphs (during our
@@ -173,25 +175,7 @@ def _lower_opaque(site, grads, label):
         assert isinstance(k, ir.FallbackKernel), type(k)
         names += _buffer_names(list(k.inputs))
     V.graph.never_reuse_buffers.update(names)
-    if not hasattr(V.graph, "compiled_bw_opaque_buffers"):
-        V.graph.compiled_bw_opaque_buffers = set()
-    V.graph.compiled_bw_opaque_buffers.update(names)
     return outs
-
-
-_codegen_free = torch_inductor.original("codegen_free")
-
-
-def _free_opaque_buffers(self, buffer) -> None:
-    """Note [Inductor: opaque buffers]: `del` an opaque call's buffer at its last use."""
-    name = buffer.get_name()
-    ours = getattr(V.graph, "compiled_bw_opaque_buffers", ())
-    if (name in ours and name not in self.freed and name not in V.graph.removed_buffers
-            and name not in V.graph.graph_inputs and name not in V.graph.constants):
-        self.freed.add(name)
-        self.writeline(torch_inductor.FreeLine(self, buffer))
-        return
-    _codegen_free(self, buffer)
 
 
 def cpp_wrapper(sites: list, inputs: list, gm: torch.fx.GraphModule | None = None) -> bool:
@@ -221,6 +205,25 @@ _input_size_asserts = torch_inductor.original("codegen_input_size_asserts")
 def _maybe_input_size_asserts(self) -> None:
     if not getattr(_tls, "keyed_inputs", False):
         _input_size_asserts(self)
+
+
+_codegen_free = torch_inductor.original("codegen_free")
+
+
+def _free_not_reused(self, buffer) -> None:
+    """Note [Inductor: opaque buffers]: during our compiles (Python wrapper), a buffer Inductor
+    may not reuse is still freed after its last use; anything else as Inductor does."""
+    name = buffer.get_name()
+    g = V.graph
+    if (getattr(_tls, "keyed_inputs", False) and not g.cpp_wrapper
+            and name in g.never_reuse_buffers and name not in self.freed
+            and name not in g.removed_buffers and name not in g.graph_inputs
+            and name not in g.constants and isinstance(buffer, ir.Buffer)
+            and not isinstance(buffer, ir.InputBuffer)):
+        self.freed.add(name)
+        self.writeline(torch_inductor.FreeLine(self, buffer))
+        return
+    _codegen_free(self, buffer)
 
 
 _global_ordering = torch_inductor.original("decide_global_ordering_of_comms")
@@ -276,7 +279,7 @@ def install() -> None:
     for op, wrong in KNOWN_WRONG.items():
         _keep_out_of_inductor(op, wrong)
     torch_inductor.patch("codegen_input_size_asserts", _maybe_input_size_asserts)
-    torch_inductor.patch("codegen_free", _free_opaque_buffers)
+    torch_inductor.patch("codegen_free", _free_not_reused)
     torch_inductor.patch("decide_global_ordering_of_comms", _ordered_calls)
 
 

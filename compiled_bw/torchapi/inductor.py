@@ -50,8 +50,8 @@ USED = {
 # What compiled_bw replaces in Inductor (name -> owner, attribute), all by backends/inductor.py;
 # `lowering_patch(op)` adds an op's entry in Inductor's lowering table.
 PATCHED = {
-    "codegen_free": (PythonWrapperCodegen, "codegen_free"),
     "codegen_input_size_asserts": (PythonWrapperCodegen, "codegen_input_size_asserts"),
+    "codegen_free": (PythonWrapperCodegen, "codegen_free"),
     "decide_global_ordering_of_comms": (comms, "decide_global_ordering_of_comms"),
 }
 
