@@ -20,10 +20,12 @@ What passes through unchanged (packed as the tensor itself): non-float tensors, 
 elsewhere anyway, so a compressed copy would add memory, not save it.  Also tensor
 subclasses, non-strided tensors and devices other than CPU and CUDA.
 
-The hooks are torch's `saved_tensors_hooks`.  Under `compiled_bw.enable()` a node whose saved
-tensors carry hooks runs as one call of the real node, which unpacks them as eager does (Note
-[Hooked saved tensors] in capture/nodes.py): each unpack runs once per backward, so eager and
-compiled_bw give the same grads and the same pack / unpack counts.
+The hooks are compiled_bw's `traceable_saved_tensors_hooks` (torch's `saved_tensors_hooks`
+with the unpack declared a pure tensor function: Note [Traceable saved-tensor hooks] in
+capture/packed.py).  Outside compiled_bw they behave as torch's; under `compiled_bw.enable()`
+a node's formula is traced with the dequantize in front of it, where Inductor fuses it into
+its consumer: the full-precision tensor is never stored.  The unpack is the module-level
+`unpack_activation` (its identity is in compiled_bw's cache key: the same function every step).
 
 Which implementation ran (`Compression.paths`, `report()`, and a line in compiled_bw.explain()):
 "triton" (CUDA tensors with triton installed), "triton-interpret" (TRITON_INTERPRET=1), or
@@ -37,6 +39,8 @@ import functools
 from typing import NamedTuple
 
 import torch
+
+from .capture.packed import traceable_saved_tensors_hooks
 
 DTYPES = (torch.float8_e4m3fn, torch.int8, torch.bfloat16)
 
@@ -108,12 +112,7 @@ def unpack_activation(packed) -> torch.Tensor:
     return dequantize_absmax(q, scale, meta.group, meta.dtype)
 
 
-# Traceable hooks: the pair above is what compiled_bw.traceable_saved_tensors_hooks(pack,
-# unpack) takes (unpack traced into the compiled backward, next to its consumer).  To switch,
-# make this the one line that changes:
-#     HOOKS = compiled_bw.traceable_saved_tensors_hooks
-# (the counting wrappers in Compression then count at trace time, so keep them off there).
-HOOKS = torch.autograd.graph.saved_tensors_hooks
+HOOKS = traceable_saved_tensors_hooks
 
 
 @dataclasses.dataclass
@@ -122,8 +121,7 @@ class Compression:
     dtype: torch.dtype
     min_bytes: int
     granularity: object
-    packs: int = 0              # pack hook calls
-    unpacks: int = 0            # unpack hook calls
+    packs: int = 0              # pack hook calls (the unpack is traced: not counted)
     compressed: int = 0         # of the packs: tensors stored compressed
     bytes_in: int = 0           # their bytes before ...
     bytes_out: int = 0          # ... and after (scales included)
@@ -141,16 +139,12 @@ class Compression:
             self.paths.add("cast" if scale is None else path_for(t.device))
         return packed
 
-    def unpack(self, packed):
-        self.unpacks += 1
-        return unpack_activation(packed)
-
     def report(self) -> str:
         paths = ", ".join(sorted(_PATH_WORDS.get(p, p) for p in self.paths)) or "none ran"
         g = self.granularity if self.dtype != torch.bfloat16 else "cast"
         return (f"compress_activations({self.dtype}, {g}): {self.compressed} of {self.packs} saved "
                 f"tensors compressed, {self.bytes_in / 2**20:.2f} MB -> {self.bytes_out / 2**20:.2f} MB, "
-                f"{self.unpacks} unpacked; path: {paths}")
+                f"path: {paths}")
 
 
 _PATH_WORDS = {"torch": "torch reference (no Triton kernel for this device)",
@@ -177,5 +171,5 @@ def compress_activations(dtype: torch.dtype = torch.float8_e4m3fn, min_bytes: in
                          "'tensor' or a positive block size")
     c = Compression(dtype, int(min_bytes), granularity)
     _LAST[:] = [c]
-    with HOOKS(functools.partial(Compression.pack, c), functools.partial(Compression.unpack, c)):
+    with HOOKS(functools.partial(Compression.pack, c), unpack_activation):
         yield c

@@ -10,11 +10,11 @@ import pathlib
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent / "compiled_bw"
-LAYERS = ["torchapi", "errors", "config", "compress", "core", "capture", "passes", "backends", "runtime",
-          "api", "build", "__init__"]
+LAYERS = ["torchapi", "errors", "config", "core", "capture", "passes", "backends", "runtime",
+          "api", "compress", "build", "__init__"]
 RANK = {name: k for k, name in enumerate(LAYERS)}
-RANK.update(errors=RANK["torchapi"], config=RANK["torchapi"], compress=RANK["torchapi"],
-            build=RANK["api"])  # leaves
+RANK.update(errors=RANK["torchapi"], config=RANK["torchapi"], compress=RANK["api"],
+            build=RANK["api"])  # leaves (compress uses capture's traceable hooks)
 
 
 def _layer(parts: list) -> str:

@@ -21,6 +21,22 @@ import torch
 
 _HEADER = struct.Struct("<Q")
 
+# Op namespaces the worker has (torch's C++ ops, ours).  A graph that calls an op of another
+# namespace (a torch.library custom op, a triton_op) is compiled in the parent: the worker
+# cannot import the module that defines it (it may be the user's script).
+WORKER_NAMESPACES = frozenset({"aten", "prims", "compiled_bw", "_c10d_functional",
+                               "c10d_functional", "_c10d_functional_autograd"})
+
+
+def foreign_ops(gm) -> list:
+    """Names of the ops gm calls that the worker may not have (WORKER_NAMESPACES)."""
+    out = []
+    for n in gm.graph.nodes:
+        ns = getattr(n.target, "namespace", None) if n.op == "call_function" else None
+        if ns is not None and ns not in WORKER_NAMESPACES and str(n.target) not in out:
+            out.append(str(n.target))
+    return out
+
 
 def send(stream, obj) -> None:
     data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)

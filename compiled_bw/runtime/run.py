@@ -76,6 +76,7 @@ import time
 
 import torch
 
+from ..backends.compile_worker import foreign_ops
 from ..backends.eager import compile_eager
 from ..capture import fastwalk
 from ..capture.custom import _orig_apply as _raw_apply
@@ -415,7 +416,11 @@ def _capture(state, w, opts, grad_tensors, slots, observed=False):
     owned = _box_owned(w, plan)
     box_nodes = tuple(sorted({w.saved_node[k][0] for k in owned}))
     devices = streams.device_types([*example, *w.leaves.values()])
-    if state.background:                # Note [Background compile]
+    foreign = foreign_ops(gm) if state.background else ()
+    if foreign:     # compiled here: the worker has not loaded these ops
+        state.note(f"compiled in this process (not in the background): the graph calls "
+                   f"{', '.join(foreign[:3])}, defined outside torch")
+    if state.background and not foreign:    # Note [Background compile]
         background.start_worker()
         entry = Compiled(compile_eager(gm, example), plan, gm, owned, box_nodes,
                          n_inputs=len(example), devices=devices)
