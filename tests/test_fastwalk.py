@@ -1,4 +1,4 @@
-"""The C++ walk (capture/fastwalk.py, _fastwalk.cpp) against the Python walk (capture/walk.py).
+"""The C++ walk (capture/fastwalk.py, _fastwalk*.cpp) against the Python walk (capture/walk.py).
 
 - every torch-internal C++ API it relies on still behaves as assumed (named when it moves);
 - it returns what the Python walk returns (nodes, order, edges, input metadata, kinds, saved
@@ -40,8 +40,8 @@ def ext():
         if shutil.which("c++") is None and shutil.which("g++") is None:
             pytest.skip(f"no C++ compiler: the C++ walk cannot be built ({err})")
         pytest.fail(f"the C++ walk did not build or load with this torch ({torch.__version__}): "
-                    f"{err}. capture/_fastwalk.cpp uses torch-internal headers; see the "
-                    "list at its top for what may have moved.")
+                    f"{err}. capture/_fastwalk*.cpp use torch-internal headers; see the "
+                    "list at the top of capture/_fastwalk.h for what may have moved.")
     fastwalk._S.enabled = prev
     return fastwalk._S.ext
 
@@ -457,7 +457,7 @@ def test_build_dir_is_keyed_by_what_the_binary_depends_on(monkeypatch):
 
 
 def test_run_leaf_runs_an_accumulate_grad_as_the_engine(ext):
-    """capture/_fastwalk.cpp run_leaf (delivery points): Node hook lists and call order of
+    """capture/_fastwalk_run.cpp run_leaf (delivery points): Node hook lists and call order of
     engine.cpp's call_function (ENGINE.md 4.10); a Python hook's exception passes through."""
     x = torch.randn(3, requires_grad=True)
     node = torch.autograd.graph.get_gradient_edge(x).node

@@ -1,4 +1,6 @@
-"""House style is checked like behaviour: ruff (rules in pyproject.toml) must be clean."""
+"""House style is checked like behaviour: ruff (rules in pyproject.toml) must be clean, and the
+C++ walk's sources must be as clang-format (rules in .clang-format) writes them."""
+import glob
 import os
 import shutil
 import subprocess
@@ -16,3 +18,18 @@ def test_ruff_clean():
     r = subprocess.run([sys.executable, "-m", "ruff", "check", "compiled_bw", "tests", "benchmarks",
                         "tools", "kernels"], cwd=ROOT, capture_output=True, text=True, check=False)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_clang_format_clean():
+    exe = shutil.which("clang-format")
+    if exe is None:
+        pytest.skip("clang-format is not installed (pip install -e '.[test]' installs it)")
+    files = sorted(glob.glob(os.path.join(ROOT, "compiled_bw", "**", "*.cpp"), recursive=True)
+                   + glob.glob(os.path.join(ROOT, "compiled_bw", "**", "*.h"), recursive=True))
+    assert len(files) >= 5, f"the C++ walk's sources were not found: {files}"
+    r = subprocess.run([exe, "--dry-run", "-Werror", "--style=file", *files], cwd=ROOT,
+                       capture_output=True, text=True, check=False)
+    assert r.returncode == 0, (
+        "C++ sources differ from clang-format's output (run `clang-format -i "
+        "compiled_bw/capture/_fastwalk*.h compiled_bw/capture/_fastwalk*.cpp`):\n"
+        + (r.stdout + r.stderr)[-4000:])

@@ -2,8 +2,8 @@
 
 Consumes root edges like `walk_graph`; produces a FastWalk with the attributes of walk.Walk
 (nodes, kinds, edges and in_meta are built lazily: a cache hit needs none of them) whose
-`signature` is a CSig: one bytes key built by _fastwalk.cpp plus the Python-built entries of
-custom-Function/AOT nodes and hooks.  `walk(root_edges)` uses it when enabled and built, else
+`signature` is a CSig: one bytes key built by _fastwalk_walk.cpp plus the Python-built entries
+of custom-Function/AOT nodes and hooks.  `walk(root_edges)` uses it when enabled and built, else
 walk.walk_graph.  On by default; COMPILED_BW_FASTWALK=0 (or `enable_fastwalk(False)`) turns it
 off.  The extension is compiled on first use, once per machine, torch version and source
 (torch.utils.cpp_extension.load, persistent build dir, about 30 s; `python -m
@@ -67,7 +67,11 @@ from .walk import WalkUnsupported, _as_opaque, _custom_entry, class_info, values
 log = logging.getLogger("compiled_bw")
 
 H_TRACE, H_OPAQUE, H_LEAF, H_PY, H_UNSUPPORTED = range(5)
-_SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_fastwalk.cpp")
+_HERE = os.path.dirname(os.path.abspath(__file__))
+# The extension's sources, by job (_fastwalk.h says which does what); _HEADERS are not compiled
+# on their own but are part of the source hash.
+_SRC = [os.path.join(_HERE, f"_fastwalk_{job}.cpp") for job in ("walk", "slots", "run", "bindings")]
+_HEADERS = [os.path.join(_HERE, "_fastwalk.h")]
 
 
 class GiveUp(Exception):
@@ -91,8 +95,8 @@ _TLS = threading.local()  # .kinds: node index -> NodeKind of the nodes Python r
 
 
 def build_key() -> str:
-    """Everything the built extension depends on besides its source (which torch's loader
-    hashes itself): torch's release, commit, CUDA version and install location (its headers
+    """Everything the built extension depends on besides its source (source_hash, a compiler
+    flag): torch's release, commit, CUDA version and install location (its headers
     and libraries; two virtual environments with the same torch would otherwise rebuild each
     other's build on every switch, since the include paths are part of the build), and the
     Python ABI."""
@@ -102,6 +106,18 @@ def build_key() -> str:
                       sys.version, str(sysconfig.get_config_var("EXT_SUFFIX"))))
     tag = torch.__version__.replace("+", "_")
     return f"torch{tag}-{hashlib.sha1(ident.encode()).hexdigest()[:12]}"
+
+
+def source_hash() -> str:
+    """The content hash of every source file and header of the extension.  It is passed as a
+    compiler flag, so a change to any of them changes the build command: torch's loader (which
+    hashes the .cpp files and the flags, not the headers) and ninja (which otherwise compares
+    modification times, which a reinstall can leave older than the build) both rebuild."""
+    h = hashlib.sha1()
+    for path in _SRC + _HEADERS:
+        with open(path, "rb") as f:
+            h.update(os.path.basename(path).encode() + b"\0" + f.read() + b"\0")
+    return h.hexdigest()[:16]
 
 
 def build_dir() -> str:
@@ -132,8 +148,9 @@ def _load_once(verbose: bool):
     t0 = time.perf_counter()
     try:
         from torch.utils.cpp_extension import load as _load
-        ext = _load("compiled_bw_fastwalk", [_SRC], build_directory=build_dir(),
-                    extra_cflags=["-O2"], verbose=verbose)
+        ext = _load("compiled_bw_fastwalk", _SRC, build_directory=build_dir(),
+                    extra_cflags=["-O2", f"-DCOMPILED_BW_FASTWALK_SOURCE={source_hash()}"],
+                    verbose=verbose)
         ext.init(WalkUnsupported, GiveUp, _classify, _list_svs, _py_node)
         _walk_module.saved_hooks_in = ext.saved_hooks_in   # the Python walk's check too
     except Exception as e:  # noqa: BLE001 -- any build/load failure: the Python walk works

@@ -14,7 +14,7 @@ pack moves the tensor out of the SavedVariable into the Slot, unpack returns
     as eager frees saved tensors).
 A Slot references nothing but its tensor: a closure holding nodes would form a reference
 cycle through C++ that the GC cannot break.
-The C++ walk (capture/fastwalk.py) has C++ slots with the same behaviour (_fastwalk.cpp), and
+The C++ walk (capture/fastwalk.py) has C++ slots with the same behaviour (_fastwalk_slots.cpp), and
 needs none on a cache hit (Node::release_variables after the run); both are driven through
 the same three calls (PySlots here, SlotList there): set_placeholders, clear_placeholders,
 release.
@@ -112,7 +112,7 @@ def foreign_saved_hooks(node, attrs) -> bool:
     """Whether `node`'s saved tensors (a custom Function's, or a built-in node's `_raw_saved_<attr>`
     for attr in attrs) carry hooks that are not our Slots, read without unpacking them
     (SavedTensor.unpack_hook: None without hooks).  The Python walk's check while the C++
-    extension (capture/_fastwalk.cpp saved_hooks_in, which also knows its C++ slots) is not
+    extension (capture/_fastwalk_bindings.cpp saved_hooks_in, which also knows its C++ slots) is not
     loaded."""
     if isinstance(node, _BACKWARD_CFUNCTION):
         raws = list(node._raw_saved_tensors)

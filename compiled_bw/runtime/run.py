@@ -49,7 +49,7 @@ Note [C++ hit path]
 A cache hit of a graph Inductor compiled with its C++ wrapper (backends/inductor.py Notes
 [Inductor: C++ wrapper], [Inductor: C entry point]),
 walked in C++, with no opaque call (and, for backward(), no hook on any leaf's AccumulateGrad):
-the whole run is one C++ call, CWalk.run_native (_fastwalk.cpp).  It hands the root grads and
+the whole run is one C++ call, CWalk.run_native (_fastwalk_run.cpp).  It hands the root grads and
 the walk's saved tensors to the graph's C entry point as tensor handles and gives each leaf's
 AccumulateGrad its grad, as Note [Direct delivery] does (grad(): returns the grads asked for,
 the only Python tensors it makes).  No saved tensor or leaf grad becomes a Python tensor (on

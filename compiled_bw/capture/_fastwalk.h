@@ -1,0 +1,209 @@
+// The C++ walk of compiled_bw: what its files share (capture/fastwalk.py is its only user; see
+// Note [Fast walk] there).  Consumes torch's C++ headers; produces the declarations the files
+// share: the per-class facts (ClassInfo), a slot's state (SlotState), one walk (CWalk), the slots
+// of one step (SlotList), the Python objects init() sets, and each file's functions that another
+// file calls.  The files, by job:
+//   _fastwalk_walk.cpp      per-class facts, the key, the walk
+//   _fastwalk_slots.cpp     slot hooks, SlotList, install
+//   _fastwalk_run.cpp       direct leaf delivery, the C++ hit path, streams
+//   _fastwalk_bindings.cpp  the Python module (PYBIND11_MODULE) only
+// capture/fastwalk.py builds them into one extension.
+//
+// Every use of torch-internal C++ API by compiled_bw lives in these files (torch 2.13):
+//   Node (next_edges, input_metadata, sequence_nr, hook lists, release_variables),
+//   AccumulateGrad::variable, SavedVariable (has_hooks, unpack, register_hooks,
+//   retrieve_unpack_hook_data, SavedVariableHooks), THPCppFunction/THPFunction cdata,
+//   functionToPyObject, THPVariable_Wrap/Unpack, getPyInterpreter, and compiled autograd's key
+//   visitor (AutogradCompilerCall, NodeCall, CompiledNodeArgs, CacheKey, SizeInput,
+//   TensorArgs::lookup(SavedVariable)) from torch/csrc/dynamo/compiled_autograd.h,
+//   TensorImpl::pyobj_slot()->load_pyobj(), and AOTInductor's tensor handles
+//   (aoti_torch/utils.h new_tensor_handle, tensor_converter.h
+//   alloc_tensors_by_stealing_from_handles) for the C++ hit path (run_native).
+// tests/test_fastwalk.py::test_private_cpp_api names each of them when one moves.
+//
+// Saved tensors: a SavedVariable's byte offset in its node is learned once per class from the
+// Python binding (`_raw_saved_X`); compiled_args unpacks it (eager's version check) and
+// TensorArgs::lookup(sv) gives the tensor -- one graph input per SavedVariable, as in Python,
+// although compiled_args itself deduplicates by TensorImpl (its key keeps the dedup ids).
+// Slots (Note [Slots] in saved.py), installed only to trace, are C++ SavedVariableHooks holding
+// the tensor; Python-read saved tensors keep Python Slots; SlotList drives both.  A slotted
+// node's compiled_args would take its hooks path (other bytes), so its key part is kept on the
+// slots and reused.  Cache hits install nothing: release_variables after the run, as eager.
+#pragma once
+
+#include <torch/extension.h>
+
+#include <torch/csrc/Exceptions.h>
+#include <torch/csrc/PyInterpreter.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/functions/accumulate_grad.h>
+#include <torch/csrc/autograd/python_cpp_function.h>
+#include <torch/csrc/autograd/python_function.h>
+#include <torch/csrc/autograd/python_variable.h>
+#include <torch/csrc/autograd/saved_variable.h>
+#include <torch/csrc/autograd/saved_variable_hooks.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+#include <vector>
+
+namespace py = pybind11;
+using torch::autograd::AccumulateGrad;
+using torch::autograd::Edge;
+using torch::autograd::InputMetadata;
+using torch::autograd::Node;
+using torch::autograd::SavedVariable;
+using torch::autograd::SavedVariableHooks;
+
+namespace compiled_bw::fastwalk {
+
+enum How : int8_t { H_TRACE = 0, H_OPAQUE = 1, H_LEAF = 2, H_PY = 3, H_UNSUPPORTED = 4 };
+
+// Python exception classes, set by init().
+extern PyObject* g_unsupported;  // WalkUnsupported: the fallback reason
+extern PyObject* g_giveup;       // GiveUp: the C++ walk cannot do this step; use Python's
+
+[[noreturn]] inline void raise(PyObject* cls, const std::string& msg) {
+  PyErr_SetString(cls, msg.c_str());
+  throw py::error_already_set();
+}
+
+// ---- per-class facts, learned once per C++ node type (Python classifies) ----------------
+
+struct Rule {  // see nodes.py _edge_rules / hidden_state_unknown
+  bool src_all = false, users_all = false;
+  std::vector<int> src, users;
+};
+
+struct Attr {
+  std::string name;
+  int64_t offset = -1;  // byte offset of the SavedVariable in the node; -1: a list
+};
+
+struct ClassInfo {
+  uint32_t id = 0;
+  How how = H_UNSUPPORTED;
+  std::string name, reason;
+  std::vector<Rule> rules;
+  std::vector<Attr> attrs;
+  bool has_list = false;
+  py::object kind;  // the Python NodeKind
+};
+
+extern std::vector<ClassInfo*> g_class_list;  // by ClassInfo::id
+// Python callbacks (heap-allocated and never freed: no decref after interpreter shutdown).
+extern py::object& g_classify;  // classify(node, address) -> class facts
+extern py::object& g_list_svs;  // list_svs(node, attr) -> [SavedVariable address]
+extern py::object& g_py_node;   // py_node(i, node, saved, py_keys, slot_only) -> entry
+
+// How an autograd node is owned: c10::intrusive_ptr on torch 2.13, std::shared_ptr (and a
+// weak_ptr in THPFunction) on older releases (e.g. the 2.11 of a GPU machine's image).
+using NodePtr = decltype(torch::autograd::Edge::function);
+template <class P>
+NodePtr owning(const P& p) {
+  return p;
+}
+template <class T>
+NodePtr owning(const std::weak_ptr<T>& p) {
+  return p.lock();
+}
+
+NodePtr node_of(PyObject* o);           // the node of a Python grad_fn object
+py::object node_obj(const NodePtr& n);  // the Python object of a node
+
+// ---- slots (_fastwalk_slots.cpp) ----------------------------------------------------------
+
+struct SlotState {
+  at::Tensor value, placeholder;
+  int64_t version = 0;
+  bool released = false;
+  // The node's key part (see collect_node): bytes [kb, ke) of its walk's key.
+  std::shared_ptr<const std::string> key;
+  uint32_t kb = 0, ke = 0;
+  std::weak_ptr<SlotState> self;
+};
+
+// Our hooks answer retrieve_unpack_hook_data with (g_marker, address of their SlotState): how
+// the walk recognizes its own slots on a SavedVariable walked again (retain_graph=True).
+extern PyObject* g_marker;
+
+at::Tensor slot_unpack(const SlotState& s);  // the tensor, with eager's checks
+// The SlotState behind a hooked SavedVariable if the hooks are ours, else null.
+std::shared_ptr<SlotState> our_slot(const SavedVariable* sv);
+
+// ---- the walk (_fastwalk_walk.cpp) --------------------------------------------------------
+
+// Where a saved tensor comes from: a C++ SavedVariable (sv != null) or a Python-read key.
+struct SavedSrc {
+  const SavedVariable* sv;
+  int32_t node;
+  int32_t attr;  // index into the class's attrs (C++), or into py_keys (Python)
+  int32_t pos;   // list position | -1
+};
+
+struct CWalk {
+  std::vector<NodePtr> nodes;
+  std::vector<py::object> pynodes;  // materialized on demand
+  std::vector<ClassInfo*> cls;      // per node
+  std::vector<uint8_t> opaque;      // per node: 1: TRACE class run opaquely (hidden
+                                    // state); 2: saved tensors carry foreign hooks
+  std::vector<std::pair<int32_t, int32_t>> edge_seg;  // per node: (start, count) in edge arrays
+  std::vector<int32_t> edge_child, edge_nr;           // in processing order
+  std::vector<SavedSrc> saved_src;
+  // The saved tensors (graph inputs), in order: C++ tensors until Python asks for them (the
+  // `saved` property moves them into a Python list, once); the C++ hit path (run_native)
+  // passes them to the compiled graph without ever making Python tensors.
+  std::vector<at::Tensor> saved_t;
+  py::list saved;
+  bool saved_in_py = false;
+  py::list py_keys;    // saved_node keys of Python-read saved tensors
+  py::list slot_only;  // keys of Python-read slot-only tensors
+  py::dict leaves;
+  py::list hook_nodes, hook_leaves, py_entries;
+  bool leaf_observed = false;  // some leaf's AccumulateGrad has a hook (any kind)
+  py::list root_edges;
+  std::shared_ptr<const std::string> key;
+  uint64_t hash = 0;
+  std::vector<uint32_t> layout;  // per processed node: index, class id, key offset
+  std::vector<std::pair<uint32_t, uint32_t>> ca_range;  // per node: its compiled_args bytes in key
+};
+
+std::shared_ptr<CWalk> walk(py::list roots);
+
+// SlotList: the slots of one step, parallel to saved + slot_only (_fastwalk_slots.cpp).
+
+struct SlotList {
+  std::vector<std::shared_ptr<SlotState>> c;  // null for Python slots
+  std::vector<py::object> p;                  // Python Slot or None
+  std::vector<int32_t> node;
+  size_t n_saved = 0;
+
+  void set_placeholders(py::sequence phs);
+  void clear_placeholders();
+  void release_one(size_t s);  // drops saved tensor s; a later unpack raises eager's error
+  void release(py::iterable executed, size_t n_nodes);
+};
+
+// py_slots: the Python Slots of the Python-read saved tensors, then of slot_only (same order as
+// py_keys + slot_only); slot_only_nodes: their node indices.
+std::shared_ptr<SlotList> install(CWalk& w, py::list py_slots, py::list slot_only_nodes);
+
+// ---- delivery, the hit path, streams (_fastwalk_run.cpp) ----------------------------------
+
+bool plain_accumulator(Node* n);  // an AccumulateGrad with no hook of any kind
+bool accumulate(const std::vector<Node*>& nodes, py::list grads);
+void run_leaf(Node* fn, at::Tensor grad);
+py::object run_native(CWalk& w, py::handle entry, py::list roots, size_t n_inputs,
+                      py::sequence leaf_idx_seq, py::sequence leaf_pos_seq, bool accumulate);
+using Streams = std::set<std::tuple<std::string, int, int64_t>>;  // (device type, index, id)
+void add_streams(Node* n, Streams& out);
+py::list stream_list(const Streams& s);
+
+}  // namespace compiled_bw::fastwalk

@@ -1,0 +1,190 @@
+// What the C++ walk runs: leaf grads delivered directly to AccumulateGrad, AccumulateGrad nodes
+// run as the engine runs them (delivery points), the C++ hit path (run_native), and the streams
+// the forward ran the nodes' ops on (declarations in _fastwalk.h).  Consumes a CWalk or autograd
+// nodes, grads and a compiled graph's entry; produces accumulated .grads, or grad()'s results.
+#include "_fastwalk.h"
+
+#include <torch/csrc/inductor/aoti_torch/tensor_converter.h>
+#include <torch/csrc/inductor/aoti_torch/utils.h>
+
+namespace compiled_bw::fastwalk {
+
+// ---- direct leaf delivery ------------------------------------------------------------------
+
+// True when this AccumulateGrad can be called directly with eager's result: no hook of any kind
+// (node pre/post, tensor pre, retain_grad, post-accumulate-grad), i.e. nothing that would run
+// user code or observe the engine (runtime/run.py Note [Direct delivery]).
+bool plain_accumulator(Node* n) {
+  auto* acc = dynamic_cast<AccumulateGrad*>(n);
+  return acc && n->pre_hooks().empty() && n->tensor_pre_hooks().empty() &&
+         n->post_hooks().empty() && n->retains_grad_hooks().empty() &&
+         !acc->tensor_post_acc_grad_hooks();
+}
+
+bool all_plain_accumulators(const std::vector<Node*>& nodes) {
+  for (Node* n : nodes)
+    if (!plain_accumulator(n)) return false;
+  return true;
+}
+
+// Calls AccumulateGrad::apply as the engine does, the grad moved in so that it can be stolen;
+// the caller holds grad mode off (at::NoGradGuard), as the engine does for every node.
+void accumulate_one(Node* n, at::Tensor grad) {
+  torch::autograd::variable_list in;
+  in.push_back(std::move(grad));
+  (*n)(std::move(in));
+}
+
+// accumulate_one for each (node, grad), emptying grads[i].  Returns false, touching nothing,
+// when any node is not plain_accumulator.  None grads are skipped.
+bool accumulate(const std::vector<Node*>& nodes, py::list grads) {
+  TORCH_CHECK(nodes.size() == (size_t)py::len(grads),
+              "accumulate: nodes and grads differ in length");
+  if (!all_plain_accumulators(nodes)) return false;
+  at::NoGradGuard no_grad;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    PyObject* g = PyList_GET_ITEM(grads.ptr(), i);
+    if (g == Py_None) continue;
+    at::Tensor t = THPVariable_Unpack(g);
+    Py_INCREF(Py_None);
+    PyList_SetItem(grads.ptr(), i, Py_None);  // drops our Python reference: stealable
+    accumulate_one(nodes[i], std::move(t));
+  }
+  return true;
+}
+
+// Runs an AccumulateGrad node as engine.cpp's call_function runs it, with `grad` (undefined:
+// no grad reached it) as its one input: tensor pre-hooks and retains_grad hooks, node pre-hooks,
+// apply (which accumulates and runs the post-accumulate-grad hook), node post-hooks -- C++
+// ones (DDP's reducer, FSDP's) included.  Called from inside the compiled graph, where eager
+// runs the node (runtime/run.py Note [Delivery points]); the running graph task stays the
+// current one, so hooks' queue_callback and _current_graph_task_id() see the backward's task.
+void run_leaf(Node* fn, at::Tensor grad) {
+  at::NoGradGuard no_grad;
+  torch::autograd::variable_list inputs;
+  inputs.push_back(std::move(grad));
+  for (const auto& hook : fn->tensor_pre_hooks()) inputs = (*hook)(inputs);
+  for (const auto& pair : fn->retains_grad_hooks()) inputs = (*pair.second)(inputs);
+  for (const auto& hook : fn->pre_hooks()) inputs = (*hook)(inputs);
+  if (fn->post_hooks().empty()) {
+    (*fn)(std::move(inputs));
+    return;
+  }
+  auto copy = inputs;
+  torch::autograd::variable_list outputs = (*fn)(std::move(copy));
+  for (const auto& hook : fn->post_hooks()) outputs = (*hook)(outputs, inputs);
+}
+
+// ---- the C++ hit path ----------------------------------------------------------------------
+
+// Note [C++ hit path] (runtime/run.py): runs a graph Inductor compiled with its C++ wrapper on
+// this walk's saved tensors and delivers the leaf grads, with no Python tensor in between.
+// `entry` is the generated module's `inductor_entry`: it takes a list of PyCapsules holding
+// AtenTensorHandles (heap at::Tensor*, stolen by the graph, which frees each after its last
+// use) and returns one capsule (ours to steal) or None per output.  Inputs: the root grads,
+// then the saved tensors (moved out of the walk: the graph holds the only reference, Note
+// [Box ownership]).  backward() (accumulate): leaf k gets output leaf_pos[k] (None: no grad)
+// through its AccumulateGrad (accumulate_one); returns True.  grad(): leaf_idx is empty
+// and the result is the list of outputs at leaf_pos (None stays None), as Python tensors.
+// Returns False, touching nothing, when the saved tensors are already in Python or some
+// leaf's AccumulateGrad is not plain_accumulator.
+py::object run_native(CWalk& w, py::handle entry, py::list roots, size_t n_inputs,
+                      py::sequence leaf_idx_seq, py::sequence leaf_pos_seq, bool accumulate) {
+  using torch::aot_inductor::new_tensor_handle;
+  if (w.saved_in_py) return py::bool_(false);
+  auto leaf_idx = py::reinterpret_steal<py::object>(PySequence_Fast(leaf_idx_seq.ptr(), "leaves"));
+  auto leaf_pos =
+      py::reinterpret_steal<py::object>(PySequence_Fast(leaf_pos_seq.ptr(), "positions"));
+  if (!leaf_idx || !leaf_pos) throw py::error_already_set();
+  const size_t n_leaves = PySequence_Fast_GET_SIZE(leaf_pos.ptr());
+  TORCH_CHECK((size_t)PySequence_Fast_GET_SIZE(leaf_idx.ptr()) == (accumulate ? n_leaves : 0),
+              "run_native: leaves and positions differ in length");
+  std::vector<Node*> nodes(accumulate ? n_leaves : 0);
+  for (size_t k = 0; k < nodes.size(); ++k)
+    nodes[k] = w.nodes.at(PyLong_AsSsize_t(PySequence_Fast_GET_ITEM(leaf_idx.ptr(), k))).get();
+  if (!all_plain_accumulators(nodes)) return py::bool_(false);
+  const size_t n_roots = py::len(roots);
+  TORCH_CHECK(n_roots + w.saved_t.size() == n_inputs, "run_native: the compiled graph takes ",
+              n_inputs, " inputs, this step has ", n_roots + w.saved_t.size());
+  py::list handles(n_inputs);
+  for (size_t r = 0; r < n_roots; ++r) {
+    at::Tensor t = THPVariable_Unpack(PyList_GET_ITEM(roots.ptr(), r));
+    PyList_SET_ITEM(handles.ptr(), r,
+                    PyCapsule_New(new_tensor_handle(std::move(t)), nullptr, nullptr));
+  }
+  for (size_t s = 0; s < w.saved_t.size(); ++s)
+    PyList_SET_ITEM(handles.ptr(), n_roots + s,
+                    PyCapsule_New(new_tensor_handle(std::move(w.saved_t[s])), nullptr, nullptr));
+  w.saved_t.clear();
+  w.saved_in_py = true;  // none left: a later `saved` is an empty list
+  py::object res;
+  {
+    at::NoGradGuard no_grad;  // the engine runs nodes with grad mode off
+    res = entry(std::move(handles));
+  }
+  py::list out = res.cast<py::list>();
+  // The graph may return one handle at several positions: alloc_tensors_by_stealing_from_handles
+  // frees each once (what the generated module's own wrapper calls).
+  std::vector<AtenTensorHandle> out_handles(py::len(out), nullptr);
+  for (size_t j = 0; j < out_handles.size(); ++j) {
+    PyObject* c = PyList_GET_ITEM(out.ptr(), j);
+    if (c != Py_None)
+      out_handles[j] = reinterpret_cast<AtenTensorHandle>(PyCapsule_GetPointer(c, nullptr));
+  }
+  std::vector<at::Tensor> outs = torch::aot_inductor::alloc_tensors_by_stealing_from_handles(
+      out_handles.data(), out_handles.size());
+  if (!accumulate) {  // grad(): one Python tensor per position (a shared output: one object)
+    py::list result(n_leaves);
+    for (size_t k = 0; k < n_leaves; ++k) {
+      PyObject* p = PySequence_Fast_GET_ITEM(leaf_pos.ptr(), k);
+      PyObject* o = Py_None;
+      const at::Tensor* g = p == Py_None ? nullptr : &outs.at(PyLong_AsSsize_t(p));
+      if (g && g->defined()) {
+        o = THPVariable_Wrap(*g);
+        if (!o) throw py::error_already_set();
+      } else {
+        Py_INCREF(o);
+      }
+      PyList_SET_ITEM(result.ptr(), k, o);
+    }
+    return std::move(result);
+  }
+  // Last use of each output: an output two leaves share is moved only to the last one (the
+  // first gets a second reference and so is not stolen: what the Python path does).
+  std::vector<int64_t> pos(n_leaves, -1);
+  std::vector<size_t> last(outs.size(), SIZE_MAX);
+  for (size_t k = 0; k < n_leaves; ++k) {
+    PyObject* p = PySequence_Fast_GET_ITEM(leaf_pos.ptr(), k);
+    if (p == Py_None) continue;
+    pos[k] = PyLong_AsSsize_t(p);
+    last.at(pos[k]) = k;
+  }
+  at::NoGradGuard no_grad;
+  for (size_t k = 0; k < n_leaves; ++k) {
+    if (pos[k] < 0 || !outs[pos[k]].defined()) continue;
+    accumulate_one(nodes[k], last[pos[k]] == k ? std::move(outs[pos[k]]) : outs[pos[k]]);
+  }
+  return py::bool_(true);
+}
+
+// The streams the forward ran the nodes' ops on, as the engine reads them (InputMetadata::stream,
+// which the engine makes a node's backward run on): distinct (device type, device index, stream
+// id) of every non-CPU input metadata of the nodes.  runtime/streams.py compares them with the
+// caller's current streams.
+void add_streams(Node* n, Streams& out) {
+  for (uint32_t i = 0; i < n->num_inputs(); ++i) {
+    const auto& m = n->input_metadata(i);
+    if (m.device().is_cpu() || m.device().is_meta()) continue;
+    auto st = m.stream();
+    out.emplace(c10::DeviceTypeName(st.device_type(), /*lower_case=*/true), (int)st.device_index(),
+                (int64_t)st.id());
+  }
+}
+
+py::list stream_list(const Streams& s) {
+  py::list out;
+  for (const auto& [t, i, id] : s) out.append(py::make_tuple(t, i, id));
+  return out;
+}
+
+}  // namespace compiled_bw::fastwalk

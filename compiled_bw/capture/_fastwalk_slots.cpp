@@ -1,0 +1,154 @@
+// The slots of the C++ walk: hooks on SavedVariables that hold the saved tensors while a step is
+// traced (Note [Slots] in saved.py), and SlotList, the slots of one step (declarations in
+// _fastwalk.h).  Consumes a CWalk (its saved tensors' sources and key ranges) and the Python
+// Slots of the Python-read saved tensors; produces the installed slots, which placeholders
+// stand in for while tracing and which release their tensors as eager's engine would.
+#include "_fastwalk.h"
+
+namespace compiled_bw::fastwalk {
+
+// Our hooks answer retrieve_unpack_hook_data with (g_marker, address of their SlotState): how
+// the walk recognizes its own slots on a SavedVariable walked again (retain_graph=True).
+PyObject* g_marker = nullptr;
+
+namespace {
+
+std::string type_str(const at::Tensor& t) {
+  std::string s = "torch.";
+  if (t.device().type() != c10::DeviceType::CPU)
+    s += c10::DeviceTypeName(t.device().type(), true) + ".";
+  return s + c10::toString(t.scalar_type()) + "Tensor";
+}
+
+struct SlotHooks : SavedVariableHooks {
+  std::shared_ptr<SlotState> st;
+  explicit SlotHooks(std::shared_ptr<SlotState> s) : st(std::move(s)) {}
+  void call_pack_hook(const at::Tensor& t) override {
+    st->value = t;
+    st->version = t._version();
+  }
+  at::Tensor call_unpack_hook() override { return slot_unpack(*st); }
+  // Called by compiled_args (ours, and torch's compiled autograd) on a hooked SavedVariable.
+  std::optional<std::pair<c10::SafePyObject, c10::SafePyObject>> retrieve_unpack_hook_data()
+      const override {
+    Py_INCREF(g_marker);
+    PyObject* addr = PyLong_FromVoidPtr(st.get());
+    return std::make_pair(c10::SafePyObject(g_marker, getPyInterpreter()),
+                          c10::SafePyObject(addr, getPyInterpreter()));
+  }
+};
+
+}  // namespace
+
+at::Tensor slot_unpack(const SlotState& s) {
+  if (s.placeholder.defined()) return s.placeholder;
+  TORCH_CHECK(!s.released, torch::autograd::ERR_BACKWARD_TWICE);
+  const at::Tensor& t = s.value;
+  if (t._version() != s.version) {
+    std::ostringstream m;
+    m << "one of the variables needed for gradient computation has been modified by an "
+         "inplace operation: ["
+      << type_str(t) << " " << t.sizes() << "] is at version " << t._version()
+      << "; expected version " << s.version
+      << " instead. Hint: enable anomaly detection to find the operation that failed to "
+         "compute its gradient, with torch.autograd.set_detect_anomaly(True).";
+    TORCH_CHECK(false, m.str());
+  }
+  return t;
+}
+
+// The SlotState behind a hooked SavedVariable if the hooks are ours, else null.
+std::shared_ptr<SlotState> our_slot(const SavedVariable* sv) {
+  std::optional<std::pair<c10::SafePyObject, c10::SafePyObject>> data;
+  try {
+    data = sv->retrieve_unpack_hook_data();  // PySavedVariableHooks: (unpack fn, packed)
+  } catch (const c10::Error&) {              // C++ hooks of someone else
+    return nullptr;
+  }
+  if (!data || data->first.ptr(getPyInterpreter()) != g_marker) return nullptr;
+  auto* st = static_cast<SlotState*>(PyLong_AsVoidPtr(data->second.ptr(getPyInterpreter())));
+  return std::shared_ptr<SlotState>(st->self.lock());
+}
+
+// ---- SlotList: the slots of one step, parallel to saved + slot_only ------------------------
+
+void SlotList::set_placeholders(py::sequence phs) {
+  TORCH_CHECK((size_t)py::len(phs) == n_saved, "placeholders: wrong count");
+  for (size_t s = 0; s < n_saved; ++s) {
+    if (c[s])
+      c[s]->placeholder = THPVariable_Unpack(phs[s].ptr());
+    else
+      p[s].attr("placeholder") = phs[s];
+  }
+}
+
+void SlotList::clear_placeholders() {
+  for (size_t s = 0; s < c.size(); ++s) {
+    if (c[s])
+      c[s]->placeholder = at::Tensor();
+    else
+      p[s].attr("placeholder") = py::none();
+  }
+}
+
+void SlotList::release_one(size_t s) {  // drops saved tensor s; a later unpack raises eager's error
+  if (c.at(s)) {
+    c[s]->value = at::Tensor();
+    c[s]->released = true;
+  } else {
+    p.at(s).attr("release")();
+  }
+}
+
+void SlotList::release(py::iterable executed, size_t n_nodes) {
+  std::vector<uint8_t> mask(n_nodes, 0);
+  for (auto e : executed) mask.at(e.cast<size_t>()) = 1;
+  for (size_t s = 0; s < c.size(); ++s)
+    if (mask.at(node[s])) release_one(s);
+}
+
+// py_slots: the Python Slots of the Python-read saved tensors, then of slot_only (same order as
+// py_keys + slot_only); slot_only_nodes: their node indices.
+std::shared_ptr<SlotList> install(CWalk& w, py::list py_slots, py::list slot_only_nodes) {
+  auto sl = std::make_shared<SlotList>();
+  sl->n_saved = w.saved_src.size();
+  size_t n_all = sl->n_saved + py::len(slot_only_nodes);
+  sl->c.reserve(n_all);
+  sl->p.reserve(n_all);
+  sl->node.reserve(n_all);
+  for (const SavedSrc& s : w.saved_src) {
+    sl->node.push_back(s.node);
+    if (!s.sv) {
+      sl->c.push_back(nullptr);
+      sl->p.push_back(py_slots[s.attr]);
+      continue;
+    }
+    sl->p.emplace_back();
+    std::shared_ptr<SlotState> st;
+    if (s.sv->has_hooks()) st = our_slot(s.sv);  // this graph was walked and slotted before
+    if (!st) {
+      st = std::make_shared<SlotState>();
+      st->self = st;
+      auto r = w.ca_range.at(s.node);
+      if (r.second == 0) raise(PyExc_AssertionError, "install: no key bytes recorded for a node");
+      st->key = w.key;
+      st->kb = r.first;
+      st->ke = r.second;
+      try {
+        const_cast<SavedVariable*>(s.sv)->register_hooks(std::make_unique<SlotHooks>(st));
+      } catch (const c10::Error& e) {
+        raise(PyExc_RuntimeError, e.what_without_backtrace());
+      }
+    }
+    sl->c.push_back(std::move(st));
+  }
+  size_t n_py_keys = py::len(w.py_keys);
+  for (size_t s = 0; s < (size_t)py::len(slot_only_nodes); ++s) {
+    sl->node.push_back(slot_only_nodes[s].cast<int32_t>());
+    sl->c.push_back(nullptr);
+    sl->p.push_back(py_slots[n_py_keys + s]);
+  }
+  return sl;
+}
+
+}  // namespace compiled_bw::fastwalk

@@ -1,0 +1,520 @@
+// The C++ walk: per-class facts, the key, the walk (declarations in _fastwalk.h).  Consumes the
+// root edges of one backward; produces a CWalk: the nodes in the Python walk's discovery order,
+// their classes, edges and saved tensors, and the key (bytes) with its hash.
+//
+// Per node, in the Python walk's discovery order, the key gets: index, class id, edges
+// (child index | -1, input_nr), input metadata, and then
+//   TRACE / OPAQUE nodes: the bytes Node::compiled_args specializes on (every saved field,
+//     including those Python cannot read: MmBackward0's self_layout, native_dropout's train,
+//     ...), the SymInts it lifts as "size inputs" (TRACE nodes only: an opaque node runs the
+//     real node, so its sizes are not baked into the graph), and the metadata of each saved
+//     tensor in the Python walk's order (attributes sorted by name, list elements in order);
+//   TRACE / OPAQUE nodes whose saved tensors carry hooks that are not ours: one marker byte
+//     instead (never unpacked, no compiled_args; the node runs as one opaque call, nodes.py
+//     Note [Hooked saved tensors]);
+//   LEAF: the variable's metadata and requires_grad;
+//   PY (custom Function / AOT nodes, classes whose compiled_args is unusable): nothing more;
+//     Python builds their signature entry (callback), in processing order.
+// then the execution order (the permutation sorting the sequence numbers).
+#include "_fastwalk.h"
+
+#include <torch/csrc/dynamo/compiled_autograd.h>
+
+using torch::dynamo::autograd::AutogradCompilerCall;
+using torch::dynamo::autograd::CompiledNodeArgs;
+using torch::dynamo::autograd::NodeCall;
+using torch::dynamo::autograd::SizeInput;
+using torch::dynamo::autograd::TensorArg;
+
+namespace compiled_bw::fastwalk {
+
+// Python exception classes, set by init().
+PyObject* g_unsupported = nullptr;  // WalkUnsupported: the fallback reason
+PyObject* g_giveup = nullptr;       // GiveUp: the C++ walk cannot do this step; use Python's
+
+// ---- per-class facts, learned once per C++ node type (Python classifies) ----------------
+
+std::vector<ClassInfo*> g_class_list;
+// Python callbacks (heap-allocated and never freed: no decref after interpreter shutdown).
+py::object& g_classify = *new py::object();  // classify(node, address) -> class facts
+py::object& g_list_svs = *new py::object();  // list_svs(node, attr) -> [SavedVariable address]
+py::object& g_py_node = *new py::object();   // py_node(i, node, saved, py_keys, slot_only) -> entry
+
+NodePtr node_of(PyObject* o) {
+  if (torch::autograd::THPCppFunction_Check(o))
+    return owning(((torch::autograd::THPCppFunction*)o)->cdata);
+  if (THPFunction_Check(o)) return owning(((THPFunction*)o)->cdata);
+  raise(PyExc_TypeError, "compiled_bw fastwalk: not an autograd node");
+}
+
+py::object node_obj(const NodePtr& n) {
+  PyObject* o = torch::autograd::functionToPyObject(n);
+  if (!o) throw py::error_already_set();
+  return py::reinterpret_steal<py::object>(o);
+}
+
+namespace {
+
+std::unordered_map<const std::type_info*, ClassInfo*> g_classes;  // type_info is unique per type
+
+ClassInfo* class_info(Node* node, const NodePtr& owner) {
+  const std::type_info* ti = &typeid(*node);
+  static const std::type_info* last_ti = nullptr;
+  static ClassInfo* last = nullptr;
+  if (ti == last_ti) return last;
+  auto it = g_classes.find(ti);
+  if (it != g_classes.end()) {
+    last_ti = ti;
+    last = it->second;
+    return last;
+  }
+  py::tuple r = g_classify(node_obj(owner), (size_t)node);
+  auto* info = new ClassInfo();
+  info->how = (How)r[0].cast<int>();
+  info->name = r[1].cast<std::string>();
+  info->reason = r[2].cast<std::string>();
+  for (auto rule : r[3].cast<py::tuple>()) {
+    auto t = rule.cast<py::tuple>();
+    Rule ru;
+    if (py::isinstance<py::str>(t[0]))
+      ru.src_all = true;
+    else
+      for (auto k : t[0].cast<py::tuple>()) ru.src.push_back(k.cast<int>());
+    if (py::isinstance<py::str>(t[1]))
+      ru.users_all = true;
+    else
+      for (auto k : t[1].cast<py::tuple>()) ru.users.push_back(k.cast<int>());
+    info->rules.push_back(std::move(ru));
+  }
+  for (auto a : r[4].cast<py::tuple>()) {
+    auto t = a.cast<py::tuple>();
+    Attr at{t[0].cast<std::string>(), t[1].cast<int64_t>()};
+    info->has_list |= at.offset < 0;
+    info->attrs.push_back(std::move(at));
+  }
+  info->kind = r[5];
+  // classify may have released the GIL: another thread may have registered this type meanwhile
+  auto [it2, fresh] = g_classes.emplace(ti, info);
+  if (!fresh) {
+    delete info;
+    return it2->second;
+  }
+  info->id = (uint32_t)g_class_list.size();
+  g_class_list.push_back(info);
+  return info;
+}
+
+bool hidden_state_unknown(const ClassInfo& ci, const std::vector<int32_t>& kids) {
+  const size_t n = kids.size();
+  for (const Rule& r : ci.rules) {
+    bool used = false, known = true;
+    if (r.users_all) {
+      for (auto c : kids) used |= c >= 0;
+    } else {
+      for (int u : r.users)
+        if ((size_t)u < n && kids[u] >= 0) used = true;
+    }
+    if (r.src_all) {
+      for (auto c : kids) known &= c >= 0;
+    } else {
+      for (int k : r.src)
+        if ((size_t)k < n && kids[k] < 0) known = false;
+    }
+    if (used && !known) return true;
+  }
+  return false;
+}
+
+// ---- the key -------------------------------------------------------------------------------
+
+struct Key {  // append-only byte buffer (std::string::append per field was a hot spot)
+  std::string b;
+  size_t n = 0;
+  Key() { b.resize(1 << 16); }
+  char* room(size_t m) {
+    if (C10_UNLIKELY(n + m > b.size())) b.resize(std::max(b.size() * 2, n + m));
+    char* p = &b[n];
+    n += m;
+    return p;
+  }
+  template <typename T>
+  void put(T v) {
+    std::memcpy(room(sizeof(T)), &v, sizeof(T));
+  }
+  void put_bytes(const void* p, size_t m) { std::memcpy(room(m), p, m); }
+  size_t size() const { return n; }
+  std::string take() {
+    b.resize(n);
+    return std::move(b);
+  }
+};
+
+int64_t concrete(const c10::SymInt& s) {
+  if (auto v = s.maybe_as_int()) return *v;
+  raise(g_giveup, "symbolic size in the graph");
+}
+
+// Checks what walk.py's tensor_meta checks (dense tensors only); appends the metadata.
+// obj: the tensor's Python object, or null when it has none yet (THPVariable_Wrap would make a
+// plain torch.Tensor for it: subclass instances always have theirs).
+void tensor_key(Key& k, const at::Tensor& t, PyObject* obj) {
+  if (t.layout() != at::kStrided || t.is_nested()) {
+    auto wrapped = py::reinterpret_steal<py::object>(THPVariable_Wrap(t));
+    std::string lay = py::str(wrapped.attr("layout"));
+    raise(g_unsupported, "non-strided tensor (" + lay + ") in the graph");
+  }
+  // Tensor subclasses are flattened at the graph boundary by the Python walk (subclass.py,
+  // Note [Subclasses stay outside the graph]); it also gives the fallback reason for those it
+  // cannot flatten.  The reason's text before ": " is the give-up counter's key.
+  PyTypeObject* tp = obj ? Py_TYPE(obj) : (PyTypeObject*)THPVariableClass;
+  if (tp != (PyTypeObject*)THPVariableClass && tp != (PyTypeObject*)ParameterClass)
+    raise(g_giveup, std::string("tensor subclass in the graph: ") +
+                        py::str(py::handle((PyObject*)tp).attr("__name__")).cast<std::string>());
+  const auto sizes = t.sizes();
+  const auto strides = t.strides();
+  k.put<uint8_t>((uint8_t)sizes.size());
+  for (auto s : sizes) k.put<int64_t>(s);
+  for (auto s : strides) k.put<int64_t>(s);
+  k.put<int8_t>((int8_t)t.scalar_type());
+  k.put<int8_t>((int8_t)t.device().type());
+  k.put<int8_t>(t.device().index());
+  if (at::isComplexType(t.scalar_type())) {
+    k.put<uint8_t>(t.is_conj());
+    k.put<uint8_t>(t.is_neg());
+  }
+}
+
+void meta_key(Key& k, const InputMetadata& m) {
+  if (m.was_default_constructed()) {
+    k.put<uint8_t>(0xEE);
+    return;
+  }
+  if (m.is_nested_tensor()) raise(g_giveup, "nested tensor input metadata");
+  auto shape = m.shape_as_dim_vector();
+  k.put<uint8_t>((uint8_t)shape.size());
+  for (const auto& s : shape) k.put<int64_t>(concrete(s));
+  k.put<int8_t>((int8_t)c10::typeMetaToScalarType(m.dtype()));
+  auto gd = m.grad_dtype();
+  k.put<int8_t>(gd.has_value() ? (int8_t)*gd : (int8_t)-1);
+  k.put<int8_t>((int8_t)m.device().type());
+  k.put<int8_t>(m.device().index());
+  k.put<uint8_t>((uint8_t)m.layout());
+  k.put<uint8_t>(m.is_tensor_subclass());
+}
+
+uint64_t hash_bytes(const std::string& s) {  // 64-bit multiply-mix over 8-byte words
+  uint64_t h = 0x9E3779B97F4A7C15ull ^ s.size();
+  size_t i = 0, n = s.size();
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w;
+    std::memcpy(&w, s.data() + i, 8);
+    h = (h ^ w) * 0xff51afd7ed558ccdull;
+    h ^= h >> 32;
+  }
+  uint64_t w = 0;
+  std::memcpy(&w, s.data() + i, n - i);
+  h = (h ^ w) * 0xc4ceb9fe1a85ec53ull;
+  return h ^ (h >> 29);
+}
+
+// ---- the walk ------------------------------------------------------------------------------
+
+// Node* -> discovery index: open addressing, linear probing (no allocation per node).
+struct NodeIndex {
+  std::vector<std::pair<Node*, int32_t>> slots;
+  size_t mask, used = 0;
+  NodeIndex() : slots(2048, {nullptr, -1}), mask(2047) {}
+  static size_t h(Node* p) { return (size_t)(((uintptr_t)p >> 4) * 0x9E3779B97F4A7C15ull >> 20); }
+  // (index, fresh): the node's index, or `next` if it is new.
+  std::pair<int32_t, bool> find_or_add(Node* p, int32_t next) {
+    if (C10_UNLIKELY((used + 1) * 2 > slots.size())) grow();
+    for (size_t j = h(p) & mask;; j = (j + 1) & mask) {
+      auto& e = slots[j];
+      if (e.first == p) return {e.second, false};
+      if (!e.first) {
+        e = {p, next};
+        ++used;
+        return {next, true};
+      }
+    }
+  }
+  void grow() {
+    std::vector<std::pair<Node*, int32_t>> old(slots.size() * 2, {nullptr, -1});
+    old.swap(slots);
+    mask = slots.size() - 1;
+    for (auto& e : old)
+      if (e.first)
+        for (size_t j = h(e.first) & mask;; j = (j + 1) & mask)
+          if (!slots[j].first) {
+            slots[j] = e;
+            break;
+          }
+  }
+};
+
+// One CompiledNodeArgs (and NodeCall) for many nodes: NodeCall::node is re-pointed per node and
+// each node's bytes are the growth of the visitor's buffer.  CacheKey::key_size is a uint16_t,
+// so the offsets are tracked here and a fresh visitor starts every 32 KB.
+struct Visitor {
+  AutogradCompilerCall& cc;
+  NodeCall call;
+  std::optional<CompiledNodeArgs> args;
+  size_t used = 0;  // bytes in args' buffer
+  explicit Visitor(AutogradCompilerCall& c) : cc(c), call(0, NodePtr()) {}
+  // Appends node's compiled_args bytes to k (size-prefixed).
+  void visit(Node* node, const NodePtr& owner, const ClassInfo& ci, Key& k) {
+    if (!args || used > (1u << 15)) {
+      args.reset();
+      args.emplace(cc, call);
+      used = 0;
+    }
+    call.node = owner;
+    try {
+      node->compiled_args(*args);
+    } catch (const c10::Error& e) {  // also eager's errors (saved tensor modified in place):
+      // the Python walk meets those again and reports them as eager would
+      args.reset();
+      raise(g_giveup, ci.name + "::compiled_args raised: " + e.what_without_backtrace());
+    }
+    auto ck = args->key();
+    const uint32_t n = (uint16_t)(ck.key_size - (uint16_t)used);  // < 64 KB per node
+    k.put<uint32_t>(n);
+    k.put_bytes(ck.key + used, n);
+    used += n;
+  }
+};
+
+// One node's part of the key: its compiled_args bytes and sizes, then its saved tensors.  A
+// node whose saved tensors already carry our slots (a retained graph walked again) reuses the
+// bytes recorded at install: compiled_args would take its hooks path and write other bytes.
+void collect_node(CWalk& w, AutogradCompilerCall& cc, Visitor& vis, int i, Node* node,
+                  const NodePtr& owner, const ClassInfo& ci, bool opaque, Key& k) {
+  // The SavedVariables, in the Python walk's order: per attr, its element(s).
+  struct One {
+    const SavedVariable* sv;
+    int a;
+    int pos;
+  };
+  static thread_local std::vector<One> svs;
+  static thread_local std::vector<uint32_t> attr_end;  // per attr: end of its elements in svs
+  svs.clear();
+  attr_end.clear();
+  for (int a = 0; a < (int)ci.attrs.size(); ++a) {
+    const Attr& at = ci.attrs[a];
+    if (at.offset >= 0) {
+      svs.push_back(
+          {reinterpret_cast<const SavedVariable*>(reinterpret_cast<const char*>(node) + at.offset),
+           a, -1});
+    } else {
+      py::list addrs = g_list_svs(node_obj(owner), at.name);
+      for (size_t j = 0; j < addrs.size(); ++j)
+        svs.push_back({reinterpret_cast<const SavedVariable*>(addrs[j].cast<size_t>()), a, (int)j});
+    }
+    attr_end.push_back((uint32_t)svs.size());
+  }
+  std::shared_ptr<const std::string> cached;
+  std::pair<uint32_t, uint32_t> cached_range;
+  for (const One& o : svs) {
+    if (!o.sv->has_hooks()) continue;
+    auto st = our_slot(o.sv);
+    if (!st) {
+      // Hooks that are not ours (saved_tensors_hooks, checkpoint): never unpacked here, an
+      // unpack hook is user code.  The real node runs as one opaque call and unpacks them as
+      // eager does (nodes.py Note [Hooked saved tensors]); the key says only that.
+      size_t start = k.size();
+      k.put<uint8_t>(0xB0);
+      w.opaque[i] = 2;
+      w.ca_range[i] = {(uint32_t)start, (uint32_t)k.size()};
+      return;
+    }
+    if (!st->key) raise(g_giveup, "slot without recorded node bytes");
+    cached = st->key;
+    cached_range = {st->kb, st->ke};
+    break;
+  }
+  size_t start = k.size();
+  if (cached) {
+    k.put_bytes(cached->data() + cached_range.first, cached_range.second - cached_range.first);
+  } else {
+    vis.visit(node, owner, ci, k);
+    if (!cc.lifted_ivalue_args.args.empty()) raise(g_giveup, ci.name + ": lifted IValues");
+    if (!opaque) {
+      k.put<uint32_t>((uint32_t)cc.all_size_inputs.size());
+      for (const auto& s : cc.all_size_inputs) k.put<int64_t>(s.value);
+    }
+    cc.all_size_inputs.clear();
+  }
+  w.ca_range[i] = {(uint32_t)start, (uint32_t)k.size()};
+  for (int a = 0; a < (int)ci.attrs.size(); ++a) {
+    const uint32_t a_begin = a ? attr_end[a - 1] : 0;
+    for (uint32_t e = a_begin; e < attr_end[a]; ++e) {
+      const One& o = svs[e];
+      at::Tensor t;
+      if (o.sv->has_hooks()) {
+        auto st = our_slot(o.sv);
+        if (!st) raise(g_giveup, "saved tensor with hooks that are not compiled_bw's");
+        try {
+          t = slot_unpack(*st);
+        } catch (const c10::Error& e) {
+          raise(PyExc_RuntimeError, e.what_without_backtrace());
+        }
+      } else if (cached) {
+        // no compiled_args this time: unpack ourselves (eager's version check runs here)
+        try {
+          t = o.sv->unpack(owner);
+        } catch (const c10::Error& e) {
+          raise(PyExc_RuntimeError, e.what_without_backtrace());
+        }
+      } else {
+        TensorArg* ta;
+        try {
+          ta = &cc.tensor_args.lookup(*o.sv);
+        } catch (const c10::Error& e) {
+          raise(g_giveup, ci.name + ": compiled_args did not collect saved " + ci.attrs[o.a].name);
+        }
+        if (ta->defined()) t = cc.tensor_args.inputs[ta->index()];
+      }
+      if (!t.defined()) {
+        k.put<uint8_t>(0xEF);  // None
+        continue;
+      }
+      k.put<uint8_t>(0xE1);
+      tensor_key(k, t, t.unsafeGetTensorImpl()->pyobj_slot()->load_pyobj());
+      w.saved_t.push_back(std::move(t));
+      w.saved_src.push_back({o.sv, i, o.a, o.pos});
+    }
+    if (ci.attrs[a].offset < 0) k.put<uint32_t>(attr_end[a] - a_begin);
+  }
+}
+
+}  // namespace
+
+std::shared_ptr<CWalk> walk(py::list roots) {
+  auto w = std::make_shared<CWalk>();
+  NodeIndex index;
+  std::vector<int32_t> stack;
+  Key k;
+  auto see = [&](const NodePtr& n) -> int32_t {
+    auto [j, fresh] = index.find_or_add(n.get(), (int32_t)w->nodes.size());
+    if (fresh) {
+      const char* p = reinterpret_cast<const char*>(n.get());
+      for (int l = 0; l < 6; ++l) __builtin_prefetch(p + 64 * l);  // read when it is popped
+      w->nodes.push_back(n);
+      stack.push_back(j);
+    }
+    return j;
+  };
+  for (auto r : roots) {
+    auto t = r.cast<py::tuple>();
+    int32_t i = see(node_of(t[0].ptr()));
+    w->root_edges.append(py::make_tuple(i, t[1]));
+  }
+  AutogradCompilerCall cc(SizeInput::STATIC);
+  Visitor vis(cc);
+  std::vector<uint64_t> seqs;
+  std::vector<int32_t> seq_nodes;
+  seqs.reserve(1024);
+  seq_nodes.reserve(1024);
+  w->edge_child.reserve(2048);
+  w->edge_nr.reserve(2048);
+  w->layout.reserve(5 * 1024);
+  while (!stack.empty()) {
+    int32_t i = stack.back();
+    stack.pop_back();
+    if (w->cls.size() < w->nodes.size()) {
+      size_t cap = w->nodes.size() + 256;
+      w->cls.resize(cap, nullptr);
+      w->opaque.resize(cap, 0);
+      w->edge_seg.resize(cap);
+      w->ca_range.resize(cap);
+    }
+    Node* node = w->nodes[i].get();
+    ClassInfo* ci = class_info(node, w->nodes[i]);
+    if (ci->how == H_UNSUPPORTED) raise(g_unsupported, ci->reason);
+    w->cls[i] = ci;
+    w->layout.push_back((uint32_t)i);
+    w->layout.push_back(ci->id);
+    w->layout.push_back((uint32_t)k.size());
+    k.put<uint32_t>((uint32_t)i);
+    k.put<uint32_t>(ci->id);
+    const auto& nexts = node->next_edges();
+    const int32_t e_begin = (int32_t)w->edge_child.size();
+    k.put<uint32_t>((uint32_t)nexts.size());
+    for (const Edge& e : nexts) {
+      int32_t j = -1;
+      uint32_t nr = 0;
+      if (e.function) {
+        j = see(e.function);  // may reallocate w->nodes: node (raw) stays valid
+        nr = e.input_nr;
+      }
+      w->edge_child.push_back(j);
+      w->edge_nr.push_back((int32_t)nr);
+      k.put<int32_t>(j);
+      k.put<uint32_t>(nr);
+    }
+    w->edge_seg[i] = {e_begin, (int32_t)nexts.size()};
+    w->layout.push_back((uint32_t)k.size());
+    uint32_t n_in = node->num_inputs();
+    k.put<uint32_t>(n_in);
+    for (uint32_t s = 0; s < n_in; ++s) meta_key(k, node->input_metadata(s));
+    w->layout.push_back((uint32_t)k.size());
+    if (ci->how == H_LEAF) {
+      const at::Tensor& var = static_cast<AccumulateGrad*>(node)->variable;
+      PyObject* o = THPVariable_Wrap(var);
+      if (!o) throw py::error_already_set();
+      auto obj = py::reinterpret_steal<py::object>(o);
+      tensor_key(k, var, o);
+      k.put<uint8_t>(var.requires_grad());
+      w->leaves[py::int_(i)] = obj;
+      if (!node->tensor_pre_hooks().empty()) w->hook_leaves.append(i);
+      if (!w->leaf_observed && !plain_accumulator(node)) w->leaf_observed = true;
+      continue;
+    }
+    seqs.push_back(node->sequence_nr());
+    seq_nodes.push_back(i);
+    if (!node->tensor_pre_hooks().empty() || !node->pre_hooks().empty() ||
+        !node->post_hooks().empty() || !node->retains_grad_hooks().empty())
+      w->hook_nodes.append(i);
+    const NodePtr& owner = w->nodes[i];  // no see() below: stays valid
+    if (ci->how == H_PY) {
+      py::list got;
+      size_t keys_before = py::len(w->py_keys);
+      py::object entry = g_py_node(i, node_obj(owner), got, w->py_keys, w->slot_only);
+      w->py_entries.append(entry);
+      if (py::len(got) != py::len(w->py_keys) - keys_before)
+        raise(PyExc_AssertionError, "py_node: saved and keys out of step");
+      for (size_t s = 0; s < py::len(got); ++s) {
+        w->saved_t.push_back(THPVariable_Unpack(PyList_GET_ITEM(got.ptr(), s)));
+        w->saved_src.push_back({nullptr, i, (int32_t)(keys_before + s), -1});
+      }
+      continue;
+    }
+    bool opq = ci->how == H_OPAQUE;
+    if (!opq && !ci->rules.empty()) {
+      static thread_local std::vector<int32_t> kids;
+      kids.assign(w->edge_child.begin() + e_begin, w->edge_child.end());
+      opq = hidden_state_unknown(*ci, kids);
+    }
+    w->opaque[i] = opq;
+    collect_node(*w, cc, vis, i, node, owner, *ci, opq, k);
+  }
+  // Execution order (ENGINE.md 1.5): the permutation sorting the sequence numbers.
+  std::vector<uint32_t> order(seqs.size());
+  for (uint32_t s = 0; s < order.size(); ++s) order[s] = s;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](uint32_t a, uint32_t b) { return seqs[a] < seqs[b]; });
+  for (uint32_t v : {0xFFFFFFFFu, 0u, (uint32_t)k.size(), (uint32_t)k.size(), (uint32_t)k.size()})
+    w->layout.push_back(v);
+  k.put<uint32_t>(0xFFFFFFFFu);
+  for (auto o : order) k.put<int32_t>(seq_nodes[o]);
+  const size_t n = w->nodes.size();
+  w->cls.resize(n);
+  w->opaque.resize(n, 0);
+  w->edge_seg.resize(n);
+  w->ca_range.resize(n);
+  w->key = std::make_shared<const std::string>(k.take());
+  w->hash = hash_bytes(*w->key);
+  return w;
+}
+
+}  // namespace compiled_bw::fastwalk
