@@ -122,6 +122,32 @@ def test_dispatch_tls_restores_autograd_inside_custom_ops():
     assert dispatch_tls.snapshot() == snap
 
 
+def test_dispatch_tls_restorer_compares_exclude_sets():
+    """core/dispatch_tls.py Restorer: DispatchKeySet equality tells an unchanged state apart,
+    and the restore works on every call, not only the first."""
+    from compiled_bw.core import dispatch_tls
+    snap = dispatch_tls.snapshot()
+    rest = dispatch_tls.Restorer(snap)
+    seen = []
+
+    @torch.library.custom_op("compiled_bw_test::probe2", mutates_args=())
+    def probe(x: torch.Tensor) -> torch.Tensor:
+        changed = rest.enter()
+        try:
+            with torch.enable_grad():
+                seen.append((torch.ones(2, requires_grad=True) * 2).requires_grad)
+        finally:
+            dispatch_tls.undo(changed)
+        seen.append(bool(changed))
+        return x.clone()
+    for _ in range(3):
+        probe(torch.ones(1))
+    assert seen == [True, True] * 3, seen
+    assert dispatch_tls.snapshot() == snap
+    a = dispatch_tls._exclude_set()
+    assert a == dispatch_tls._exclude_set() and not a != dispatch_tls._exclude_set()
+
+
 def test_subclass_flatten_helpers():
     """capture/subclass.py: torch's flatten helpers and the Python dispatch key test."""
     from torch.testing._internal.two_tensor import TwoTensor
