@@ -502,3 +502,18 @@ def test_uninstall_gives_torch_back():
     r = subprocess.run([sys.executable, "-c", _UNINSTALL], check=False, capture_output=True, text=True,
                        timeout=300)
     assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stderr[-3000:]
+
+
+def test_custom_op_function_is_recognized():
+    """torchapi/autograd.py is_custom_op_function: torch.library's Function for a custom op with
+    register_autograd (capture/custom.py Note [Traced without opt-in]) is told apart from a
+    user's Function."""
+    from functions import Double, scaled_sin
+
+    from compiled_bw.torchapi import autograd as ta
+    x = torch.randn(2, requires_grad=True)
+    node = scaled_sin(x, 2.0).grad_fn
+    assert ta.is_custom_op_function(node._forward_cls), (
+        f"{type(node).__name__}: torch._library.autograd.make_autograd_impl's Function changed "
+        "(custom ops' backwards would run as opaque calls)")
+    assert not ta.is_custom_op_function(Double.apply(x).grad_fn._forward_cls)

@@ -7,6 +7,7 @@ Function.apply, engine-state queries), which it replaces through `torchapi.patch
 from __future__ import annotations
 
 import torch
+import torch._library.autograd as _library_autograd
 import torch.nn.modules._functions as _nn_functions
 from torch.autograd import function as function_mod
 
@@ -50,6 +51,16 @@ HookMixin = function_mod._HookMixin
 is_setup_context_defined = function_mod._is_setup_context_defined
 BackwardHookFunction = _nn_functions.BackwardHookFunction
 
+
+def is_custom_op_function(cls) -> bool:
+    """Whether an autograd.Function class is the one torch.library makes for a custom op with
+    `register_autograd` (torch._library.autograd.make_autograd_impl's `Generated`, not the
+    tensor-list variant): its backward calls the registered backward function."""
+    bw = cls.__dict__.get("backward")
+    fn = getattr(bw, "__func__", None)
+    return (fn is not None and getattr(fn, "__module__", None) == _library_autograd.__name__
+            and fn.__qualname__ == "make_autograd_impl.<locals>.backward")
+
 USED = {
     "torch._C._current_autograd_node": "runtime/engine_state.py",
     "torch._C._will_engine_execute_node": "runtime/engine_state.py",
@@ -77,6 +88,7 @@ USED = {
     "torch.autograd.function._HookMixin._register_hook": "capture/hooks.py",
     "torch.autograd.function._is_setup_context_defined": "capture/custom.py",
     "torch.nn.modules._functions.BackwardHookFunction": "capture/custom.py",
+    "torch._library.autograd.make_autograd_impl": "capture/custom.py (custom ops' Functions)",
 }
 
 
