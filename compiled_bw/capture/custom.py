@@ -174,7 +174,8 @@ def ctx_state(node) -> tuple:
         if isinstance(v, torch.Tensor):
             raise TypeError(f"{type(node).__name__}: ctx.{k} is a tensor; a traceable Function "
                             "must pass tensors through ctx.save_for_backward")
-        items.append((k, v if isinstance(v, (int, float, bool, str, type(None), tuple)) else repr(v)))
+        key = _plain(v)         # typed: True and 1, -0.0 and 0.0 are different keys
+        items.append((k, key if key is not _NOT_PLAIN else (object, repr(v))))
     return tuple(items)
 
 
