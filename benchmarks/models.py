@@ -5,6 +5,9 @@ gemm      pre-norm MLP blocks, D=512, 2048 tokens: matmuls dominate.
 pointwise RMSNorm + SwiGLU + rotary-style elementwise ops, small D, many tokens.
 cnn       conv/bn/relu/pool.
 gpt2      a GPT-2-style language model from transformers (when the `models` extra is installed).
+custom_hooks  custom autograd.Functions and module full backward hooks between Linear layers.
+custom_ops    Linear layers joined by a torch.library custom op with register_autograd.
+lora      frozen Linear layers with rank-8 adapters written as custom autograd.Functions.
 ckpt_transformer  4 pre-norm transformer layers (D=256, 1024 tokens), each checkpointed
           (torch.utils.checkpoint, non-reentrant); ckpt_sac the same with selective
           checkpointing that saves the matmuls; save_on_cpu an MLP whose saved tensors go
@@ -166,7 +169,91 @@ def compiled_forward():
     return torch.compile(m, backend="aot_eager"), torch.randn(512, 256)
 
 
-MODELS.update({"custom_hooks": custom_hooks, "compiled_forward": compiled_forward})
+@torch.library.custom_op("cbw_bench::gated_gelu", mutates_args=())
+def _gated_gelu(x: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+    return torch.nn.functional.gelu(x) * torch.sigmoid(g)
+
+
+@_gated_gelu.register_fake
+def _(x, g):
+    return torch.empty_like(x)
+
+
+def _gated_gelu_setup(ctx, inputs, output):
+    ctx.save_for_backward(*inputs)
+
+
+def _gated_gelu_backward(ctx, grad):
+    x, g = ctx.saved_tensors
+    s = torch.sigmoid(g)
+    cdf = 0.5 * (1 + torch.erf(x * 0.7071067811865476))
+    pdf = torch.exp(-0.5 * x * x) * 0.3989422804014327
+    gelu = x * cdf
+    return grad * s * (cdf + x * pdf), (grad * gelu * s * (1 - s)).sum(0)
+
+
+_gated_gelu.register_autograd(_gated_gelu_backward, setup_context=_gated_gelu_setup)
+
+
+class CustomOps(nn.Module):
+    """Linear layers joined by a torch.library custom op with register_autograd (its backward
+    is traced by compiled_bw; the op stays an op call in the forward)."""
+
+    def __init__(self, d=128, blocks=4):
+        super().__init__()
+        self.lins = nn.ModuleList(nn.Linear(d, d) for _ in range(blocks))
+        self.gates = nn.ParameterList(nn.Parameter(torch.zeros(d)) for _ in range(blocks))
+
+    def forward(self, x):
+        for lin, g in zip(self.lins, self.gates, strict=True):
+            x = _gated_gelu(lin(x), g)
+        return x
+
+
+class _LoRA(torch.autograd.Function):
+    """A LoRA adapter as a custom Function (as adapter libraries write them): x @ A^T @ B^T *
+    scale, saving x and the low-rank activation; opaque in compiled_bw's graph."""
+
+    @staticmethod
+    def forward(ctx, x, a, b, scale):
+        h = x @ a.t()
+        ctx.save_for_backward(x, a, b, h)
+        ctx.scale = scale
+        return h @ b.t() * scale
+
+    @staticmethod
+    def backward(ctx, g):
+        x, a, b, h = ctx.saved_tensors
+        gs = g * ctx.scale
+        gh = gs @ b
+        return gh @ a, gh.t() @ x, gs.t() @ h, None
+
+
+class LoRA(nn.Module):
+    """Frozen Linear layers with trainable rank-8 adapters (custom Functions) and GELU."""
+
+    def __init__(self, d=256, blocks=4, rank=8):
+        super().__init__()
+        self.base = nn.ModuleList(nn.Linear(d, d).requires_grad_(False) for _ in range(blocks))
+        self.a = nn.ParameterList(nn.Parameter(torch.randn(rank, d) * 0.01) for _ in range(blocks))
+        self.b = nn.ParameterList(nn.Parameter(torch.zeros(d, rank)) for _ in range(blocks))
+
+    def forward(self, x):
+        for base, a, b in zip(self.base, self.a, self.b, strict=True):
+            x = torch.nn.functional.gelu(base(x) + _LoRA.apply(x, a, b, 2.0))
+        return x
+
+
+def custom_ops():
+    return CustomOps(), torch.randn(256, 128)
+
+
+def lora():
+    return LoRA(), torch.randn(256, 256)
+
+
+MODELS.update({"custom_hooks": custom_hooks, "compiled_forward": compiled_forward,
+               "custom_ops": custom_ops, "lora": lora})
 
 
 class PreNormLayer(nn.Module):

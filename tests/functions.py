@@ -1,4 +1,5 @@
-"""Small custom autograd.Functions the tests share (each is one opaque call in a graph)."""
+"""Small custom autograd.Functions the tests share (each is one opaque call in a graph), and
+a torch.library custom op with register_autograd (its backward traced into the graph)."""
 import torch
 
 
@@ -20,3 +21,27 @@ class Triple(torch.autograd.Function):
     @staticmethod
     def backward(ctx, g):
         return g * 3
+
+
+@torch.library.custom_op("cbw_test::scaled_sin", mutates_args=())
+def scaled_sin(x: torch.Tensor, alpha: float) -> torch.Tensor:
+    return x.sin() * alpha
+
+
+@scaled_sin.register_fake
+def _(x, alpha):
+    return torch.empty_like(x)
+
+
+def _sin_setup(ctx, inputs, output):
+    x, alpha = inputs
+    ctx.save_for_backward(x)
+    ctx.alpha = alpha
+
+
+def _sin_backward(ctx, g):
+    (x,) = ctx.saved_tensors
+    return g * x.cos() * ctx.alpha, None
+
+
+scaled_sin.register_autograd(_sin_backward, setup_context=_sin_setup)

@@ -188,6 +188,33 @@ def test_traceable_ctx_state_change_recaptures():
     assert st.cache_hits == 1
 
 
+class TraceableDivide(torch.autograd.Function):
+    compiled_bw_traceable = True
+
+    @staticmethod
+    def forward(ctx, x, d):
+        ctx.d = d
+        return x / d
+
+    @staticmethod
+    def backward(ctx, g):
+        return g / ctx.d, None
+
+
+def test_traceable_ctx_keys_are_typed():
+    """-0.0 == 0.0 and True == 1 in Python, but a traced constant of one is not the other:
+    g / -0.0 is -inf where g / 0.0 is inf; each value gets its own graph."""
+    ds = iter([0.0, -0.0, 0.0, True, 1] * 2)
+
+    def step(st):
+        x, _log = st
+        x.grad = None
+        d = next(ds)
+        TraceableDivide.apply(x, d).sum().backward()
+        return [x.grad, type(d).__name__]
+    differential(_leaves((3,)), step, steps=5, captures=4)
+
+
 def test_two_classes_never_share_a_graph():
     fns = iter([Double, Triple, Double] * 2)   # same shapes, two classes
 

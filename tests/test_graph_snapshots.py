@@ -7,7 +7,7 @@ snapshots with the issues that compile them.)
 """
 import expecttest
 import torch
-from functions import Double
+from functions import Double, scaled_sin
 from torch import nn
 
 import compiled_bw
@@ -189,6 +189,19 @@ class <lambda>(torch.nn.Module):
         mul: "f32[3]" = torch.ops.aten.mul.Tensor(getitem, saved_exp2_result);  getitem = saved_exp2_result = None
         deliver = torch.ops.compiled_bw.deliver.default(1, mul, 'leaf AccumulateGrad');  mul = deliver = None
         return []""")
+
+    def test_custom_op_backward_is_traced(self):
+        x = torch.randn(3, requires_grad=True)
+        self.assertExpectedInline(captured(lambda: scaled_sin(x.exp(), 1.5).sum().backward()), """\
+class <lambda>(torch.nn.Module):
+    def forward(self, grad_root0: "f32[]", saved_generatedbackwardfor_cbw_test_scaled_sin_defaultbackward1_tensors_0: "f32[3]", saved_exp2_result: "f32[3]"):
+        # No stacktrace found for following nodes
+        expand: "f32[3]" = torch.ops.aten.expand.default(grad_root0, [3]);  grad_root0 = None
+        cos: "f32[3]" = torch.ops.aten.cos.default(saved_generatedbackwardfor_cbw_test_scaled_sin_defaultbackward1_tensors_0);  saved_generatedbackwardfor_cbw_test_scaled_sin_defaultbackward1_tensors_0 = None
+        mul: "f32[3]" = torch.ops.aten.mul.Tensor(expand, cos);  expand = cos = None
+        mul_1: "f32[3]" = torch.ops.aten.mul.Tensor(mul, 1.5);  mul = None
+        mul_2: "f32[3]" = torch.ops.aten.mul.Tensor(mul_1, saved_exp2_result);  mul_1 = saved_exp2_result = None
+        return [mul_2]""")
 
     def test_tensor_hook_and_node_post_hook_are_opaque_calls(self):
         x = torch.randn(3, requires_grad=True)

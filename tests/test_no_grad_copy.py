@@ -8,7 +8,8 @@ compiled_bw keeps eager's answer where leaf grads are delivered by AccumulateGra
 directly or by the engine (Note [Direct delivery], _Deliver), and at a delivery point (a graph
 with user code inside) for a custom backward's or hook's own result (runtime/run.py Note
 [Stealing at delivery points]).  One tensor returned for two inputs is still copied for both
-(opaque calls clone what they pass through): xfail(strict), README Known deviations.
+(an opaque call copies a grad it returns for two inputs): xfail(strict), README Known
+deviations.
 """
 import pytest
 import torch

@@ -122,6 +122,32 @@ def test_dispatch_tls_restores_autograd_inside_custom_ops():
     assert dispatch_tls.snapshot() == snap
 
 
+def test_dispatch_tls_restorer_compares_exclude_sets():
+    """core/dispatch_tls.py Restorer: DispatchKeySet equality tells an unchanged state apart,
+    and the restore works on every call, not only the first."""
+    from compiled_bw.core import dispatch_tls
+    snap = dispatch_tls.snapshot()
+    rest = dispatch_tls.Restorer(snap)
+    seen = []
+
+    @torch.library.custom_op("compiled_bw_test::probe2", mutates_args=())
+    def probe(x: torch.Tensor) -> torch.Tensor:
+        changed = rest.enter()
+        try:
+            with torch.enable_grad():
+                seen.append((torch.ones(2, requires_grad=True) * 2).requires_grad)
+        finally:
+            dispatch_tls.undo(changed)
+        seen.append(bool(changed))
+        return x.clone()
+    for _ in range(3):
+        probe(torch.ones(1))
+    assert seen == [True, True] * 3, seen
+    assert dispatch_tls.snapshot() == snap
+    a = dispatch_tls._exclude_set()
+    assert a == dispatch_tls._exclude_set() and not a != dispatch_tls._exclude_set()
+
+
 def test_subclass_flatten_helpers():
     """capture/subclass.py: torch's flatten helpers and the Python dispatch key test."""
     from torch.testing._internal.two_tensor import TwoTensor
@@ -476,3 +502,18 @@ def test_uninstall_gives_torch_back():
     r = subprocess.run([sys.executable, "-c", _UNINSTALL], check=False, capture_output=True, text=True,
                        timeout=300)
     assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stderr[-3000:]
+
+
+def test_custom_op_function_is_recognized():
+    """torchapi/autograd.py is_custom_op_function: torch.library's Function for a custom op with
+    register_autograd (capture/custom.py Note [Traced without opt-in]) is told apart from a
+    user's Function."""
+    from functions import Double, scaled_sin
+
+    from compiled_bw.torchapi import autograd as ta
+    x = torch.randn(2, requires_grad=True)
+    node = scaled_sin(x, 2.0).grad_fn
+    assert ta.is_custom_op_function(node._forward_cls), (
+        f"{type(node).__name__}: torch._library.autograd.make_autograd_impl's Function changed "
+        "(custom ops' backwards would run as opaque calls)")
+    assert not ta.is_custom_op_function(Double.apply(x).grad_fn._forward_cls)

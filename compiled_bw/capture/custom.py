@@ -103,9 +103,64 @@ def is_custom_node(cls) -> bool:
 KNOWN_TRACEABLE = (torch_autograd.BackwardHookFunction,)
 
 
+# Note [Traced without opt-in]
+# A Function's backward is traced into the graph (instead of an opaque call) when it opted in
+# (`compiled_bw_traceable = True`), when it is one of KNOWN_TRACEABLE, or when it is a
+# torch.library custom op's Function (`register_autograd`): torch requires that backward and
+# its setup_context to be traceable -- PyTorch ops and custom ops, no data_ptr, no global
+# state read or written -- so its trace is the computation every step, and the custom ops it
+# calls stay op calls of the graph.  What the trace bakes in from the ctx is in the cache key
+# (`ctx_state`); for a custom op, a ctx attribute that is not a plain value (numbers, strings,
+# None, dtypes, devices, sizes, and tuples/lists of them), whose contents the key could not
+# see change, makes that node an opaque call instead (`safe_ctx_state` is None).
+# `compiled_bw_traceable = False` on a Function class keeps it opaque whatever the rule.
+
+
 def is_traceable(cls) -> bool:
     fwd = cls._forward_cls
-    return bool(getattr(fwd, TRACEABLE_ATTR, False)) or fwd in KNOWN_TRACEABLE
+    opt = getattr(fwd, TRACEABLE_ATTR, None)
+    if opt is not None:
+        return bool(opt)
+    return fwd in KNOWN_TRACEABLE or torch_autograd.is_custom_op_function(fwd)
+
+
+def auto_traced(cls) -> bool:
+    """Traced without opt-in because it is a custom op's Function (Note [Traced without
+    opt-in]): then a ctx that is not plain values makes the node opaque, not a fallback."""
+    fwd = cls._forward_cls
+    return getattr(fwd, TRACEABLE_ATTR, None) is None and torch_autograd.is_custom_op_function(fwd)
+
+
+_SCALARS = (int, bool, str, type(None), torch.dtype, torch.device, torch.layout,
+            torch.memory_format)
+_NOT_PLAIN = object()
+
+
+def _plain(v):
+    """A key for a plain value (its type included: True and 1, -0.0 and 0.0 differ), or
+    _NOT_PLAIN."""
+    t = type(v)
+    if t in _SCALARS:
+        return (t, v)
+    if t is float:
+        return (t, repr(v))
+    if t is tuple or t is list or t is torch.Size:
+        items = tuple(_plain(x) for x in v)
+        return _NOT_PLAIN if any(x is _NOT_PLAIN for x in items) else (t, items)
+    return _NOT_PLAIN
+
+
+def safe_ctx_state(node) -> tuple | None:
+    """ctx_state for an auto-traced Function: its ctx attributes as plain-value keys, with the
+    materialize flag; None when one is not a plain value (the node then runs opaque)."""
+    items = []
+    for k, v in sorted(vars(node).items()):
+        key = _plain(v)
+        if key is _NOT_PLAIN:
+            return None
+        items.append((k, key))
+    items.append(("materialize", node.metadata.get(MATERIALIZE_KEY, True)))
+    return tuple(items)
 
 
 def fwd_info(node) -> FwdInfo | None:
@@ -119,7 +174,8 @@ def ctx_state(node) -> tuple:
         if isinstance(v, torch.Tensor):
             raise TypeError(f"{type(node).__name__}: ctx.{k} is a tensor; a traceable Function "
                             "must pass tensors through ctx.save_for_backward")
-        items.append((k, v if isinstance(v, (int, float, bool, str, type(None), tuple)) else repr(v)))
+        key = _plain(v)         # typed: True and 1, -0.0 and 0.0 are different keys
+        items.append((k, key if key is not _NOT_PLAIN else (object, repr(v))))
     return tuple(items)
 
 

@@ -36,10 +36,11 @@ def _deliver_impl(site: int, grad, label: str) -> None:
         steal = ref is not None and ref() is grad
     prev = step.current
     step.current = node
+    changed = step.tls.enter()
     try:
-        with dispatch_tls.restored(step.tls):
-            fastwalk.run_leaf(node, grad, steal)
+        fastwalk.run_leaf(node, grad, steal)
     finally:
+        dispatch_tls.undo(changed)
         step.current = prev
 
 

@@ -57,6 +57,7 @@ from .nodes import (
     TRACE,
     TRACE_CUSTOM,
     UNSUPPORTED,
+    entry_kind,
     hidden_state_unknown,
     hooked_kind,
 )
@@ -242,7 +243,7 @@ def _py_node(i: int, node, saved: list, py_keys: list, slot_only: list):
         hooked = _custom_entry(sink, i, node, kind.how, meta, entry)
     else:
         hooked = values_entry(sink, i, node, class_info(cls), entry)
-    _TLS.kinds[i] = hooked_kind(kind) if hooked else kind
+    _TLS.kinds[i] = entry_kind(kind, hooked)
     return tuple(entry)
 
 

@@ -138,6 +138,24 @@ HOOKED_REASON = "saved tensors carry hooks, unpacked by the node"
 _HOOKED: dict = {}
 
 
+RUN_OPAQUE = "opaque"       # walk.py: a Function traced without opt-in runs opaque this step
+_RUN_OPAQUE: dict = {}
+
+
+def entry_kind(kind: NodeKind, how_run) -> NodeKind:
+    """The kind a node runs as, from what its signature entry builder returned: False (its
+    class's kind), True (hooked_kind) or RUN_OPAQUE (a custom Function's PyNode call)."""
+    if how_run is False:
+        return kind
+    if how_run is True:
+        return hooked_kind(kind)
+    v = _RUN_OPAQUE.get(kind)
+    if v is None:
+        v = _RUN_OPAQUE[kind] = dataclasses.replace(
+            kind, how=CUSTOM, reason="a custom op's ctx holds a value that is not plain")
+    return v
+
+
 def hooked_kind(kind: NodeKind) -> NodeKind:
     """The kind a node of `kind` runs as when its saved tensors carry hooks: the real node as
     one opaque call (custom Functions / AOT backwards: their PyNode call)."""

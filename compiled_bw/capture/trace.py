@@ -396,7 +396,8 @@ def _opaque_call(w, i: int, name: str, site_kind: str, buf: list, df,
                                       "known only when it runs)", eager_error=False)
             specs.append((tuple(shape), dtype, device))
     site = OpaqueSite(i, name, site_kind, w.edges[i], tuple(specs),
-                      in_defined=tuple(df.of(g) for g in buf), release=release)
+                      in_defined=tuple(df.of(g) for g in buf), release=release,
+                      out_meta=tuple(None if c < 0 else w.in_meta[c][nr] for c, nr in w.edges[i]))
     sid = register_site(site)
     return _opaque_outputs(sid, specs, opaque(sid, list(buf), opaque_label(site)), df)
 

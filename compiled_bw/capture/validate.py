@@ -31,13 +31,26 @@ def validate_outputs(name: str, outs, edges, in_meta) -> list:
         raise ValidateError(
             f"Function {name} returned an invalid number of gradients - expected "
             f"{len(edges)}, but got {len(outs)}")
+    return validate_metas(name, outs, [None if c < 0 else in_meta[c][nr] for c, nr in edges])
+
+
+def validate_metas(name: str, outs, metas) -> list:
+    """metas: per output, the input metadata of the slot its edge points to, None for an
+    invalid edge (what an opaque call's site holds: the signature fixes it)."""
+    if len(outs) != len(metas):
+        raise ValidateError(
+            f"Function {name} returned an invalid number of gradients - expected "
+            f"{len(metas)}, but got {len(outs)}")
     res = []
-    for i, ((c, nr), g) in enumerate(zip(edges, outs, strict=True)):
-        if c < 0 or g is None:   # 3.2: unchecked; post-hooks still see it (not sent on)
+    for i in range(len(outs)):
+        g, meta = outs[i], metas[i]
+        if meta is None or g is None:   # 3.2: unchecked; post-hooks still see it (not sent on)
             res.append(g)
             continue
-        meta = in_meta[c][nr]
-        shape, dtype, device = meta[:3]
+        shape, dtype, device = meta[0], meta[1], meta[2]
+        if len(meta) == 3 and g.dtype == dtype and g.device == device and g.shape == shape:
+            res.append(g)           # nothing to check or change (the common case)
+            continue
         if g.shape != shape:
             if not _expandable(shape, g.shape):
                 raise ValidateError(

@@ -13,18 +13,19 @@ import operator
 import torch
 
 from .aot import saved_of
-from .custom import ctx_state, fwd_info
+from .custom import auto_traced, ctx_state, fwd_info, safe_ctx_state
 from .hooks import COUNTS, RETAINED, leaf_hooks, node_hooks, retained_by_node
 from .nodes import (
     AOT,
     CUSTOM,
     LEAF,
     OPAQUE,
+    RUN_OPAQUE,
     TRACE,
     TRACE_CUSTOM,
     UNSUPPORTED,
+    entry_kind,
     hidden_state_unknown,
-    hooked_kind,
     node_kind,
 )
 from .packed import traceable_entry
@@ -174,7 +175,7 @@ def walk_graph(root_edges: list) -> Walk:
         else:
             hooked = values_entry(w, i, node, info, entry)
         sig.append(tuple(entry))
-        per_node.append((i, hooked_kind(kind) if hooked else kind, e, meta))
+        per_node.append((i, entry_kind(kind, hooked), e, meta))
     # Processing order differs from index order; order the per-node lists by index.
     per_node.sort(key=_first)
     w.edges = [p[2] for p in per_node]
@@ -263,10 +264,12 @@ _SUBCLASS_OPAQUE = (
     "traceable can set compiled_bw_traceable = True)")
 
 
-def _custom_entry(w, i: int, node, how: str, meta: tuple, entry: list) -> bool:
+def _custom_entry(w, i: int, node, how: str, meta: tuple, entry: list):
     """Signature part and saved tensors of a custom autograd.Function node.  Returns True,
     unpacking nothing, when its saved tensors carry hooks (it then runs as one opaque call,
-    nodes.hooked_kind: traced and AOT backwards included)."""
+    nodes.hooked_kind: traced and AOT backwards included); RUN_OPAQUE when a Function traced
+    without opt-in runs as an opaque call this step (custom.py Note [Traced without opt-in]);
+    else False."""
     name = type(node).__name__
     info = fwd_info(node)
     if info is None:
@@ -293,24 +296,38 @@ def _custom_entry(w, i: int, node, how: str, meta: tuple, entry: list) -> bool:
     if getattr(info_cls := type(node)._forward_cls, "clear_saved_tensors_on_access", False):
         # reading ctx.saved_tensors would release them (the user's backward then raises): the
         # real node alone reads them, at run time
+        result = False
         if how == TRACE_CUSTOM:
-            raise WalkUnsupported(f"custom Function {info_cls.__name__} sets "
-                                  "clear_saved_tensors_on_access: its backward is not traced")
+            if not auto_traced(type(node)):
+                raise WalkUnsupported(f"custom Function {info_cls.__name__} sets "
+                                      "clear_saved_tensors_on_access: its backward is not traced")
+            entry.append(RUN_OPAQUE)
+            result = RUN_OPAQUE
         if info.subclass:
             raise WalkUnsupported(f"custom Function node {name}: {_SUBCLASS_OPAQUE}")
-        return False
+        return result
     ts = node.saved_tensors        # unpacks: eager's version-counter / freed checks
+    result = False
     if how == TRACE_CUSTOM:
-        try:
-            entry.append(ctx_state(node))
-        except TypeError as e:
-            raise WalkUnsupported(str(e)) from None
-        add_saved_list(w, i, "tensors", ts, entry)
-    else:   # the real node unpacks them at run time; Slots only release them afterwards
-        if info.subclass or any(t is not None and type(t) not in PLAIN for t in ts):
-            raise WalkUnsupported(f"custom Function node {name}: {_SUBCLASS_OPAQUE}")
-        w.slot_only.extend((i, "tensors", j) for j, t in enumerate(ts) if t is not None)
-    return False
+        if auto_traced(type(node)):
+            state = safe_ctx_state(node)
+            if state is None:       # a ctx attribute the key cannot hold: run it opaque
+                entry.append(RUN_OPAQUE)
+                result = RUN_OPAQUE
+        else:
+            try:
+                state = ctx_state(node)
+            except TypeError as e:
+                raise WalkUnsupported(str(e)) from None
+        if result is False:
+            entry.append(state)
+            add_saved_list(w, i, "tensors", ts, entry)
+            return False
+    # the real node unpacks them at run time; Slots only release them afterwards
+    if info.subclass or any(t is not None and type(t) not in PLAIN for t in ts):
+        raise WalkUnsupported(f"custom Function node {name}: {_SUBCLASS_OPAQUE}")
+    w.slot_only.extend((i, "tensors", j) for j, t in enumerate(ts) if t is not None)
+    return result
 
 
 _OPAQUE_VARIANTS: dict = {}

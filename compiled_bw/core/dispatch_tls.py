@@ -2,7 +2,9 @@
 
 Consumes the dispatch-key exclusions in force when a compiled graph starts (`snapshot()`);
 produces `restored(snapshot)`, a context that, inside a `compiled_bw::opaque` call, puts them
-back.  A custom op's implementation runs with the Autograd (and Autocast) dispatch keys
+back, and `Restorer(snapshot)`, the same for many calls of one graph run: it reads the whole
+local exclude set in one call and redoes the per-key comparison only when that set differs
+from the one it last saw (an opaque call's dispatcher state is the same on every call).  A custom op's implementation runs with the Autograd (and Autocast) dispatch keys
 excluded, but the user code we run there -- a custom Function's backward, a hook -- may use
 autograd itself (checkpoint's recomputation, grads taken inside a hook), exactly as under the
 eager engine.  tests/test_private_api.py checks the API.
@@ -18,6 +20,7 @@ KEYS = tuple(getattr(_DK, k) for k in (
     "AutocastPrivateUse1") if hasattr(_DK, k))
 _is_excluded = torch_autograd.dispatch_tls_is_dispatch_key_excluded
 _set_excluded = torch_autograd.dispatch_tls_set_dispatch_key_excluded
+_exclude_set = torch_autograd.dispatch_tls_local_exclude_set
 
 
 def snapshot() -> tuple:
@@ -41,3 +44,29 @@ class restored:
     def __exit__(self, *exc) -> None:
         for k, now in self.changed:
             _set_excluded(k, now)
+
+
+class Restorer:
+    """`restored(snap)` for the calls of one graph run, without a per-call object or 11 key
+    queries: `enter()` puts the snapshot's exclusions back and returns what `undo` reverts."""
+    __slots__ = ("_changed", "_seen", "snap")
+
+    def __init__(self, snap: tuple) -> None:
+        self.snap = snap
+        self._seen = None
+        self._changed: tuple = ()
+
+    def enter(self) -> tuple:
+        cur = _exclude_set()
+        if self._seen is None or not cur == self._seen:
+            self._changed = tuple((k, was) for k, was in zip(KEYS, self.snap, strict=True)
+                                  if _is_excluded(k) != was)
+            self._seen = cur
+        for k, was in self._changed:
+            _set_excluded(k, was)
+        return self._changed
+
+
+def undo(changed: tuple) -> None:
+    for k, was in changed:
+        _set_excluded(k, not was)

@@ -136,7 +136,7 @@ class Step:
         self.current = None
         self.notes: list = []
         self._will_ids = None
-        self.tls = None          # dispatcher TLS when the graph starts (dispatch_tls.py)
+        self.tls = None          # dispatch_tls.Restorer of the TLS when the graph starts
         self.undefined: set = set()   # opaque outputs that came back None (capture/defined.py)
         self.memo: dict = {}
         self.stealable: dict = {}  # id -> weakref of opaque outputs nobody else references
@@ -617,7 +617,7 @@ def _run_in_engine(state, entry: Compiled, w, opts, box: list):
     step = Step(w, plan, opts)
 
     def run():
-        step.tls = dispatch_tls.snapshot()
+        step.tls = dispatch_tls.Restorer(dispatch_tls.snapshot())
         with current_step(step), engine_state.running(step):
             outs = entry.fn(box)
         picked = _pick_outputs(plan, outs, opts.accumulate, step)

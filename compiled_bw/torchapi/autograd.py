@@ -7,6 +7,7 @@ Function.apply, engine-state queries), which it replaces through `torchapi.patch
 from __future__ import annotations
 
 import torch
+import torch._library.autograd as _library_autograd
 import torch.nn.modules._functions as _nn_functions
 from torch.autograd import function as function_mod
 
@@ -38,6 +39,7 @@ DispatchKey = C.DispatchKey
 dispatch_keys = C._dispatch_keys
 dispatch_tls_is_dispatch_key_excluded = C._dispatch_tls_is_dispatch_key_excluded
 dispatch_tls_set_dispatch_key_excluded = C._dispatch_tls_set_dispatch_key_excluded
+dispatch_tls_local_exclude_set = C._dispatch_tls_local_exclude_set
 foreach_copy_ = torch._foreach_copy_
 storage_use_count = C._storage_Use_Count
 
@@ -48,6 +50,16 @@ FunctionCtx = function_mod.FunctionCtx
 HookMixin = function_mod._HookMixin
 is_setup_context_defined = function_mod._is_setup_context_defined
 BackwardHookFunction = _nn_functions.BackwardHookFunction
+
+
+def is_custom_op_function(cls) -> bool:
+    """Whether an autograd.Function class is the one torch.library makes for a custom op with
+    `register_autograd` (torch._library.autograd.make_autograd_impl's `Generated`, not the
+    tensor-list variant): its backward calls the registered backward function."""
+    bw = cls.__dict__.get("backward")
+    fn = getattr(bw, "__func__", None)
+    return (fn is not None and getattr(fn, "__module__", None) == _library_autograd.__name__
+            and fn.__qualname__ == "make_autograd_impl.<locals>.backward")
 
 USED = {
     "torch._C._current_autograd_node": "runtime/engine_state.py",
@@ -68,6 +80,7 @@ USED = {
     "torch._C._dispatch_keys": "capture/subclass.py",
     "torch._C._dispatch_tls_is_dispatch_key_excluded": "core/dispatch_tls.py",
     "torch._C._dispatch_tls_set_dispatch_key_excluded": "core/dispatch_tls.py",
+    "torch._C._dispatch_tls_local_exclude_set": "core/dispatch_tls.py (Restorer)",
     "torch._foreach_copy_": "runtime/cudagraphs.py",
     "torch._C._storage_Use_Count": "capture/opaque.py (Note [Stealing at delivery points])",
     "torch.autograd.function.BackwardCFunction": "capture/custom.py",
@@ -75,6 +88,7 @@ USED = {
     "torch.autograd.function._HookMixin._register_hook": "capture/hooks.py",
     "torch.autograd.function._is_setup_context_defined": "capture/custom.py",
     "torch.nn.modules._functions.BackwardHookFunction": "capture/custom.py",
+    "torch._library.autograd.make_autograd_impl": "capture/custom.py (custom ops' Functions)",
 }
 
 

@@ -1,0 +1,59 @@
+"""Grads that an opaque call returns unchanged go on as the same tensor, as under eager's
+engine (capture/opaque.py Note [Passed-through grads]): a tensor hook or a custom backward
+that returns its grad hands the very object to the next node.  Differential: identities of
+the grads user code sees, values, eager vs compiled, on both backends."""
+
+import typing
+
+import pytest
+import torch
+from differential import differential, grads
+
+pytestmark = pytest.mark.both_backends
+
+
+class Passthrough(torch.autograd.Function):
+    """Backward returns its grad unchanged and records which object it got."""
+    seen: typing.ClassVar[list] = []
+
+    @staticmethod
+    def forward(ctx, x):
+        return x * 1
+
+    @staticmethod
+    def backward(ctx, g):
+        Passthrough.seen.append(g)
+        return g
+
+
+def _build():
+    return [torch.randn(4, 3, requires_grad=True)]
+
+
+def test_hook_return_reaches_custom_backward_as_the_same_tensor():
+    def step(ps):
+        (w,) = ps
+        w.grad = None
+        Passthrough.seen.clear()
+        hooked = []
+        y = Passthrough.apply(w * 2)
+        y.register_hook(lambda g: hooked.append(g) or g)     # returns its grad
+        (y.sin()).sum().backward()
+        return [*grads(ps), [Passthrough.seen[0] is hooked[0]]]
+    differential(_build, step)
+
+
+def test_custom_backward_return_reaches_hook_as_the_same_tensor():
+    def step(ps):
+        (w,) = ps
+        w.grad = None
+        Passthrough.seen.clear()
+        hooked = []
+        x = w * 2
+        x.register_hook(hooked.append)
+        y = Passthrough.apply(Passthrough.apply(x))
+        (y.sin()).sum().backward()
+        # the inner backward got what the outer one returned; the hook on x got it too
+        return [*grads(ps), [Passthrough.seen[1] is Passthrough.seen[0],
+                             hooked[0] is Passthrough.seen[0]]]
+    differential(_build, step)
