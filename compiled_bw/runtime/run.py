@@ -89,7 +89,7 @@ from ..capture.walk import WalkUnsupported, tensor_meta
 from ..core import dispatch_tls
 from ..passes import run_passes
 from ..torchapi import autograd as torch_autograd
-from . import background, cudagraphs, engine_state, streams
+from . import background, cudagraphs, dynamic, engine_state, streams
 from .cache import CacheKey, Compiled, Fallback, OptionsKey, RootKey
 
 _ENGINE = torch_autograd.ENGINE
@@ -244,7 +244,17 @@ def _call(state, t_outputs, grad_tensors, keep_graph, inputs, allow_unused, accu
     opts = Options(accumulate, bool(keep_graph), _input_edges(w, inputs, accumulate),
                    bool(allow_unused))
     key, root_key = _keys(state, w, root_edges, grad_tensors, opts)
-    entry, slots = _lookup_or_capture(state, w, opts, grad_tensors, key, root_key)
+    got = None
+    if state.dynamic is not False and state.cache.get(key) is None:
+        got = dynamic.step(state, w, root_edges, opts, grad_tensors, key, root_key)
+    if got is not None and got[0] is dynamic.STATIC:    # the static path, with a Python walk
+        _, w, _ = got
+        key = key._replace(signature=w.signature)
+        got = None
+    if got is not None:
+        entry, slots, w = got
+    else:
+        entry, slots = _lookup_or_capture(state, w, opts, grad_tensors, key, root_key)
     if slots is None and not opts.retain_graph and not isinstance(w, fastwalk.FastWalk):
         slots = _install(w)     # Python walk: Slots free the saved tensors after the run
     try:
