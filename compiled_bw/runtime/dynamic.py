@@ -78,8 +78,8 @@ def step(state, w, root_edges, opts, grad_tensors, key, root_key):
     """(Compiled bound to this step's sizes, Slots or None, walk) for a dynamic hit or fresh
     capture; (STATIC, Python walk, Slots or None): the static path goes on with that walk;
     None: the static path goes on as if this module did not exist."""
-    if not _eligible(state, w, key):
-        return None
+    if not _eligible(state, w, key) or any(k.how not in (TRACE, LEAF) for k in w.kinds):
+        return None     # (before a second walk: custom Functions' and hooked nodes' state)
     pw = _python_walk(w, root_edges)
     if pw is None or pw.hooks or any(k.how not in (TRACE, LEAF) for k in pw.kinds):
         return None
