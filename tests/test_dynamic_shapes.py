@@ -213,3 +213,18 @@ def test_shape_guard_decides_a_formula_branch():
     st = run([5, 9, 11, 13, 7], mm_layouts, captures=3, dynamic_captures=2)
     assert any("shape guard" in r and "failed" in r for r in st.recompile_reasons), \
         st.recompile_reasons
+
+
+def strides_only(state, k):
+    # the same sizes, the saved mat1 alternately row- and column-major: only strides change
+    if state is None:
+        return [torch.randn(4, 3, requires_grad=True)]
+    (w,) = state
+    n = 6 if k < 3 else 10
+    x = torch.randn(n, 4) if k % 2 == 0 else torch.randn(4, n).t()
+    x.requires_grad_()
+    return list(torch.autograd.grad((x @ w).sin().sum(), [x, w]))
+
+
+def test_strides_that_change_are_checked():
+    run([0, 1, 2, 3, 4, 5], strides_only, captures=4, dynamic_captures=3)

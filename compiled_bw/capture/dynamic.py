@@ -352,7 +352,8 @@ class DynSpec:
     paths: tuple                 # sorted signature paths
     sites: tuple                 # Site per path
     masked: tuple                # mask(signature, paths)
-    saved_dims: dict             # w.saved position -> set of dims made symbolic
+    saved_dims: dict             # w.saved position -> set of dims made symbolic (every
+    #                              saved tensor with a dynamic position, maybe with no dim)
     int_inputs: tuple            # indices into paths of the SymInt graph inputs, in order
 
     @staticmethod
@@ -362,11 +363,15 @@ class DynSpec:
         saved_dims: dict = {}
         ints = []
         for k, s in enumerate(sites):
-            if s.what == "saved" and s.part == 0:
-                saved_dims.setdefault(s.index, set()).add(s.dim)
+            if s.what == "saved":
+                # a tensor whose strides alone vary stays static in the trace, but is checked
+                # (Guards: its strides must be the traced ones)
+                dims = saved_dims.setdefault(s.index, set())
+                if s.part == 0:
+                    dims.add(s.dim)
             elif s.what in ("in", "value"):
                 ints.append(k)
-        if not saved_dims and not ints:
+        if not any(saved_dims.values()) and not ints:
             raise NotDynamic("no size the graph reads changed")
         vals = values_at(w.signature, paths)
         for k in ints:

@@ -30,7 +30,7 @@ from ..capture.dynamic import (
 from ..capture.dynamic import values_at as _values_at
 from ..capture.nodes import LEAF, TRACE
 from ..capture.trace import TraceFailed, trace_backward
-from ..capture.walk import WalkUnsupported, walk_graph
+from ..capture.walk import walk_graph
 from ..passes import run_passes
 from ..torchapi.dynamo import symbolic_fakes, symint
 from . import background
@@ -61,7 +61,7 @@ def _python_walk(w, root_edges):
         return w
     try:
         return walk_graph(root_edges)
-    except (WalkUnsupported, RuntimeError):
+    except Exception:  # noqa: BLE001 -- WalkUnsupported, an eager error: the static path says
         return None
 
 
@@ -143,10 +143,12 @@ def _capture(state, pw, opts, grad_tensors, key, root_key, spec, base, prev):
     with background.trace_lock():
         try:
             entry = _trace_and_compile(state, pw, opts, grad_tensors, spec, slots, base)
-        except (NotDynamic, TraceFailed) as e:
-            # the Python walk's Slots are on the saved tensors now: the static capture uses
-            # that walk (and its own signature as key)
-            state.log_recompile(f"sizes changed but the graph stays static: {e}")
+        except Exception as e:  # noqa: BLE001 -- NotDynamic, TraceFailed, a symbolic-shape
+            # failure in torch: the Python walk's Slots are on the saved tensors now, so the
+            # static capture uses that walk (and its own signature as key), and says why
+            why = str(e) if isinstance(e, (NotDynamic, TraceFailed)) else \
+                f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+            state.log_recompile(f"sizes changed but the graph stays static: {why}")
             return STATIC, pw, slots
     state.stats.compile_seconds += time.perf_counter() - t0
     changed = _describe(pw, spec, prev)
