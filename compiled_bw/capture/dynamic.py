@@ -499,7 +499,19 @@ class Guards:
         self.guards = [g.expr for g in env.guards]
 
     def check(self, ints: list, saved: list) -> str | None:
-        """None if the graph holds for these sizes, else why not (a recompile reason)."""
+        """None if the graph holds for these sizes, else why not (a recompile reason).  The
+        answer depends on the ints and the checked tensors' metadata only: memoized."""
+        key = (tuple(ints), tuple((tuple(saved[s].shape), saved[s].stride(),
+                                   saved[s].storage_offset()) for s, _, _, _ in self.tensors))
+        memo = self.__dict__.setdefault("_memo", {})
+        if key in memo:
+            return memo[key]
+        why = self._check(ints, saved)
+        if len(memo) < 1024:
+            memo[key] = why
+        return why
+
+    def _check(self, ints: list, saved: list) -> str | None:
         b: dict = {}
         for sym, v in zip(self.int_syms, ints, strict=True):
             if isinstance(sym, sympy.Symbol):
