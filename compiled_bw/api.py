@@ -341,6 +341,8 @@ def explain() -> str:
     s = _G.stats
     head = (f"captures={s.captures} cache_hits={s.cache_hits} fallbacks={s.fallbacks} "
             f"compile_seconds={s.compile_seconds:.2f}")
+    if s.dynamic_captures:
+        head += f" dynamic_captures={s.dynamic_captures} dynamic_hits={s.dynamic_hits}"
     lines = [head]
     lines += [f"  fallback: {r}" for r in s.fallback_reasons[-10:]]
     lines += [f"  recapture: {r}" for r in s.recompile_reasons[-10:]]
