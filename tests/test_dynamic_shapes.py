@@ -228,3 +228,20 @@ def strides_only(state, k):
 
 def test_strides_that_change_are_checked():
     run([0, 1, 2, 3, 4, 5], strides_only, captures=4, dynamic_captures=3)
+
+
+def grad_retain(state, n):
+    # grad() with inputs, retain_graph=True and a second call on the same graph
+    if state is None:
+        return mlp(None, None)
+    x = torch.randn(n, 4, requires_grad=True)
+    loss = state(x).tanh().sum()
+    ps = [x, *state.parameters()]
+    first = torch.autograd.grad(loss, ps, retain_graph=True)
+    second = torch.autograd.grad(loss, ps[:2])
+    return [*first, *second]
+
+
+def test_grad_inputs_and_retain_graph():
+    # two graphs per size (all inputs; x and one weight), each static once then dynamic
+    run([3, 5, 7, 9], grad_retain, captures=4, dynamic_captures=2)

@@ -63,7 +63,7 @@ class Cache:
         self.per_root: dict = {}    # root key -> number of compiled entries
         self.last: dict = {}        # root key -> last signature seen
         self.dynamic: dict = {}     # root key -> list of DynEntry (runtime/dynamic.py)
-        self.last_py: dict = {}     # root key -> (base, Python signature) of the last miss
+        self.last_py: dict = {}     # (root key, base) -> (base, Python signature), last miss
 
     def clear(self) -> None:
         self.entries.clear()

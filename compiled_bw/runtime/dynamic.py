@@ -36,7 +36,7 @@ from ..torchapi.dynamo import symbolic_fakes, symint
 from . import background
 from .cache import Compiled
 
-STATIC = None   # step()'s answer (STATIC, walk, slots): capture/run static with that walk
+STATIC = None   # step()'s answer (STATIC, slots): the static path, with these Slots
 
 
 @dataclasses.dataclass
@@ -76,7 +76,8 @@ def _bound(entry: DynEntry, ints: list) -> Compiled:
 
 def step(state, w, root_edges, opts, grad_tensors, key, root_key):
     """(Compiled bound to this step's sizes, Slots or None, walk) for a dynamic hit or fresh
-    capture; (STATIC, Python walk, Slots or None): the static path goes on with that walk;
+    capture; (STATIC, Slots): a dynamic capture failed, the static path captures with the
+    Slots it installed;
     None: the static path goes on as if this module did not exist."""
     if not _eligible(state, w, key) or any(k.how not in (TRACE, LEAF) for k in w.kinds):
         return None     # (before a second walk: custom Functions' and hooked nodes' state)
@@ -85,8 +86,8 @@ def step(state, w, root_edges, opts, grad_tensors, key, root_key):
         return None
     base = _base(key)
     cache = state.cache
-    if cache.get(key._replace(signature=pw.signature)) is not None:
-        return STATIC, pw, None     # captured static with the Python walk before (below)
+    if isinstance(w, fastwalk.FastWalk) and list(w.saved_node) != list(pw.saved_node):
+        return None     # (the run uses w: its saved tensors must be the Python walk's)
     for entry in cache.dynamic.get(root_key, ()):
         if entry.base != base or len(entry.spec.masked) != len(pw.signature):
             continue
@@ -99,10 +100,10 @@ def step(state, w, root_edges, opts, grad_tensors, key, root_key):
             cache.last[root_key] = key
             state.stats.cache_hits += 1
             state.stats.dynamic_hits += 1
-            return _bound(entry, ints), None, pw
+            return _bound(entry, ints), None, w
         state.log_recompile(f"a dynamic graph's shape guard failed: {why}")
-    prev = cache.last_py.get(root_key)
-    cache.last_py[root_key] = (base, pw.signature)
+    prev = cache.last_py.get((root_key, base))      # the last miss with the same options
+    cache.last_py[(root_key, base)] = (base, pw.signature)
     if state.dynamic is True:
         paths = all_size_paths(pw)
     elif prev is not None and prev[0] == base:
@@ -122,7 +123,7 @@ def step(state, w, root_edges, opts, grad_tensors, key, root_key):
     except NotDynamic as e:
         state.log_recompile(f"sizes changed but the graph stays static: {e}")
         return None
-    return _capture(state, pw, opts, grad_tensors, key, root_key, spec, base, prev)
+    return _capture(state, w, pw, opts, grad_tensors, key, root_key, spec, base, prev)
 
 
 def _same_structure(masked: tuple, sig: tuple) -> bool:
@@ -136,20 +137,19 @@ def _same_structure(masked: tuple, sig: tuple) -> bool:
         type(masked) is type(sig) and masked == sig)
 
 
-def _capture(state, pw, opts, grad_tensors, key, root_key, spec, base, prev):
+def _capture(state, w, pw, opts, grad_tensors, key, root_key, spec, base, prev):
     from .run import _install  # (run.py imports this module)
     t0 = time.perf_counter()
-    slots = _install(pw)
+    slots = _install(w)     # the step's own walk's Slots (C++ ones for the C++ walk)
     with background.trace_lock():
         try:
             entry = _trace_and_compile(state, pw, opts, grad_tensors, spec, slots, base)
         except Exception as e:  # noqa: BLE001 -- NotDynamic, TraceFailed, a symbolic-shape
-            # failure in torch: the Python walk's Slots are on the saved tensors now, so the
-            # static capture uses that walk (and its own signature as key), and says why
+            # failure in torch: the static capture goes on with the Slots installed here
             why = str(e) if isinstance(e, (NotDynamic, TraceFailed)) else \
                 f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
             state.log_recompile(f"sizes changed but the graph stays static: {why}")
-            return STATIC, pw, slots
+            return STATIC, slots
     state.stats.compile_seconds += time.perf_counter() - t0
     changed = _describe(pw, spec, prev)
     state.log_recompile(f"sizes changed, capturing a dynamic graph ({changed})")
@@ -161,7 +161,7 @@ def _capture(state, pw, opts, grad_tensors, key, root_key, spec, base, prev):
     state.stats.dynamic_captures += 1
     state.record_capture(entry.compiled)
     vals = _values_at(pw.signature, spec.paths)
-    return _bound(entry, [vals[k] for k in spec.int_inputs]), slots, pw
+    return _bound(entry, [vals[k] for k in spec.int_inputs]), slots, w
 
 
 def _describe(pw, spec, prev) -> str:

@@ -244,17 +244,16 @@ def _call(state, t_outputs, grad_tensors, keep_graph, inputs, allow_unused, accu
     opts = Options(accumulate, bool(keep_graph), _input_edges(w, inputs, accumulate),
                    bool(allow_unused))
     key, root_key = _keys(state, w, root_edges, grad_tensors, opts)
-    got = None
+    got = slots = None
     if state.dynamic is not False and state.cache.get(key) is None:
         got = dynamic.step(state, w, root_edges, opts, grad_tensors, key, root_key)
-    if got is not None and got[0] is dynamic.STATIC:    # the static path, with a Python walk
-        _, w, _ = got
-        key = key._replace(signature=w.signature)
+    if got is not None and got[0] is dynamic.STATIC:    # a dynamic capture failed: static
+        slots = got[1]
         got = None
     if got is not None:
         entry, slots, w = got
     else:
-        entry, slots = _lookup_or_capture(state, w, opts, grad_tensors, key, root_key)
+        entry, slots = _lookup_or_capture(state, w, opts, grad_tensors, key, root_key, slots)
     if slots is None and not opts.retain_graph and not isinstance(w, fastwalk.FastWalk):
         slots = _install(w)     # Python walk: Slots free the saved tensors after the run
     try:
@@ -309,13 +308,13 @@ def _keys(state, w, root_edges, grad_tensors, opts: Options) -> tuple:
     return key, root_key
 
 
-def _lookup_or_capture(state, w, opts, grad_tensors, key: CacheKey, root_key: RootKey):
+def _lookup_or_capture(state, w, opts, grad_tensors, key: CacheKey, root_key: RootKey,
+                       slots=None):
     """The cache entry for `key` (Compiled; a Fallback raises), captured on a miss; and the
-    Slots installed for the capture (None on a hit)."""
+    Slots installed for the capture (None on a hit).  slots: already installed on w."""
     entry = state.cache.get(key)
-    slots = None
     if entry is None:
-        entry, slots = _miss(state, w, opts, grad_tensors, key, root_key)
+        entry, slots = _miss(state, w, opts, grad_tensors, key, root_key, slots)
     else:
         state.cache.last[root_key] = key
         if isinstance(entry, Compiled):     # a remembered failed capture is a fallback only
@@ -325,13 +324,14 @@ def _lookup_or_capture(state, w, opts, grad_tensors, key: CacheKey, root_key: Ro
     return entry, slots
 
 
-def _miss(state, w, opts, grad_tensors, key: CacheKey, root_key: RootKey):
+def _miss(state, w, opts, grad_tensors, key: CacheKey, root_key: RootKey, slots=None):
     reason = state.cache.miss_reason(root_key, key)
     if state.cache.count(root_key) >= state.cache_size_limit:
         raise FallbackToEager(
             f"cache_size_limit ({state.cache_size_limit}) reached for this root; last "
             f"change: {reason}. Raise enable(cache_size_limit=...) or make the graph stable")
-    slots = _install(w)
+    if slots is None:
+        slots = _install(w)
     t0 = time.perf_counter()
     with background.trace_lock():   # one tracer at a time (runtime/background.py)
         entry = state.cache.get(key)    # another thread may have captured it meanwhile
