@@ -51,6 +51,8 @@ class Stats:
     background_compile_seconds: float = 0.0  # their compile + load time (worker process)
     native_runs: int = 0                    # cache hits run in one C++ call (Note [C++ hit path])
     cudagraph_replays: int = 0              # runs replayed as a CUDA graph (enable(cudagraphs=True))
+    dynamic_captures: int = 0               # captures with symbolic sizes (also in `captures`)
+    dynamic_hits: int = 0                   # runs of a dynamic graph for a step's sizes
 
 
 class _Global:
@@ -77,6 +79,7 @@ class Settings(NamedTuple):
     cache_size_limit: int
     background_compile: bool
     cudagraphs: bool
+    dynamic: bool | None = None  # sizes symbolic: None after a size change, True always, False never
 
 
 def _in_background(backend, background_compile: bool) -> bool:
@@ -92,6 +95,7 @@ class _State:
         backend = self.backend = cfg.backend
         self.strict, self.cache_size_limit, self.cudagraphs = \
             cfg.strict, cfg.cache_size_limit, cfg.cudagraphs
+        self.dynamic = cfg.dynamic
         self.backend_key = backend if isinstance(backend, str) else id(backend)
         self.background = _in_background(backend, cfg.background_compile)
         self.cache = _G.caches.setdefault(self.backend_key, Cache())
@@ -262,18 +266,25 @@ class enable(contextlib.ContextDecorator):
     cudagraphs: replay each compiled graph that runs on one CUDA device with no user code
     inside as a CUDA graph (runtime/cudagraphs.py Note [CUDA graphs]); other graphs run as
     usual, and `stats().notes` says why.
+    dynamic (backends "eager" and "inductor"): None (default) captures a graph with static
+    sizes first and, when a later backward differs from it only in sizes, once more with those
+    sizes symbolic, reused for every later size its shape guards accept
+    (capture/dynamic.py Note [Dynamic shapes]); True makes sizes symbolic from the first
+    capture; False captures once per set of sizes.
     A class, not a generator: entering and leaving it is on every step's path (~1 µs).
     """
     __slots__ = ("_cfg",)
 
     def __init__(self, backend: str | Callable = "eager", *, strict: bool = False,
                  cache_size_limit: int = 8, background_compile: bool | None = None,
-                 cudagraphs: bool = False) -> None:
+                 cudagraphs: bool = False, dynamic: bool | None = None) -> None:
         if background_compile is None:
             background_compile = os.environ.get("COMPILED_BW_BACKGROUND_COMPILE", "1") not in (
                 "", "0")
+        if dynamic not in (None, True, False):
+            raise ValueError(f"enable(dynamic=...) takes None, True or False, not {dynamic!r}")
         cfg = Settings(backend, strict, cache_size_limit, bool(background_compile),
-                       bool(cudagraphs))
+                       bool(cudagraphs), dynamic)
         if not (isinstance(backend, str) and cfg in _G.states):
             lookup_backend(backend, load=not _in_background(backend, background_compile))
             _install()
@@ -330,6 +341,8 @@ def explain() -> str:
     s = _G.stats
     head = (f"captures={s.captures} cache_hits={s.cache_hits} fallbacks={s.fallbacks} "
             f"compile_seconds={s.compile_seconds:.2f}")
+    if s.dynamic_captures:
+        head += f" dynamic_captures={s.dynamic_captures} dynamic_hits={s.dynamic_hits}"
     lines = [head]
     lines += [f"  fallback: {r}" for r in s.fallback_reasons[-10:]]
     lines += [f"  recapture: {r}" for r in s.recompile_reasons[-10:]]

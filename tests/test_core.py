@@ -317,7 +317,7 @@ def test_remembered_failed_capture_counts_as_fallback_only():
 def test_recapture_on_shape_change_and_cache_limit():
     compiled_bw.reset()
     w = torch.randn(4, 4, requires_grad=True)
-    with compiled_bw.enable(cache_size_limit=2):
+    with compiled_bw.enable(cache_size_limit=2, dynamic=False):   # static: one graph per shape
         for n in (2, 2, 3, 3, 5):
             (torch.randn(n, 4) @ w).tanh().sum().backward()
     st = compiled_bw.stats()

@@ -324,7 +324,11 @@ def compile_inductor(gm: torch.fx.GraphModule, example_inputs: list):
     sites = current_sites()
     retraced.compiled_bw_key = repr((CODEGEN_VERSION, strides,
                                      [(s.out_specs, s.out_strides) for s in sites]))
-    fakes = [n.meta["val"] for n in retraced.graph.find_nodes(op="placeholder")]
+    phs = retraced.graph.find_nodes(op="placeholder")
+    for n, ex in zip(phs, example_inputs, strict=True):
+        if "val" not in n.meta:     # a SymInt input of a dynamic graph (runtime/dynamic.py)
+            n.meta["val"] = ex
+    fakes = [n.meta["val"] for n in phs]
     fake_mode = detect_fake_mode(fakes)
     _tls.keyed_inputs = True
     try:

@@ -16,12 +16,16 @@ import functools
 
 import torch
 from torch.fx.experimental.proxy_tensor import get_proxy_mode, make_fx
-from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
+from torch.fx.experimental.symbolic_shapes import (
+    GuardOnDataDependentSymNode,
+    free_unbacked_symbols,
+)
 
 from ..torchapi.dynamo import FakeTensor, fake_tensor
 from . import custom, defined
 from .aot import SpliceFailed, aot_plan, trace_aot
 from .deliver import deliver
+from .dynamic import NotDynamic
 from .heap import StdHeap
 from .nodes import AOT, CUSTOM, LEAF, TRACE, TRACE_CUSTOM
 from .opaque import OpaqueSite, as_list, current_step, opaque, register_site, view_chains
@@ -233,7 +237,7 @@ def _run_engine(w, opts, root_grads: list, opaque_names: list, placeholders: dic
             outs = _aot_call(w, i, kind, node, buf, placeholders, len(aot_seen), df)
             aot_seen.append(i)
         elif kind.how in (TRACE, TRACE_CUSTOM):
-            outs = _traced_call(w, i, kind, node, buf, df)
+            outs = _traced_call(w, i, kind, node, buf, df, placeholders)
         # nodes.py Note [Hooked saved tensors]: eager frees them right after the node (and its
         # post-hooks) ran; the last opaque call of the node does
         release = kind.hooked and not opts.retain_graph
@@ -355,18 +359,26 @@ def _materialized(df, node, info, buf: list) -> bool:
     return all(ms[k] for k, g in enumerate(buf) if g is not None and df.of(g) is not True)
 
 
-def _traced_call(w, i: int, kind, node, buf: list, df):
+def _traced_call(w, i: int, kind, node, buf: list, df, placeholders: dict):
     """The node's formula traced into the graph, validated; None if fake tensors cannot run
     it or its output shapes depend on data (then it becomes an opaque call)."""
     name = kind.name
     if kind.how == TRACE_CUSTOM and not _materialized(df, node, custom.fwd_info(node), buf):
         return None
+    formula = getattr(w, "formulas", {}).get(i)     # dynamic.py DynWalk
     try:
-        with torch.no_grad():
-            outs = custom.call_backward(node, buf) if kind.how == TRACE_CUSTOM else node(*buf)
+        if formula is not None:
+            if df.variable(buf):
+                raise NotDynamic(f"node {i} {name}: a grad that may be undefined")
+            outs = formula(buf, placeholders)
+        else:
+            with torch.no_grad():
+                outs = custom.call_backward(node, buf) if kind.how == TRACE_CUSTOM else node(*buf)
         outs = as_list(outs)
+        dynamic = getattr(w, "dynamic", False)
         for o in outs:
-            if o is not None and any(isinstance(d, torch.SymInt) for d in o.shape):
+            if o is not None and (free_unbacked_symbols(o) if dynamic else any(
+                    isinstance(d, torch.SymInt) for d in o.shape)):
                 return None
         if kind.how == TRACE and df.variable(buf):
             try:
@@ -421,7 +433,7 @@ def _check_no_trace_time_values(gm) -> None:
                                       eager_error=False)
 
 
-def _name_inputs(gm, w, n_roots: int, in_layouts) -> None:
+def _name_inputs(gm, w, n_roots: int, in_layouts, n_ints: int = 0) -> None:
     """Readable placeholder names: grad_root0, saved_mm2_self (node index 2, attr `self`); the
     inner tensors of a subclass get its name plus their path (saved_mul1_self_a)."""
     names = [f"grad_root{k}" for k in range(n_roots)]
@@ -433,6 +445,7 @@ def _name_inputs(gm, w, n_roots: int, in_layouts) -> None:
     if in_layouts is not None:
         names = [n for name, lay in zip(names, in_layouts, strict=True)
                  for n in ([name] if lay is None else _inner_names(name, lay))]
+    names += [f"size{k}" for k in range(n_ints)]
     phs = [n for n in gm.graph.nodes if n.op == "placeholder"]
     for node, name in zip(phs, names, strict=True):
         node._rename(name)
@@ -447,9 +460,12 @@ def _inner_names(name: str, lay) -> list:
     return out
 
 
-def trace_backward(w, opts: Options, root_grads: list, slots: list, delivers: bool = False):
+def trace_backward(w, opts: Options, root_grads: list, slots: list, delivers: bool = False,
+                   dyn=None):
     """Returns (GraphModule, Plan).  `slots` (saved.PySlots or the C++ SlotList) are installed
-    on w.saved (same order).  delivers: see _run_engine."""
+    on w.saved (same order).  delivers: see _run_engine.  dyn: (DynWalk, fake example tensors,
+    SymInt inputs) for a dynamic graph (dynamic.py Note [Dynamic shapes]): the SymInts are
+    graph inputs after the saved tensors; NotDynamic raised means: trace it static."""
     root_defined = tuple(g is not None for g in root_grads)
     example = [g for g in root_grads if g is not None] + list(w.saved)
     n_roots = len(example) - len(w.saved)
@@ -457,12 +473,20 @@ def trace_backward(w, opts: Options, root_grads: list, slots: list, delivers: bo
         in_layouts = layouts_of(example)
     except SubclassUnsupported as e:
         raise TraceFailed(str(e), eager_error=False) from None
+    n_ints = 0
+    if dyn is not None:
+        if in_layouts is not None:
+            raise NotDynamic("a tensor subclass in the graph")
+        w, example, ints = dyn
+        n_ints = len(ints)
     if in_layouts is not None:
         example = flatten(example)
     opaque_names: list = []
     result: dict = {}
 
     def program(*flat):
+        if n_ints:
+            flat = flat[:len(flat) - n_ints]
         if in_layouts is not None:   # trace-time subclasses around the inner placeholders
             flat = rebuild(in_layouts, flat)
         it = iter(flat[:n_roots])
@@ -487,13 +511,13 @@ def trace_backward(w, opts: Options, root_grads: list, slots: list, delivers: bo
     sites = trace_step.sites
     try:
         with current_step(trace_step):
-            gm = make_fx(program, tracing_mode="fake")(*example)
-    except TraceFailed:
+            gm = make_fx(program, tracing_mode="fake")(*example, *(ints if n_ints else ()))
+    except (TraceFailed, NotDynamic):
         raise
     except Exception as e:  # anything else: eager runs and shows the real behaviour
         raise TraceFailed(f"trace failed: {type(e).__name__}: {e}", eager_error=False) from e
     _check_no_trace_time_values(gm)
-    _name_inputs(gm, w, n_roots, in_layouts)
+    _name_inputs(gm, w, n_roots, in_layouts, n_ints)
     plan = Plan(root_defined, result["leaf_outputs"], result["capture_outputs"],
                 result["executed"], result["will"], tuple(sites), tuple(opaque_names),
                 in_layouts, result["out_layouts"], result["out_defined"],

@@ -50,7 +50,13 @@ def _nbytes(node: torch.fx.Node) -> int:
         return 0
     val = node.meta.get("val")
     vals = val if isinstance(val, (list, tuple)) else (val,)
-    return sum(v.numel() * v.element_size() for v in vals if isinstance(v, torch.Tensor))
+    return sum(_hint(v.numel()) * v.element_size() for v in vals if isinstance(v, torch.Tensor))
+
+
+def _hint(n) -> int:
+    """A dynamic graph's sizes are SymInts: estimate with this capture's values (comparing the
+    symbols would add shape guards, and specialize the graph on an estimate)."""
+    return n if type(n) is int else n.node.hint
 
 
 def _is_barrier(node: torch.fx.Node) -> bool:

@@ -62,11 +62,15 @@ class Cache:
         self.entries: dict = {}
         self.per_root: dict = {}    # root key -> number of compiled entries
         self.last: dict = {}        # root key -> last signature seen
+        self.dynamic: dict = {}     # root key -> list of DynEntry (runtime/dynamic.py)
+        self.last_py: dict = {}     # (root key, base) -> (base, Python signature), last miss
 
     def clear(self) -> None:
         self.entries.clear()
         self.per_root.clear()
         self.last.clear()
+        self.dynamic.clear()
+        self.last_py.clear()
 
     def get(self, key):
         return self.entries.get(key)

@@ -90,7 +90,7 @@ from ..capture.walk import WalkUnsupported, tensor_meta
 from ..core import dispatch_tls
 from ..passes import run_passes
 from ..torchapi import autograd as torch_autograd
-from . import background, cudagraphs, engine_state, streams
+from . import background, cudagraphs, dynamic, engine_state, streams
 from .cache import CacheKey, Compiled, Fallback, OptionsKey, RootKey
 
 _ENGINE = torch_autograd.ENGINE
@@ -247,7 +247,16 @@ def _call(state, t_outputs, grad_tensors, keep_graph, inputs, allow_unused, accu
     opts = Options(accumulate, bool(keep_graph), _input_edges(w, inputs, accumulate),
                    bool(allow_unused))
     key, root_key = _keys(state, w, root_edges, grad_tensors, opts)
-    entry, slots = _lookup_or_capture(state, w, opts, grad_tensors, key, root_key)
+    got = slots = None
+    if state.dynamic is not False and state.cache.get(key) is None:
+        got = dynamic.step(state, w, root_edges, opts, grad_tensors, key, root_key)
+    if got is not None and got[0] is dynamic.STATIC:    # a dynamic capture failed: static
+        slots = got[1]
+        got = None
+    if got is not None:
+        entry, slots, w = got
+    else:
+        entry, slots = _lookup_or_capture(state, w, opts, grad_tensors, key, root_key, slots)
     if slots is None and not opts.retain_graph and not isinstance(w, fastwalk.FastWalk):
         slots = _install(w)     # Python walk: Slots free the saved tensors after the run
     try:
@@ -302,13 +311,13 @@ def _keys(state, w, root_edges, grad_tensors, opts: Options) -> tuple:
     return key, root_key
 
 
-def _lookup_or_capture(state, w, opts, grad_tensors, key: CacheKey, root_key: RootKey):
+def _lookup_or_capture(state, w, opts, grad_tensors, key: CacheKey, root_key: RootKey,
+                       slots=None):
     """The cache entry for `key` (Compiled; a Fallback raises), captured on a miss; and the
-    Slots installed for the capture (None on a hit)."""
+    Slots installed for the capture (None on a hit).  slots: already installed on w."""
     entry = state.cache.get(key)
-    slots = None
     if entry is None:
-        entry, slots = _miss(state, w, opts, grad_tensors, key, root_key)
+        entry, slots = _miss(state, w, opts, grad_tensors, key, root_key, slots)
     else:
         state.cache.last[root_key] = key
         if isinstance(entry, Compiled):     # a remembered failed capture is a fallback only
@@ -318,13 +327,14 @@ def _lookup_or_capture(state, w, opts, grad_tensors, key: CacheKey, root_key: Ro
     return entry, slots
 
 
-def _miss(state, w, opts, grad_tensors, key: CacheKey, root_key: RootKey):
+def _miss(state, w, opts, grad_tensors, key: CacheKey, root_key: RootKey, slots=None):
     reason = state.cache.miss_reason(root_key, key)
     if state.cache.count(root_key) >= state.cache_size_limit:
         raise FallbackToEager(
             f"cache_size_limit ({state.cache_size_limit}) reached for this root; last "
             f"change: {reason}. Raise enable(cache_size_limit=...) or make the graph stable")
-    slots = _install(w)
+    if slots is None:
+        slots = _install(w)
     t0 = time.perf_counter()
     with background.trace_lock():   # one tracer at a time (runtime/background.py)
         entry = state.cache.get(key)    # another thread may have captured it meanwhile

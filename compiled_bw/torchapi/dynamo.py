@@ -13,6 +13,11 @@ from torch._guards import TracingContext, detect_fake_mode, tracing
 from torch._ops import OpOverload
 from torch._subclasses import fake_tensor
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode, get_plain_tensors
+from torch.fx.experimental.symbolic_shapes import (
+    DimDynamic,
+    ShapeEnv,
+    StatelessSymbolicContext,
+)
 from torch.fx.graph import _BoxedCodeGen as BoxedCodeGen
 from torch.utils._python_dispatch import (
     _get_current_dispatch_mode as current_dispatch_mode,
@@ -37,7 +42,31 @@ USED = {
     "torch.utils._python_dispatch.is_traceable_wrapper_subclass": "capture/subclass.py",
     "torch._dynamo.compiled_autograd.extract_bw_module": "capture/aot.py",
     "torch._dynamo.convert_frame.compile_lock": "runtime/background.py",
+    "torch._dynamo.source.ConstantSource": "capture/dynamic.py",
 }
+
+
+def symbolic_fakes(reals: list, dynamic_dims: list):
+    """Fake tensors for `reals` in a fresh FakeTensorMode with a ShapeEnv: dims listed in
+    dynamic_dims[k] (a set) get their own size symbol (no duck sizing, 0/1 specialized), the
+    others stay static.  Returns (mode, env, fakes)."""
+    env = ShapeEnv()
+    mode = FakeTensorMode(shape_env=env)
+    fakes = []
+    for t, dyn in zip(reals, dynamic_dims, strict=True):
+        dims = [DimDynamic.DYNAMIC if d in dyn else DimDynamic.STATIC for d in range(t.dim())]
+        ctx = StatelessSymbolicContext(dynamic_sizes=dims)
+        fakes.append(mode.from_tensor(t, symbolic_context=ctx))
+    return mode, env, fakes
+
+
+def symint(env, value: int, name: str):
+    """A backed SymInt input of its own symbol (hint `value`)."""
+    from torch._dynamo.source import ConstantSource
+    src = ConstantSource(name)
+    sym = env.create_symbol(value, src, dynamic_dim=DimDynamic.DYNAMIC)
+    return env.create_symintnode(sym, hint=value, source=src)
+
 
 
 def extract_bw_module(compiled_function):

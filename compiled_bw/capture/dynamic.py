@@ -1,0 +1,552 @@
+"""Dynamic shapes: which sizes of a Python walk signature may vary, and the checks per step.
+
+Consumes two Python walk signatures (capture/walk.py) of the same backward, or one and
+`dynamic=True`; produces a DynSpec: the signature positions that hold sizes (the *dynamic
+positions*), what each one is (a saved tensor's dim, an input-metadata dim, a saved size value
+of a node whose formula we trace here with symbolic sizes), the masked signature that keys the
+dynamic graph, and after the trace the Guards that decide per step whether the graph holds for
+that step's sizes.
+
+Note [Dynamic shapes]
+A graph traced with fake tensors bakes in every size it met.  A dynamic graph is traced with
+the dims that changed symbolic (fake tensors from a ShapeEnv, runtime/run.py `_dynamic`), so
+its ops compute sizes from its inputs.  Sizes do not only come from inputs: a node's formula
+reads sizes it saved in the forward (SumBackward0's self_sym_sizes, MmBackward0's strides,
+MeanBackward0's numel) and validate_outputs reads each input's metadata.  Those numbers are
+C++ ints inside the node, so the real node cannot be called with symbols: a node whose saved
+sizes change is traced with our copy of its formula (FORMULAS, each from
+torch/csrc/autograd/FunctionsManual.cpp / derivatives.yaml), fed SymInt graph inputs; a node
+whose saved values change and has no copy here makes the whole graph static (capture as
+before).  The input metadata becomes SymInt graph inputs too.  Every other position of the
+signature is in the dynamic key exactly (masked with DYN only at the dynamic positions).
+A step reuses the graph only if (Guards.check): every symbol's value lies in its range (0 and
+1 are specialized: a dim of size 1 broadcasts differently), every replacement and guard the
+trace recorded holds, and every size/stride/storage offset of every symbolic input equals
+what the trace assumed.  A guard that fails means a new capture (static), with its reason.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import sympy
+import torch
+
+from .nodes import LEAF, TRACE
+
+DYN = "<dyn>"
+
+
+class NotDynamic(Exception):
+    """This graph stays static; the message says why."""
+
+
+# ---- node formulas with symbolic saved sizes -------------------------------------------------
+
+def _maybe_multiply(t, s):
+    # FunctionsManual.cpp maybe_multiply: t if s == 1 else t * s
+    return t if s == 1 else t * s
+
+
+def _strided(strides, what: str) -> None:
+    if len(strides) != 2:   # not saved: mat was not strided (its layout is hidden from Python)
+        raise NotDynamic(f"{what}: strides not saved (a non-strided matrix)")
+
+
+def _mm_mat1_backward(grad, mat2, sizes, strides, alpha):
+    # FunctionsManual.cpp mm_mat1_backward (strided tensors): a column-major mat1 gets its grad
+    # column-major
+    _strided(strides, "mm_mat1_backward")
+    if len(strides) == 2 and strides[0] == 1 and strides[1] == sizes[0]:
+        return _maybe_multiply(mat2.mm(grad.t()).t(), alpha)
+    return _maybe_multiply(grad.mm(mat2.t()), alpha)
+
+
+def _mm_mat2_backward(grad, mat1, sizes, strides, alpha):
+    # FunctionsManual.cpp mm_mat2_backward (strided tensors)
+    _strided(strides, "mm_mat2_backward")
+    if len(strides) == 2 and strides[0] == 1 and strides[1] == sizes[0]:
+        return _maybe_multiply(grad.t().mm(mat1).t(), alpha)
+    return _maybe_multiply(mat1.t().mm(grad), alpha)
+
+
+def _signed(x):
+    """Saved int64 values read through Python come back as uint64 when negative (dim=-1 reads
+    18446744073709551615)."""
+    if type(x) is int and x >= 2 ** 63:
+        return x - 2 ** 64
+    if type(x) is tuple:
+        return tuple(_signed(e) for e in x)
+    return x
+
+
+def _sum_backward(g, sizes, dims, keepdim):
+    # FunctionsManual.cpp sum_backward
+    if not keepdim and len(sizes) > 0:
+        if len(dims) == 1:
+            return g.unsqueeze(dims[0]).expand(sizes)
+        wrapped = {d % len(sizes) for d in dims}
+        for d in range(len(sizes)):
+            if d in wrapped:
+                g = g.unsqueeze(d)
+    return g.expand(sizes)
+
+
+def _sum1(g, v, saved, need):
+    return [_sum_backward(g, v["self_sym_sizes"], v["dim"], v["keepdim"])]
+
+
+def _mean1(g, v, saved, need):
+    # FunctionsManual.cpp mean_backward: the divisor is numel for an all-reduce, else the
+    # product of the reduced dims' sizes (_safe_size)
+    sizes, dims = v["self_sym_sizes"], v["dim"]
+    if len(dims) == 0:
+        n = v["self_sym_numel"]
+    else:
+        n = 1
+        if len(sizes) > 0:
+            for d in dims:
+                n = n * sizes[d % len(sizes)]
+    return [_sum_backward(g, sizes, dims, v["keepdim"]) / n]
+
+
+def _select(g, v, saved, need):
+    return [torch.ops.aten.select_backward(g, v["self_sym_sizes"], v["dim"], v["index"])]
+
+
+def _slice(g, v, saved, need):
+    # FunctionsManual.cpp slice_backward_wrapper
+    start = 0 if v["start"] is None else v["start"]
+    end = 2 ** 63 - 1 if v["end"] is None else v["end"]
+    return [torch.ops.aten.slice_backward(g, v["self_sym_sizes"], v["dim"], start, end,
+                                          v["step"])]
+
+
+def _squeeze0(g, v, saved, need):
+    # FunctionsManual.cpp unsqueeze_to(self, sym_sizes)
+    for d, n in enumerate(v["self_sym_sizes"]):
+        if n == 1:
+            g = g.unsqueeze(d)
+    return [g]
+
+
+def _squeeze1(g, v, saved, need):
+    # FunctionsManual.cpp unsqueeze_to(self, dim, sym_sizes)
+    sizes = v["self_sym_sizes"]
+    d = v["dim"] % max(len(sizes), 1)
+    return [g.unsqueeze(d) if len(sizes) > 0 and sizes[d] == 1 else g]
+
+
+def _squeeze2(g, v, saved, need):
+    # FunctionsManual.cpp unsqueeze_to(self, dims, sym_sizes)
+    sizes = v["self_sym_sizes"]
+    mask = {d % len(sizes) for d in v["dim"]} if len(sizes) > 0 else set()
+    for d in range(len(sizes)):
+        if d in mask and sizes[d] == 1:
+            g = g.unsqueeze(d)
+    return [g]
+
+
+def _sum0(g, v, saved, need):
+    return [g.expand(v["self_sym_sizes"])]
+
+
+def _mean0(g, v, saved, need):
+    return [g.expand(v["self_sym_sizes"]) / v["self_sym_numel"]]
+
+
+def _view(g, v, saved, need):
+    return [g.reshape(v["self_sym_sizes"])]
+
+
+def _expand(g, v, saved, need):
+    return [g.sum_to_size(v["self_sym_sizes"])]
+
+
+def _mm(g, v, saved, need):
+    out = [None, None]
+    if need[0]:
+        out[0] = _mm_mat1_backward(g, saved("mat2"), v["self_sym_sizes"],
+                                   v["self_sym_strides"], 1)
+    if need[1]:
+        out[1] = _mm_mat2_backward(g, saved("self"), v["mat2_sym_sizes"],
+                                   v["mat2_sym_strides"], 1)
+    return out
+
+
+def _addmm(g, v, saved, need):
+    out = [None, None, None]
+    if need[0]:
+        out[0] = _maybe_multiply(g, v["beta"])
+    if need[1]:
+        out[1] = _mm_mat1_backward(g, saved("mat2"), v["mat1_sym_sizes"],
+                                   v["mat1_sym_strides"], v["alpha"])
+    if need[2]:
+        out[2] = _mm_mat2_backward(g, saved("mat1"), v["mat2_sym_sizes"],
+                                   v["mat2_sym_strides"], v["alpha"])
+    return out
+
+
+# class name -> (formula(grad, values, saved(attr), need) -> outputs, the saved values that
+# are sizes: may vary; every other saved value of the node stays in the key)
+FORMULAS = {
+    "SumBackward0": (_sum0, ("self_sym_sizes",)),
+    "MeanBackward0": (_mean0, ("self_sym_sizes", "self_sym_numel")),
+    "SumBackward1": (_sum1, ("self_sym_sizes",)),
+    "MeanBackward1": (_mean1, ("self_sym_sizes", "self_sym_numel")),
+    "SelectBackward0": (_select, ("self_sym_sizes",)),
+    "SliceBackward0": (_slice, ("self_sym_sizes", "start", "end")),
+    "SqueezeBackward0": (_squeeze0, ("self_sym_sizes",)),
+    "SqueezeBackward1": (_squeeze1, ("self_sym_sizes",)),
+    "SqueezeBackward2": (_squeeze2, ("self_sym_sizes",)),
+    "ViewBackward0": (_view, ("self_sym_sizes",)),
+    "UnsafeViewBackward0": (_view, ("self_sym_sizes",)),
+    "ExpandBackward0": (_expand, ("self_sym_sizes",)),
+    "MmBackward0": (_mm, ("self_sym_sizes", "self_sym_strides", "mat2_sym_sizes",
+                          "mat2_sym_strides")),
+    "AddmmBackward0": (_addmm, ("mat1_sym_sizes", "mat1_sym_strides", "mat2_sym_sizes",
+                                "mat2_sym_strides")),
+}
+
+
+# ---- dynamic positions ------------------------------------------------------------------------
+
+def _is_int(x) -> bool:
+    return type(x) is int
+
+
+def size_diff(old, new, path=()) -> list | None:
+    """Positions (paths of indices) where two signatures hold different ints; None if they
+    differ anywhere else (structure, dtypes, ranks, ...)."""
+    if old is new:
+        return []
+    if isinstance(old, tuple) and isinstance(new, tuple):
+        if type(old) is not type(new) or len(old) != len(new):
+            return None
+        out: list = []
+        for k, (a, b) in enumerate(zip(old, new, strict=True)):
+            if a is b:
+                continue
+            d = size_diff(a, b, (*path, k))
+            if d is None:
+                return None
+            out.extend(d)
+        return out
+    if _is_int(old) and _is_int(new):
+        return [] if old == new else [path]
+    return [] if type(old) is type(new) and old == new else None
+
+
+def int_paths(x, path=()) -> list:
+    """Every int position inside x (dynamic=True: all of them are candidates)."""
+    if isinstance(x, tuple):
+        return [p for k, a in enumerate(x) for p in int_paths(a, (*path, k))]
+    return [path] if _is_int(x) else []
+
+
+@dataclasses.dataclass(frozen=True)
+class Site:
+    """What a dynamic position is."""
+    what: str          # "saved" (tensor w.saved[index] dim), "in" (input metadata), "value",
+    node: int          # "leaf" (a leaf's own metadata: keyed, not a graph input)
+    index: int = 0     # saved: position in w.saved; in: input slot; value: element (-1: scalar)
+    part: int = 0      # saved/leaf: 0 size, 1 stride
+    dim: int = 0
+    attr: str = ""
+
+    def label(self, w) -> str:
+        name = w.kinds[self.node].name
+        if self.what == "saved":
+            _, attr, _ = w.saved_node[self.index]
+            part = "size" if self.part == 0 else "stride"
+            return f"node {self.node} {name}: saved tensor {attr} {part} of dim {self.dim}"
+        if self.what == "in":
+            return f"node {self.node} {name}: input {self.index} metadata dim {self.dim}"
+        if self.what == "leaf":
+            part = "size" if self.part == 0 else "stride"
+            return f"node {self.node} {name}: leaf {part} of dim {self.dim}"
+        el = "" if self.index < 0 else f"[{self.index}]"
+        return f"node {self.node} {name}: saved value {self.attr}{el}"
+
+
+def classify(w, path: tuple, strict: bool = True) -> Site | None:
+    """The Site of a signature position of walk w, or None (strict: raise NotDynamic) when a
+    change there is not a size change we can make symbolic."""
+    def no(why: str):
+        if strict:
+            raise NotDynamic(why)
+        return None
+    sig = w.signature
+    entry = sig[path[0]]
+    if entry[0] == "execution order" or len(path) < 2:
+        return no("the execution order changed")
+    i, pos = entry[0], path[1]
+    kind = w.kinds[i]
+    name = kind.name
+    if pos < 3:
+        return no(f"node {i} {name}: its class or edges changed")
+    if pos == 3:                        # input metadata: (shape, dtype, device[, grad_dtype])
+        if len(path) == 5 and path[3] == 0:
+            return Site("in", i, path[2], 0, path[4])
+        return no(f"node {i} {name}: input metadata changed")
+    if kind.how == LEAF:
+        if pos == 4 and len(path) == 4 and path[2] in (0, 1):
+            return Site("leaf", i, 0, path[2], path[3])
+        return no(f"node {i} {name}: leaf state changed")
+    if kind.how != TRACE or i in w.hooks:
+        return no(f"node {i} {name}: not traced from its formula ({kind.how}) or has hooks")
+    k = pos - 4
+    if k < len(kind.value_attrs):
+        attr = kind.value_attrs[k]
+        f = FORMULAS.get(name)
+        if f is None or attr not in f[1]:
+            return no(f"node {i} {name}: saved value {attr} changed (its formula reads it as a "
+                      "constant: no symbolic copy of it here)")
+        return Site("value", i, path[2] if len(path) > 2 else -1, attr=attr)
+    t = k - len(kind.value_attrs)
+    if t >= len(kind.tensor_attrs) or len(path) != 4 or path[2] not in (0, 1):
+        return no(f"node {i} {name}: saved tensor state changed")
+    key = (i, kind.tensor_attrs[t], -1)
+    try:
+        s = w.saved_node.index(key)
+    except ValueError:
+        return no(f"node {i} {name}: saved tensor list changed")
+    return Site("saved", i, s, path[2], path[3])
+
+
+def mask(sig: tuple, paths) -> tuple:
+    """sig with DYN at every path (a hashable key that ignores the dynamic positions)."""
+    by_entry: dict = {}
+    for p in paths:
+        by_entry.setdefault(p[0], []).append(p[1:])
+    out = list(sig)
+    for e, ps in by_entry.items():
+        out[e] = _mask(sig[e], ps)
+    return tuple(out)
+
+
+def _mask(x, paths):
+    if any(len(p) == 0 for p in paths):
+        return DYN
+    groups: dict = {}
+    for p in paths:
+        groups.setdefault(p[0], []).append(p[1:])
+    lst = list(x)
+    for k, ps in groups.items():
+        lst[k] = _mask(x[k], ps)
+    return tuple(lst)
+
+
+def values_at(sig: tuple, paths) -> list:
+    out = []
+    for p in paths:
+        x = sig
+        for k in p:
+            x = x[k]
+        out.append(_signed(x))
+    return out
+
+
+@dataclasses.dataclass
+class DynSpec:
+    """The dynamic positions of a signature and what the trace needs from them."""
+    paths: tuple                 # sorted signature paths
+    sites: tuple                 # Site per path
+    masked: tuple                # mask(signature, paths)
+    saved_dims: dict             # w.saved position -> set of dims made symbolic (every
+    #                              saved tensor with a dynamic position, maybe with no dim)
+    int_inputs: tuple            # indices into paths of the SymInt graph inputs, in order
+
+    @staticmethod
+    def build(w, paths) -> DynSpec:
+        paths = tuple(sorted(set(paths)))
+        sites = tuple(classify(w, p) for p in paths)
+        saved_dims: dict = {}
+        ints = []
+        for k, s in enumerate(sites):
+            if s.what == "saved":
+                # a tensor whose strides alone vary stays static in the trace, but is checked
+                # (Guards: its strides must be the traced ones)
+                dims = saved_dims.setdefault(s.index, set())
+                if s.part == 0:
+                    dims.add(s.dim)
+            elif s.what in ("in", "value"):
+                ints.append(k)
+        if not any(saved_dims.values()) and not ints:
+            raise NotDynamic("no size the graph reads changed")
+        vals = values_at(w.signature, paths)
+        for k in ints:
+            if vals[k] < 0:     # a negative slice start/end: symbols here are sizes (>= 0)
+                raise NotDynamic(f"{sites[k].label(w)} is negative ({vals[k]})")
+        return DynSpec(paths, sites, mask(w.signature, paths), saved_dims, tuple(ints))
+
+
+def all_size_paths(w) -> list:
+    """dynamic=True: every position of w's signature that could be a symbolic size."""
+    out = []
+    for e, entry in enumerate(w.signature):
+        if entry[0] == "execution order":
+            continue
+        for p in int_paths(entry[3:], (e,)):
+            p = (p[0], p[1] + 3, *p[2:])
+            s = classify(w, p, strict=False)
+            if s is not None:
+                out.append(p)
+    return out
+
+
+# ---- the trace's view of the walk ------------------------------------------------------------
+
+class DynWalk:
+    """A walk whose input metadata and saved sizes are symbolic at the dynamic positions:
+    what trace.py's engine reads instead of the walk (attributes not set here are the walk's)."""
+
+    def __init__(self, w, spec: DynSpec, symints: list) -> None:
+        self._w = w
+        self.dynamic = True
+        sym_in: dict = {}
+        vals: dict = {}
+        for k, si in zip(spec.int_inputs, symints, strict=True):
+            s = spec.sites[k]
+            if s.what == "in":
+                sym_in[(s.node, s.index, s.dim)] = si
+            else:
+                vals.setdefault(s.node, {})[(s.attr, s.index)] = si
+        in_meta = list(w.in_meta)
+        for (i, slot, d), si in sym_in.items():
+            metas = list(in_meta[i])
+            m = list(metas[slot])
+            shape = list(m[0])
+            shape[d] = si
+            m[0] = tuple(shape)
+            metas[slot] = tuple(m)
+            in_meta[i] = tuple(metas)
+        self.in_meta = in_meta
+        self.formulas: dict = {}
+        for i, sv in vals.items():     # nodes whose saved sizes vary: our copy of the formula
+            self.formulas[i] = self._formula(i, sv)
+
+    def __getattr__(self, name):
+        return getattr(self._w, name)
+
+    def _formula(self, i: int, sym_vals: dict):
+        node = self._w.nodes[i]
+        kind = self._w.kinds[i]
+        fn, _ = FORMULAS[kind.name]
+        values = {}
+        for a in kind.value_attrs:
+            v = _signed(getattr(node, "_saved_" + a))
+            if isinstance(v, tuple):
+                v = tuple(sym_vals.get((a, j), x) for j, x in enumerate(v))
+            else:
+                v = sym_vals.get((a, -1), v)
+            values[a] = v
+        edges = self._w.edges[i]
+
+        def run(buf: list, placeholders: dict) -> list:
+            if len(buf) != 1 or buf[0] is None or buf[0].dtype.is_complex:
+                raise NotDynamic(f"node {i} {kind.name}: undefined or complex grad")
+            if any(isinstance(v, complex) for v in values.values()):
+                raise NotDynamic(f"node {i} {kind.name}: complex scalar")
+
+            def saved(attr):
+                t = placeholders.get((i, attr, -1))
+                if t is None or t.dtype.is_complex:
+                    raise NotDynamic(f"node {i} {kind.name}: saved {attr} missing or complex")
+                return t
+            need = [c >= 0 for c, _ in edges]
+            with torch.no_grad():
+                return fn(buf[0], values, saved, need)
+        return run
+
+
+# ---- guards ----------------------------------------------------------------------------------
+
+def _expr(x):
+    """The expression a SymInt was made with (not `.node.expr`: that applies the replacements
+    the trace found later, which Guards.check verifies instead)."""
+    return x.node._expr if isinstance(x, torch.SymInt) else sympy.Integer(x)
+
+
+def input_exprs(saved_fakes: dict, symints: list) -> tuple:
+    """Taken before the trace: per SymInt input its symbol; per symbolic saved tensor (w.saved
+    position -> fake) the expressions of its sizes, strides and storage offset."""
+    tensors = [(s, tuple(_expr(x) for x in f.shape), tuple(_expr(x) for x in f.stride()),
+                _expr(f.storage_offset())) for s, f in saved_fakes.items()]
+    return [_expr(si) for si in symints], tensors
+
+
+class Guards:
+    """Decides per step whether the dynamic graph holds for its sizes (Note [Dynamic shapes])."""
+
+    def __init__(self, env, spec: DynSpec, exprs: tuple, w) -> None:
+        if any(env.deferred_runtime_asserts.values()):
+            raise NotDynamic("the trace made data-dependent sizes")
+        self.spec = spec
+        self.labels = {}
+        # the symbol of each SymInt input and each symbolic dim: bound per step
+        self.int_syms, self.tensors = exprs
+        for s, sizes, _, _ in self.tensors:
+            for d, e in enumerate(sizes):
+                if isinstance(e, sympy.Symbol):
+                    i, attr, _ = w.saved_node[s]
+                    self.labels[e] = (f"node {i} {w.kinds[i].name}: saved tensor {attr} size of "
+                                      f"dim {d}")
+        for k, sym in zip(spec.int_inputs, self.int_syms, strict=True):
+            if isinstance(sym, sympy.Symbol):
+                self.labels[sym] = spec.sites[k].label(w)
+        self.ranges = {s: env.var_to_range[s] for s in env.var_to_range}
+        self.replacements = dict(env.replacements)
+        self.guards = [g.expr for g in env.guards]
+
+    def check(self, ints: list, saved: list) -> str | None:
+        """None if the graph holds for these sizes, else why not (a recompile reason).  The
+        answer depends on the ints and the checked tensors' metadata only: memoized."""
+        key = (tuple(ints), tuple((tuple(saved[s].shape), saved[s].stride(),
+                                   saved[s].storage_offset()) for s, _, _, _ in self.tensors))
+        memo = self.__dict__.setdefault("_memo", {})
+        if key in memo:
+            return memo[key]
+        why = self._check(ints, saved)
+        if len(memo) < 1024:
+            memo[key] = why
+        return why
+
+    def _check(self, ints: list, saved: list) -> str | None:
+        b: dict = {}
+        for sym, v in zip(self.int_syms, ints, strict=True):
+            if isinstance(sym, sympy.Symbol):
+                if b.setdefault(sym, v) != v:
+                    return f"{self.labels.get(sym, sym)}: two values for one symbol"
+        for s, sizes, strides, off in self.tensors:
+            t = saved[s]
+            for e, v in (*zip(sizes, t.shape, strict=True), *zip(strides, t.stride(), strict=True),
+                         (off, t.storage_offset())):
+                if isinstance(e, sympy.Symbol) and b.setdefault(e, v) != v:
+                    return f"saved tensor {s}: two values for one symbol {e}"
+        for sym, v in b.items():
+            r = self.ranges.get(sym)
+            if r is not None and not (r.lower <= v and v <= r.upper):
+                return f"{self.labels.get(sym, sym)} = {v} outside the traced range [{r.lower}, {r.upper}] (0 and 1 are specialized)"
+        for sym, e in self.replacements.items():
+            if sym in b and e.xreplace(b) != b[sym]:
+                return self._failed(f"{sym} == {e}", e.free_symbols | {sym}, b)
+        for g in self.guards:
+            if g.xreplace(b) is not sympy.true:
+                return self._failed(str(g), g.free_symbols, b)
+        for k, sym in zip(range(len(ints)), self.int_syms, strict=True):
+            if sym.xreplace(b) != ints[k]:
+                return self._failed(f"{self.spec.sites[self.spec.int_inputs[k]].what} input "
+                                    f"== {sym}", sym.free_symbols, b)
+        for s, sizes, strides, off in self.tensors:
+            t = saved[s]
+            if (tuple(e.xreplace(b) for e in sizes) != tuple(t.shape)
+                    or tuple(e.xreplace(b) for e in strides) != t.stride()
+                    or off.xreplace(b) != t.storage_offset()):
+                return (f"saved tensor {s}: size {tuple(t.shape)} stride {t.stride()} is not "
+                        f"the traced ({sizes}, {strides})")
+        return None
+
+    def _failed(self, guard: str, syms, b) -> str:
+        who = ", ".join(f"{self.labels.get(s, s)} = {b.get(s, '?')}" for s in
+                        sorted(syms, key=str))
+        return f"shape guard {guard} failed ({who})"

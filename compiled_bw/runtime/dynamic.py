@@ -1,0 +1,213 @@
+"""Dynamic graphs at run time: looked up after the static key missed, captured on a size change.
+
+Consumes a step whose static CacheKey missed (runtime/run.py `_call`); produces (Compiled
+entry bound to this step's sizes, Slots or None, the Python Walk to run it with), or None:
+the static path goes on as before.  capture/dynamic.py Note [Dynamic shapes] says what is
+symbolic and what the guards check.  This first version looks dynamic graphs up in Python: a
+step that misses the static key is walked again by the Python walk (walk.py), whose signature
+is masked at the dynamic positions and looked up; static hits keep the C++ walk and hit path.
+Graphs with user code inside (hooks, custom Functions, nodes run opaquely), leaf hooks,
+tensor subclasses, other backends than "eager" and "inductor", or a changed root grad shape
+stay static.
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+
+from ..backends.eager import compile_eager
+from ..capture import fastwalk
+from ..capture.dynamic import (
+    DynSpec,
+    DynWalk,
+    Guards,
+    NotDynamic,
+    all_size_paths,
+    input_exprs,
+    mask,
+    size_diff,
+)
+from ..capture.dynamic import values_at as _values_at
+from ..capture.nodes import LEAF, TRACE
+from ..capture.trace import TraceFailed, trace_backward
+from ..capture.walk import walk_graph
+from ..passes import run_passes
+from ..torchapi.dynamo import symbolic_fakes, symint
+from . import background
+from .cache import Compiled
+
+STATIC = None   # step()'s answer (STATIC, slots): the static path, with these Slots
+
+
+@dataclasses.dataclass
+class DynEntry:
+    base: tuple          # (root edges, root meta, options, backend): equal, or no hit
+    spec: DynSpec
+    compiled: Compiled   # its fn takes the box plus the SymInt inputs' values
+    guards: Guards
+
+
+def _base(key) -> tuple:
+    return (key.root_edges, key.root_meta, key.options, key.backend)
+
+
+def _eligible(state, w, key) -> bool:
+    return (state.backend in ("eager", "inductor") and not key.options.leaf_observed
+            and not w.hooks)
+
+
+def _python_walk(w, root_edges):
+    if not isinstance(w, fastwalk.FastWalk):
+        return w
+    try:
+        return walk_graph(root_edges)
+    except Exception:  # noqa: BLE001 -- WalkUnsupported, an eager error: the static path says
+        return None
+
+
+def _bound(entry: DynEntry, ints: list) -> Compiled:
+    fn = entry.compiled.fn
+
+    def run(box: list) -> list:
+        box.extend(ints)
+        return fn(box)
+    return dataclasses.replace(entry.compiled, fn=run)
+
+
+def step(state, w, root_edges, opts, grad_tensors, key, root_key):
+    """(Compiled bound to this step's sizes, Slots or None, walk) for a dynamic hit or fresh
+    capture; (STATIC, Slots): a dynamic capture failed, the static path captures with the
+    Slots it installed;
+    None: the static path goes on as if this module did not exist."""
+    if not _eligible(state, w, key) or any(k.how not in (TRACE, LEAF) for k in w.kinds):
+        return None     # (before a second walk: custom Functions' and hooked nodes' state)
+    pw = _python_walk(w, root_edges)
+    if pw is None or pw.hooks or any(k.how not in (TRACE, LEAF) for k in pw.kinds):
+        return None
+    base = _base(key)
+    cache = state.cache
+    if isinstance(w, fastwalk.FastWalk) and list(w.saved_node) != list(pw.saved_node):
+        return None     # (the run uses w: its saved tensors must be the Python walk's)
+    for entry in cache.dynamic.get(root_key, ()):
+        if entry.base != base or len(entry.spec.masked) != len(pw.signature):
+            continue
+        if mask(pw.signature, entry.spec.paths) != entry.spec.masked:
+            continue
+        vals = _values_at(pw.signature, entry.spec.paths)
+        ints = [vals[k] for k in entry.spec.int_inputs]
+        why = entry.guards.check(ints, pw.saved)
+        if why is None:
+            cache.last[root_key] = key
+            state.stats.cache_hits += 1
+            state.stats.dynamic_hits += 1
+            return _bound(entry, ints), None, w
+        state.log_recompile(f"a dynamic graph's shape guard failed: {why}")
+    prev = cache.last_py.get((root_key, base))      # the last miss with the same options
+    cache.last_py[(root_key, base)] = (base, pw.signature)
+    if state.dynamic is True:
+        paths = all_size_paths(pw)
+    elif prev is not None and prev[0] == base:
+        paths = size_diff(prev[1], pw.signature)
+        if not paths:
+            return None
+        # the sizes that varied before vary still: one graph for all of them
+        for entry in cache.dynamic.get(root_key, ()):
+            if entry.base == base and _same_structure(entry.spec.masked, pw.signature):
+                paths = list(paths) + list(entry.spec.paths)
+    else:
+        return None
+    if cache.count(root_key) >= state.cache_size_limit:
+        return None     # the static path says so (fallback with its reason)
+    try:
+        spec = DynSpec.build(pw, paths)
+    except NotDynamic as e:
+        state.log_recompile(f"sizes changed but the graph stays static: {e}")
+        return None
+    return _capture(state, w, pw, opts, grad_tensors, key, root_key, spec, base, prev)
+
+
+def _same_structure(masked: tuple, sig: tuple) -> bool:
+    """Whether sig equals a masked signature up to ints (at the DYN positions or elsewhere)."""
+    if masked == "<dyn>":
+        return type(sig) is int
+    if isinstance(masked, tuple):
+        return (isinstance(sig, tuple) and len(masked) == len(sig)
+                and all(_same_structure(a, b) for a, b in zip(masked, sig, strict=True)))
+    return (type(masked) is int and type(sig) is int) or (
+        type(masked) is type(sig) and masked == sig)
+
+
+def _capture(state, w, pw, opts, grad_tensors, key, root_key, spec, base, prev):
+    from .run import _install  # (run.py imports this module)
+    t0 = time.perf_counter()
+    slots = _install(w)     # the step's own walk's Slots (C++ ones for the C++ walk)
+    with background.trace_lock():
+        try:
+            entry = _trace_and_compile(state, pw, opts, grad_tensors, spec, slots, base)
+        except Exception as e:  # noqa: BLE001 -- NotDynamic, TraceFailed, a symbolic-shape
+            # failure in torch: the static capture goes on with the Slots installed here
+            why = str(e) if isinstance(e, (NotDynamic, TraceFailed)) else \
+                f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+            state.log_recompile(f"sizes changed but the graph stays static: {why}")
+            return STATIC, slots
+    state.stats.compile_seconds += time.perf_counter() - t0
+    changed = _describe(pw, spec, prev)
+    state.log_recompile(f"sizes changed, capturing a dynamic graph ({changed})")
+    cache = state.cache
+    cache.dynamic.setdefault(root_key, []).append(entry)
+    cache.per_root[root_key] = cache.per_root.get(root_key, 0) + 1
+    cache.last[root_key] = key
+    state.stats.captures += 1
+    state.stats.dynamic_captures += 1
+    state.record_capture(entry.compiled)
+    vals = _values_at(pw.signature, spec.paths)
+    return _bound(entry, [vals[k] for k in spec.int_inputs]), slots, w
+
+
+def _describe(pw, spec, prev) -> str:
+    old = _values_at(prev[1], spec.paths) if prev is not None else None
+    new = _values_at(pw.signature, spec.paths)
+    parts = []
+    for k, site in enumerate(spec.sites):
+        if site.what == "leaf" or (site.what == "saved" and site.part == 1):
+            continue
+        was = f"{old[k]} -> " if old is not None else ""
+        parts.append(f"{site.label(pw)}: {was}{new[k]}")
+    more = f"; and {len(parts) - 6} more" if len(parts) > 6 else ""
+    return "; ".join(parts[:6]) + more
+
+
+def _trace_and_compile(state, pw, opts, grad_tensors, spec: DynSpec, slots, base) -> DynEntry:
+    roots = [g for g in grad_tensors if g is not None]
+    reals = roots + list(pw.saved)
+    dims = [set() for _ in roots] + [spec.saved_dims.get(s, set()) for s in range(len(pw.saved))]
+    _, env, fakes = symbolic_fakes(reals, dims)
+    vals = _values_at(pw.signature, spec.paths)
+    ints = [symint(env, vals[k], f"size{n}") for n, k in enumerate(spec.int_inputs)]
+    dw = DynWalk(pw, spec, ints)
+    exprs = input_exprs({s: fakes[len(roots) + s] for s in spec.saved_dims}, ints)
+    gm, plan = trace_backward(pw, opts, grad_tensors, slots, delivers=False,
+                              dyn=(dw, fakes, ints))
+    if plan.opaque_sites or plan.in_layouts is not None or plan.out_layouts is not None:
+        raise NotDynamic("the graph holds opaque calls or tensor subclasses")
+    if not opts.accumulate and not opts.allow_unused and None in plan.capture_outputs:
+        raise NotDynamic("an input of grad() is unused")
+    for i, _ in plan.leaf_outputs:
+        if not pw.leaves[i].requires_grad:
+            raise NotDynamic(f"leaf {i} has requires_grad=False")
+    gm = run_passes(gm)
+    example = fakes + ints
+    fn = compile_eager(gm, example)
+    if state.backend == "inductor":
+        try:
+            fn = state.compile_fn(gm, example)
+        except Exception as e:  # noqa: BLE001 -- the eager backend runs it, recorded
+            state.compile_failed(f"Inductor failed to compile a dynamic graph, it runs on the "
+                                 f"eager backend: {type(e).__name__}: "
+                                 f"{str(e).splitlines()[0][:200]}")
+    guards = Guards(env, spec, exprs, pw)
+    from .run import _box_owned
+    owned = _box_owned(pw, plan)
+    box_nodes = tuple(sorted({pw.saved_node[k][0] for k in owned}))
+    compiled = Compiled(fn, plan, gm, owned, box_nodes, n_inputs=len(example))
+    return DynEntry(base, spec, compiled, guards)

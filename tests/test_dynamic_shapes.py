@@ -1,0 +1,247 @@
+"""Dynamic shapes: one capture with symbolic sizes serves a sequence of sizes.
+
+Each test runs a program over a sequence of sizes under eager autograd and under compiled_bw
+(differential: every grad, its dtype and strides) and asserts how many captures it took, and
+how many of them were dynamic (capture/dynamic.py Note [Dynamic shapes]).  A graph whose
+sizes reach a formula we cannot make symbolic stays static: one capture per shape, never a
+graph reused for sizes it baked in.
+"""
+import pytest
+import torch
+from differential import differential, grads
+
+import compiled_bw
+
+pytestmark = [pytest.mark.both_backends, pytest.mark.foreground_compile]
+
+
+def sized(sizes, make):
+    """build/step over a sequence of sizes: step k runs make(state, sizes[k])."""
+    def build():
+        return {"k": 0, "state": make(None, None)}
+
+    def step(s):
+        n = sizes[s["k"]]
+        s["k"] += 1
+        return make(s["state"], n)
+    return build, step
+
+
+def run(sizes, make, *, captures, dynamic_captures, options=None):
+    build, step = sized(sizes, make)
+    st = differential(build, step, steps=len(sizes), captures=captures, options=options)
+    assert st.dynamic_captures == dynamic_captures, st.recompile_reasons
+    return st
+
+
+def mlp(state, n):
+    if state is None:
+        return torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3))
+    state.zero_grad()
+    state(torch.randn(n, 4)).pow(2).mean().backward()
+    return grads(state)
+
+
+def test_batch_sizes_one_dynamic_capture():
+    st = run([8, 16, 24, 32, 40, 48], mlp, captures=2, dynamic_captures=1)
+    assert st.dynamic_hits == 4
+    reason = st.recompile_reasons[1]
+    assert "dynamic graph" in reason and "MeanBackward0" in reason and "16" in reason, reason
+
+
+def test_dynamic_true_from_the_first_capture():
+    st = run([5, 9, 13], mlp, captures=1, dynamic_captures=1, options={"dynamic": True})
+    assert st.dynamic_hits == 2
+
+
+def test_dynamic_false_one_capture_per_shape():
+    run([5, 9, 13], mlp, captures=3, dynamic_captures=0, options={"dynamic": False})
+
+
+def test_a_dimension_going_to_one_and_back():
+    # size 1 broadcasts: the graph specialized 0/1 away, so 1 is a capture of its own, and the
+    # next larger size reuses the first dynamic graph
+    st = run([8, 16, 1, 24, 1, 32], mlp, captures=3, dynamic_captures=2)
+    assert any("outside the traced range" in r and "self_sym_sizes[0] = 1" in r
+               for r in st.recompile_reasons), st.recompile_reasons
+
+
+def seq_model(state, t):
+    # sequence length varies: Linear on [B, T, D] (view -> mm -> unsafe view), a sum over T
+    if state is None:
+        return [torch.randn(6, 5, requires_grad=True), torch.randn(5, requires_grad=True)]
+    w, b = state
+    for p in state:
+        p.grad = None
+    x = torch.randn(2, t, 6)
+    h = torch.nn.functional.linear(x, w.t(), b).tanh()
+    h.sum(1).mean().backward()
+    return grads(state)
+
+
+def test_sequence_length():
+    run([5, 9, 13, 17], seq_model, captures=2, dynamic_captures=1)
+
+
+def broadcast(state, n):
+    if state is None:
+        return [torch.randn(1, 4, requires_grad=True), torch.randn(4, requires_grad=True)]
+    a, b = state
+    for p in state:
+        p.grad = None
+    x = torch.randn(n, 4, requires_grad=True)
+    y = torch.randn(n, 1)
+    ((x * a + b) * y).sum().backward()
+    return grads([a, b, x])
+
+
+def test_broadcasting_leaf_grads_sum_to_their_shape():
+    run([3, 6, 9, 12], broadcast, captures=2, dynamic_captures=1)
+
+
+def mean_divisor(state, n):
+    # MeanBackward0 divides by numel, MeanBackward1 by the reduced dims' sizes: a baked divisor
+    # would give a wrong grad for every later size
+    if state is None:
+        return [torch.randn(3, requires_grad=True)]
+    (w,) = state
+    w.grad = None
+    x = torch.randn(n, 3)
+    ((x * w).mean() + (x * w).mean(0).sum() + (x * w).mean(dim=(0, 1), keepdim=True).sum()
+     ).backward()
+    return grads(state)
+
+
+def test_mean_divisor_is_a_symbolic_size():
+    run([2, 4, 6, 8], mean_divisor, captures=2, dynamic_captures=1)
+
+
+def views(state, n):
+    if state is None:
+        return [torch.randn(4, requires_grad=True)]
+    (w,) = state
+    w.grad = None
+    x = torch.randn(n, 4) * w
+    y = x.view(n * 4).reshape(2, n * 2)[:, 1:].unsqueeze(0).squeeze(0)
+    z = x.expand(3, n, 4).sum(0)[1]
+    (y.pow(2).sum() + z.sum()).backward()
+    return grads(state)
+
+
+def test_view_reshape_expand_slice_select_sizes():
+    run([4, 6, 8, 10], views, captures=2, dynamic_captures=1)
+
+
+def column_major(state, n):
+    # mm_mat1_backward returns a column-major grad for a column-major mat1: the check on its
+    # saved strides must see this step's strides
+    if state is None:
+        return [torch.randn(4, 3, requires_grad=True)]
+    (w,) = state
+    w.grad = None
+    x = torch.randn(4, n).t().requires_grad_()
+    (x @ w).sin().sum().backward()
+    return [w.grad, x.grad]
+
+
+def test_column_major_mm_input():
+    run([5, 7, 9], column_major, captures=2, dynamic_captures=1)
+
+
+def split_sizes(state, n):
+    if state is None:
+        return [torch.randn(4, requires_grad=True)]
+    (w,) = state
+    w.grad = None
+    a, b = (torch.randn(n, 4) * w).split(n // 2)
+    (a.sum() * 2 + b.pow(2).sum()).backward()
+    return grads(state)
+
+
+def test_split_sizes_stay_static():
+    # SplitBackward0's saved sizes have no symbolic formula here: one capture per shape
+    st = run([4, 6, 8], split_sizes, captures=3, dynamic_captures=0)
+    assert any("stays static" in r and "SplitBackward0" in r for r in st.recompile_reasons), \
+        st.recompile_reasons
+
+
+def test_image_height_and_width():
+    def conv(state, hw):
+        if state is None:
+            return torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.ReLU(),
+                                       torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(),
+                                       torch.nn.Linear(4, 2))
+        state.zero_grad()
+        state(torch.randn(2, 3, *hw)).square().mean().backward()
+        return grads(state)
+    run([(8, 8), (12, 10), (16, 16), (9, 7)], conv, captures=2, dynamic_captures=1)
+
+
+def test_recompile_log_names_node_and_dim(caplog, monkeypatch):
+    from compiled_bw import config
+    monkeypatch.setattr(config, "enabled", {"recompiles"})   # COMPILED_BW_LOG=recompiles
+    compiled_bw.reset()
+    net = mlp(None, None)
+    with caplog.at_level("INFO", logger="compiled_bw"):
+        with compiled_bw.enable(backend="eager"):
+            for n in (8, 16, 1):
+                mlp(net, n)
+    text = caplog.text
+    assert "node 0 MeanBackward0: saved value self_sym_sizes[0]: 8 -> 16" in text, text
+    assert "node 0 MeanBackward0: saved value self_sym_sizes[0] = 1 outside the traced range" \
+        in text, text
+
+
+def mm_layouts(state, n):
+    # the same sizes and key positions, but mm_mat1_backward's column-major test
+    # (strides[1] == sizes[0]) answers differently: a shape guard of the dynamic graph decides
+    # (unchecked, the column-major graph would return row-major steps' grads with the wrong
+    # strides)
+    if state is None:
+        return [torch.randn(4, 3, requires_grad=True)]
+    (w,) = state
+    w.grad = None
+    if n % 4 == 1:
+        x = torch.randn(4, n).t()               # column-major: strides (1, n)
+    else:
+        x = torch.randn(4, n + 2).t()[:n]       # strides (1, n + 2): not column-major
+    x.requires_grad_()
+    return list(torch.autograd.grad((x @ w).sin().sum(), [x, w]))   # the grads' own strides
+
+
+def test_shape_guard_decides_a_formula_branch():
+    st = run([5, 9, 11, 13, 7], mm_layouts, captures=3, dynamic_captures=2)
+    assert any("shape guard" in r and "failed" in r for r in st.recompile_reasons), \
+        st.recompile_reasons
+
+
+def strides_only(state, k):
+    # the same sizes, the saved mat1 alternately row- and column-major: only strides change
+    if state is None:
+        return [torch.randn(4, 3, requires_grad=True)]
+    (w,) = state
+    n = 6 if k < 3 else 10
+    x = torch.randn(n, 4) if k % 2 == 0 else torch.randn(4, n).t()
+    x.requires_grad_()
+    return list(torch.autograd.grad((x @ w).sin().sum(), [x, w]))
+
+
+def test_strides_that_change_are_checked():
+    run([0, 1, 2, 3, 4, 5], strides_only, captures=4, dynamic_captures=3)
+
+
+def grad_retain(state, n):
+    # grad() with inputs, retain_graph=True and a second call on the same graph
+    if state is None:
+        return mlp(None, None)
+    x = torch.randn(n, 4, requires_grad=True)
+    loss = state(x).tanh().sum()
+    ps = [x, *state.parameters()]
+    first = torch.autograd.grad(loss, ps, retain_graph=True)
+    second = torch.autograd.grad(loss, ps[:2])
+    return [*first, *second]
+
+
+def test_grad_inputs_and_retain_graph():
+    # two graphs per size (all inputs; x and one weight), each static once then dynamic
+    run([3, 5, 7, 9], grad_retain, captures=4, dynamic_captures=2)
