@@ -144,6 +144,10 @@ def install_slots(nodes: list, saved_node: list) -> list:
     for key in saved_node:
         i, attr, pos = key
         node = nodes[i]
+        if type(pos) is tuple:      # a tensor of a traceable hook's packed object (packed.py):
+            from .packed import packed_slot    # no Slot, nothing in node.metadata
+            slots.append(packed_slot(node, attr, pos))
+            continue
         meta = node.metadata
         mine = meta.get(SLOTS_KEY)
         if mine is None:
@@ -151,10 +155,6 @@ def install_slots(nodes: list, saved_node: list) -> list:
         slot = mine.get(key[1:])
         if slot is None and attr == "novc":    # AOT's plain list: nothing to hook
             slot = mine[key[1:]] = Slot()
-        if type(pos) is tuple:      # a tensor of a traceable hook's packed object (packed.py)
-            from .packed import packed_slot
-            slots.append(packed_slot(node, attr, pos))
-            continue
         if slot is None:
             raw = getattr(node, "_raw_saved_" + attr)
             if pos >= 0:
