@@ -145,7 +145,7 @@ def install_slots(nodes: list, saved_node: list) -> list:
         i, attr, pos = key
         node = nodes[i]
         if type(pos) is tuple:      # a tensor of a traceable hook's packed object (packed.py):
-            from .packed import packed_slot    # no Slot, nothing in node.metadata
+            from .packed import packed_slot  # no Slot, nothing in node.metadata
             slots.append(packed_slot(node, attr, pos))
             continue
         meta = node.metadata
