@@ -35,10 +35,10 @@ def _saved_bookkeeping(w) -> None:
     (runtime/run.py), as if every node ran: the Python walk installs Slots before the run
     and releases them after; the C++ walk calls Node::release_variables after the run."""
     everything = range(len(w.nodes))
-    if isinstance(w, fastwalk.FastWalk):
-        w.cw.release_variables(everything)
+    if w.frees_saved_itself:
+        w.release_nodes(everything)
     else:
-        fastwalk.install(w).release(everything, len(w.nodes))
+        w.install().release(everything, len(w.nodes))
 
 
 def _one(walker, model, x, cache: dict, i: int) -> tuple:

@@ -52,7 +52,7 @@ def _eager_order(seed):
 def _our_order(seed):
     loss, leaves = _build(seed)
     w = fastwalk.walk([gradient_edge(loss)])
-    slots = fastwalk.install(w)
+    slots = w.install()
     _, plan = trace_backward(w, Options(True, False, (), False), [torch.ones(())], slots)
     base = sequence_nr(w.nodes[0])
     return [_label(w.nodes[i], base, leaves) for i in plan.executed]

@@ -17,8 +17,19 @@ def test_cpu_graph_reads_no_streams():
     from compiled_bw.capture.saved import gradient_edge
     x = torch.randn(3, requires_grad=True)
     y = (x.sin() * 2).sum()
-    assert fastwalk.forward_streams(fastwalk.walk([gradient_edge(y)])) == []
+    assert fastwalk.walk([gradient_edge(y)]).forward_streams() == []
     assert streams.device_types([x, torch.empty(1, device="meta"), 3]) == frozenset()
+
+
+class _Walk:
+    """A walk whose nodes ran their forward on these streams (the walk interface's
+    forward_streams)."""
+
+    def __init__(self, seen) -> None:
+        self.seen = seen
+
+    def forward_streams(self):
+        return self.seen
 
 
 @pytest.mark.parametrize(("seen", "current", "reason"), [
@@ -28,21 +39,19 @@ def test_cpu_graph_reads_no_streams():
     ([("cuda", 0, 8)], 7, "ran on stream 8 of cuda:0, the backward is called on stream 7"),
 ])
 def test_stream_rule(monkeypatch, seen, current, reason):
-    monkeypatch.setattr(fastwalk, "forward_streams", lambda w: seen)
     monkeypatch.setattr(streams, "current_stream_id",
                         lambda dev: current if dev.index == 0 else 9)
     if reason is None:
-        streams.check(object(), frozenset({"cuda"}), FallbackToEager)
+        streams.check(_Walk(seen), frozenset({"cuda"}), FallbackToEager)
     else:
         with pytest.raises(FallbackToEager, match=reason):
-            streams.check(object(), frozenset({"cuda"}), FallbackToEager)
+            streams.check(_Walk(seen), frozenset({"cuda"}), FallbackToEager)
 
 
-def test_unreadable_streams_fall_back(monkeypatch):
-    monkeypatch.setattr(fastwalk, "forward_streams", lambda w: None)
+def test_unreadable_streams_fall_back():
     with pytest.raises(FallbackToEager, match="without the C\\+\\+ extension"):
-        streams.check(object(), frozenset({"cuda"}), FallbackToEager)
-    streams.check(object(), frozenset(), FallbackToEager)      # CPU graphs: nothing to read
+        streams.check(_Walk(None), frozenset({"cuda"}), FallbackToEager)
+    streams.check(_Walk(None), frozenset(), FallbackToEager)      # CPU graphs: nothing to read
 
 
 def test_cudagraphs_option_on_cpu_changes_nothing():

@@ -355,6 +355,37 @@ class FastWalk:
             self._saved_node = self.cw.saved_keys()
         return self._saved_node
 
+    frees_saved_itself = True   # release_nodes: Node::release_variables, no Slots needed
+
+    def take_saved(self, box: list) -> None:
+        box.extend(self.cw.saved)
+        self.cw.saved.clear()   # in place: the C++ walk's list
+
+    def release_nodes(self, indices) -> None:
+        """What eager's engine does after each node with retain_graph=False."""
+        self.cw.release_variables(indices)
+
+    def accumulate(self, leaf_idx: list, grads: list) -> bool:
+        return True if not leaf_idx else self.cw.accumulate(leaf_idx, grads)
+
+    def leaf_observed(self) -> bool:
+        return bool(self.cw.leaf_observed)
+
+    def forward_streams(self) -> list:
+        return self.cw.streams()
+
+    def run_native(self, *args):
+        """Note [C++ hit path] (runtime/run.py): CWalk.run_native."""
+        return self.cw.run_native(*args)
+
+    def python_walk(self, root_edges):
+        """The Python walk of the same step (runtime/dynamic.py reads its signature entries),
+        or None when it raises (the static path then says why)."""
+        try:
+            return walk_graph(root_edges)
+        except Exception:  # noqa: BLE001 -- WalkUnsupported, an eager error
+            return None
+
     def install(self):
         """Slots on every saved tensor the graph reads (C++ ones, and Python Slots for
         Python-read ones).  Not on those of custom Functions run opaquely (slot_only): their
@@ -409,45 +440,13 @@ def walk(root_edges: list):
     return walk_graph(root_edges)
 
 
-def accumulate(w, leaf_idx: list, grads: list) -> bool:
-    """Deliver grads[k] to the AccumulateGrad of leaf leaf_idx[k] directly (C++: grad mode off,
-    the grad moved in), emptying `grads`; False, touching nothing, if the extension is not loaded
-    or any of those nodes has a hook (runtime/run.py Note [Direct delivery])."""
-    if not leaf_idx:
-        return True
-    ext = _S.ext or (load() if _S.enabled else None)
-    if ext is None:
-        return False
-    if isinstance(w, FastWalk):
-        return w.cw.accumulate(leaf_idx, grads)
-    return ext.accumulate_nodes([w.nodes[i] for i in leaf_idx], grads)
+def _extension(always: bool = False):
+    """The extension module (loaded on first use), or None; always: also when the C++ walk is
+    turned off (only C++ sees C++ hooks; walk.Walk's methods)."""
+    return _S.ext or (load() if (always or _S.enabled) else None)
 
 
-def forward_streams(w) -> list | None:
-    """The distinct (device type, device index, stream id) that the walk's nodes ran their
-    forward on (non-CPU devices; the engine runs each node's backward there), or None when the
-    extension is not loaded (Python cannot read a node's stream)."""
-    if isinstance(w, FastWalk):
-        return w.cw.streams()
-    ext = _S.ext or (load() if _S.enabled else None)
-    return None if ext is None else ext.node_streams(list(w.nodes))
-
-
-def install(w):
-    """Slots for a Walk or FastWalk: an object with set_placeholders / clear_placeholders /
-    release (saved.py PySlots for the Python walk)."""
-    if isinstance(w, FastWalk):
-        return w.install()
-    from .saved import PySlots
-    ext = _S.ext or load()
-    if ext is None:     # no way to free them but Slots (README: known deviations)
-        keys = w.saved_node + w.slot_only
-        return PySlots(install_slots(w.nodes, keys), len(w.saved_node), [k[0] for k in keys])
-    # a custom Function's saved tensors get no Slot: its real node unpacks them (eager's objects)
-    # and Node::release_variables frees them after the run, as the C++ walk does (FastWalk.install)
-    opaque = {k[0]: w.nodes[k[0]] for k in w.slot_only}
-    return PySlots(install_slots(w.nodes, w.saved_node), len(w.saved_node),
-                   [k[0] for k in w.saved_node], opaque, ext.release_nodes)
+_walk_module.extension = _extension
 
 
 # ---- explaining a miss ---------------------------------------------------------------------
@@ -482,17 +481,6 @@ def describe(old: CSig, new: CSig) -> str:
 
 
 # ---- delivery points (runtime/run.py Note [Delivery points]) --------------------------------
-
-def leaf_observed(w) -> bool | None:
-    """Whether any of these leaves' AccumulateGrad nodes has a hook of any kind (C++ ones such
-    as DDP's included: only C++ sees them); None if the extension is not loaded (unknown)."""
-    if isinstance(w, FastWalk):
-        return bool(w.cw.leaf_observed)
-    ext = _S.ext or load()    # also with the Python walk chosen: only C++ sees C++ hooks
-    if ext is None:
-        return None
-    return ext.leaves_observed([w.nodes[i] for i in w.leaves])
-
 
 def release_node(node) -> None:
     """What eager's engine does after a node ran with retain_graph=False: free its saved

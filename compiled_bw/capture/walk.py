@@ -29,7 +29,7 @@ from .nodes import (
     node_kind,
 )
 from .packed import traceable_entry
-from .saved import SLOTS_KEY, foreign_saved_hooks, input_meta, sequence_nr
+from .saved import SLOTS_KEY, foreign_saved_hooks, input_meta, install_slots, sequence_nr
 from .subclass import PLAIN, SubclassUnsupported, layout_of
 
 # Note [What the signature holds]
@@ -90,6 +90,75 @@ class Walk:
         self.hooks: dict = {}          # node index -> NodeHooks
         self.signature: tuple = ()
         self.root_edges: list = []     # (node index, input_nr) per root
+
+    # ---- the walk interface (capture/fastwalk.py FastWalk implements the same) ----
+    # Saved-tensor life cycle: install (Slots, to trace), take_saved (into the Box),
+    # release_nodes (what eager's engine does after a node with retain_graph=False); leaf
+    # delivery (accumulate, leaf_observed); streams; run_native (the C++ hit path).
+
+    frees_saved_itself = False   # without Slots the nodes keep their saved tensors (FastWalk: no)
+
+    def install(self):
+        """Slots on the saved tensors the graph reads (saved.py PySlots)."""
+        from .saved import PySlots
+        ext = extension(always=True)
+        if ext is None:     # no way to free them but Slots (README: known deviations)
+            keys = self.saved_node + self.slot_only
+            return PySlots(install_slots(self.nodes, keys), len(self.saved_node),
+                           [k[0] for k in keys])
+        # a custom Function's saved tensors get no Slot: its real node unpacks them (eager's
+        # objects) and Node::release_variables frees them after the run, as the C++ walk does
+        opaque = {k[0]: self.nodes[k[0]] for k in self.slot_only}
+        return PySlots(install_slots(self.nodes, self.saved_node), len(self.saved_node),
+                       [k[0] for k in self.saved_node], opaque, ext.release_nodes)
+
+    def take_saved(self, box: list) -> None:
+        """Move the saved tensors into `box` (the Walk keeps no reference: Note [Box
+        ownership] in runtime/run.py)."""
+        box.extend(self.saved)
+        self.saved = None
+
+    def release_nodes(self, indices) -> None:
+        """Nothing: with the Python walk, Slots free the saved tensors (frees_saved_itself)."""
+
+    def accumulate(self, leaf_idx: list, grads: list) -> bool:
+        """Deliver grads[k] to the AccumulateGrad of leaf leaf_idx[k] directly (C++: grad mode
+        off, the grad moved in), emptying `grads`; False, touching nothing, if the extension is
+        not loaded or any of those nodes has a hook (runtime/run.py Note [Direct delivery])."""
+        if not leaf_idx:
+            return True
+        ext = extension()
+        return False if ext is None else ext.accumulate_nodes(
+            [self.nodes[i] for i in leaf_idx], grads)
+
+    def leaf_observed(self) -> bool | None:
+        """Whether any leaf's AccumulateGrad has a hook of any kind (C++ ones such as DDP's
+        included: only C++ sees them); None if the extension is not loaded (unknown)."""
+        ext = extension(always=True)   # also with the Python walk chosen: C++ hooks
+        return None if ext is None else ext.leaves_observed([self.nodes[i] for i in self.leaves])
+
+    def forward_streams(self) -> list | None:
+        """The distinct (device type, device index, stream id) that the nodes ran their
+        forward on (non-CPU devices), or None when the extension is not loaded."""
+        ext = extension()
+        return None if ext is None else ext.node_streams(list(self.nodes))
+
+    def run_native(self, *args):
+        """The C++ hit path needs the C++ walk's tensors: never here."""
+        return False
+
+    def python_walk(self, root_edges):
+        """This walk as a Python Walk (runtime/dynamic.py reads its signature entries)."""
+        return self
+
+
+def _no_extension(always: bool = False):
+    return None
+
+
+# extension(always=False) -> the C++ extension module or None; capture/fastwalk.py installs
+# its loader here (always: load it even when the C++ walk is turned off).
+extension = _no_extension
 
 
 _CLASS_INFO: dict = {}

@@ -16,7 +16,6 @@ import dataclasses
 import time
 
 from ..backends.eager import compile_eager
-from ..capture import fastwalk
 from ..capture.dynamic import (
     DynSpec,
     DynWalk,
@@ -30,7 +29,6 @@ from ..capture.dynamic import (
 from ..capture.dynamic import values_at as _values_at
 from ..capture.nodes import LEAF, TRACE
 from ..capture.trace import TraceFailed, trace_backward
-from ..capture.walk import walk_graph
 from ..passes import run_passes
 from ..torchapi.dynamo import symbolic_fakes, symint
 from . import background
@@ -56,15 +54,6 @@ def _eligible(state, w, key) -> bool:
             and not w.hooks)
 
 
-def _python_walk(w, root_edges):
-    if not isinstance(w, fastwalk.FastWalk):
-        return w
-    try:
-        return walk_graph(root_edges)
-    except Exception:  # noqa: BLE001 -- WalkUnsupported, an eager error: the static path says
-        return None
-
-
 def _bound(entry: DynEntry, ints: list) -> Compiled:
     fn = entry.compiled.fn
 
@@ -81,12 +70,12 @@ def step(state, w, root_edges, opts, grad_tensors, key, root_key):
     None: the static path goes on as if this module did not exist."""
     if not _eligible(state, w, key) or any(k.how not in (TRACE, LEAF) for k in w.kinds):
         return None     # (before a second walk: custom Functions' and hooked nodes' state)
-    pw = _python_walk(w, root_edges)
+    pw = w.python_walk(root_edges)
     if pw is None or pw.hooks or any(k.how not in (TRACE, LEAF) for k in pw.kinds):
         return None
     base = _base(key)
     cache = state.cache
-    if isinstance(w, fastwalk.FastWalk) and list(w.saved_node) != list(pw.saved_node):
+    if pw is not w and list(w.saved_node) != list(pw.saved_node):
         return None     # (the run uses w: its saved tensors must be the Python walk's)
     for entry in cache.dynamic.get(root_key, ()):
         if entry.base != base or len(entry.spec.masked) != len(pw.signature):

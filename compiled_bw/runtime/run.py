@@ -40,7 +40,7 @@ untraceable node: no user code runs inside it), going through the engine buys no
 cost (a GraphTask, the _Deliver node, one engine step per leaf: about a quarter of an
 overhead-bound backward).  Then
 the graph is called directly with grad mode off, as the engine would run it, and each leaf's
-AccumulateGrad node is called directly from C++ (fastwalk.accumulate) with the grad moved in,
+AccumulateGrad node is called directly from C++ (the walk's `accumulate`) with the grad moved in,
 so it steals, accumulates and honours the layout contract exactly as in eager.  That is only
 done when none of those nodes has a hook of any kind (C++ sees all of them, also hooks Python
 cannot list); otherwise, or without the C++ extension, the grads go through _Deliver.
@@ -257,7 +257,7 @@ def _call(state, t_outputs, grad_tensors, keep_graph, inputs, allow_unused, accu
         entry, slots, w = got
     else:
         entry, slots = _lookup_or_capture(state, w, opts, grad_tensors, key, root_key, slots)
-    if slots is None and not opts.retain_graph and not isinstance(w, fastwalk.FastWalk):
+    if slots is None and not opts.retain_graph and not w.frees_saved_itself:
         slots = _install(w)     # Python walk: Slots free the saved tensors after the run
     try:
         return _run_first_or_hit(state, entry, w, opts, list(grad_tensors), slots)
@@ -302,7 +302,7 @@ def _keys(state, w, root_edges, grad_tensors, opts: Options) -> tuple:
     except WalkUnsupported as e:
         raise FallbackToEager(f"root grad: {e}") from None
     # Note [Delivery points]: whether a leaf's AccumulateGrad has a hook (also one only C++ sees)
-    observed = fastwalk.leaf_observed(w) if opts.accumulate else False
+    observed = w.leaf_observed() if opts.accumulate else False
     options = OptionsKey(opts.accumulate, opts.retain_graph, opts.inputs, opts.allow_unused,
                          observed)
     key = CacheKey(w.signature, tuple(w.root_edges), root_meta, options, state.backend_key)
@@ -372,7 +372,7 @@ def _run_first_or_hit(state, entry: Compiled, w, opts, grad_tensors: list, slots
 
 def _install(w):
     try:
-        return fastwalk.install(w)
+        return w.install()
     except SavedHooksInUse as e:
         raise FallbackToEager(f"saved tensors already carry hooks (saved_tensors_hooks?): {e}") from None
 
@@ -494,25 +494,22 @@ def _run(state, entry: Compiled, w, opts, grad_tensors, slots):
     plan = entry.plan
     if entry.devices:                   # Note [Streams] (runtime/streams.py)
         streams.check(w, entry.devices, FallbackToEager)
-    if entry.native is not None and slots is None and isinstance(w, fastwalk.FastWalk):
+    if entry.native is not None and slots is None:
         result = _run_native(state, entry, w, opts, grad_tensors)
         if result is not False:
             return result
     box = [g for g in grad_tensors if g is not None]
-    box.extend(w.saved)
-    w.saved.clear()     # in place: with the C++ walk this list is also CWalk.saved
+    w.take_saved(box)
     if plan.in_layouts is not None:   # Note [Subclasses stay outside the graph]
         box = flatten(box)
-    if not isinstance(w, fastwalk.FastWalk):
-        w.saved = None
     del grad_tensors
     if not opts.retain_graph:           # Note [Box ownership]
         if slots is not None:
             slots.release_positions(entry.box_owned)
-        elif isinstance(w, fastwalk.FastWalk) and entry.box_owned:
-            # C++ walk cache hit: no Slots; the nodes themselves drop the saved tensors the
-            # graph computes with (what eager does after each node, done before the run).
-            w.cw.release_variables(entry.box_nodes)
+        elif entry.box_owned:
+            # cache hit without Slots (C++ walk): the nodes themselves drop the saved tensors
+            # the graph computes with (what eager does after each node, done before the run).
+            w.release_nodes(entry.box_nodes)
     if not plan.opaque_sites:           # Note [Direct delivery]
         result = _run_direct(state, entry, w, opts, box)
     else:
@@ -522,8 +519,7 @@ def _run(state, entry: Compiled, w, opts, grad_tensors, slots):
     if not opts.retain_graph:
         if slots is not None:
             slots.release(plan.executed, len(w.nodes))
-        if isinstance(w, fastwalk.FastWalk):   # what eager's engine does after each node
-            w.cw.release_variables(plan.executed)
+        w.release_nodes(plan.executed)  # what eager's engine does after each node
     return None if opts.accumulate else tuple(result)
 
 
@@ -535,15 +531,15 @@ def _run_native(state, entry: Compiled, w, opts, grad_tensors):
     if plan.opaque_sites or plan.in_layouts is not None or plan.out_layouts is not None:
         return False
     if not opts.retain_graph and entry.box_owned:
-        w.cw.release_variables(entry.box_nodes)     # Note [Box ownership]
+        w.release_nodes(entry.box_nodes)     # Note [Box ownership]
     was_running = _nesting()
     _tls.running = was_running + 1
     try:
         if opts.accumulate:
-            ran = w.cw.run_native(entry.native, [g for g in grad_tensors if g is not None],
+            ran = w.run_native(entry.native, [g for g in grad_tensors if g is not None],
                                   entry.n_inputs, plan.leaf_nodes, plan.leaf_positions, True)
         else:
-            ran = w.cw.run_native(entry.native, [g for g in grad_tensors if g is not None],
+            ran = w.run_native(entry.native, [g for g in grad_tensors if g is not None],
                                   entry.n_inputs, (), plan.capture_outputs, False)
     finally:
         _tls.running = was_running
@@ -551,7 +547,7 @@ def _run_native(state, entry: Compiled, w, opts, grad_tensors):
         return False
     state.stats.native_runs += 1
     if not opts.retain_graph:
-        w.cw.release_variables(plan.executed)
+        w.release_nodes(plan.executed)
     return None if opts.accumulate else tuple(ran)
 
 
@@ -576,7 +572,7 @@ def _run_direct(state, entry: Compiled, w, opts, box: list):
     del outs                            # grads holds the only references: AccumulateGrad steals
     if not opts.accumulate:
         return grads
-    if fastwalk.accumulate(w, plan.leaf_nodes, grads):
+    if w.accumulate(plan.leaf_nodes, grads):
         return None
     def hand_over() -> list:            # no reference left here: AccumulateGrad steals
         out = grads.copy()

@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import torch
 
-from ..capture import fastwalk
-
 
 def device_types(tensors) -> frozenset:
     """The non-CPU device types among tensors (a capture's example inputs and leaves)."""
@@ -33,7 +31,7 @@ def check(w, devices: frozenset, fallback) -> None:
     """Raise fallback(reason) unless every node ran its forward on its device's current stream."""
     if not devices:
         return
-    streams = fastwalk.forward_streams(w)
+    streams = w.forward_streams()
     if streams is None:
         raise fallback(f"the graph runs on {', '.join(sorted(devices))}, and without the C++ "
                        "extension the streams its forward ran on cannot be read")
