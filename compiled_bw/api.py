@@ -25,6 +25,7 @@ from . import compress, config, torchapi
 from .backends import lookup_backend
 from .capture import custom as _custom
 from .capture import hooks as _hooks
+from .core.thread import THREAD
 from .errors import Unsupported
 from .runtime import background
 from .runtime import engine_state as _engine_state
@@ -69,7 +70,6 @@ class _Global:
 
 
 _G = _Global()
-_tls = threading.local()
 
 
 class Settings(NamedTuple):
@@ -161,7 +161,7 @@ def uninstall() -> None:
     """Turn compiled_bw off completely: every function of torch it replaced is torch's own
     again (torchapi/autograd.py PATCHED) and every cached graph is dropped.  `enable()`
     installs it again."""
-    if getattr(_tls, "stack", None):
+    if THREAD.settings:
         raise RuntimeError("compiled_bw.uninstall() inside compiled_bw.enable(): leave the "
                            "with-block first")
     with _G.lock:
@@ -190,7 +190,7 @@ def _backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
     (~20 µs of Python on every step): it would pass exactly these arguments to
     _engine_run_backward, with a grad of ones made as torch makes it.  Every other call, and
     every call while not enabled, is torch's own."""
-    if (getattr(_tls, "stack", None) and type(tensors) is torch.Tensor and grad_tensors is None
+    if (THREAD.settings and type(tensors) is torch.Tensor and grad_tensors is None
             and grad_variables is None and inputs is None and create_graph is False
             and (retain_graph is None or retain_graph is False) and tensors.requires_grad
             and tensors.dtype.is_floating_point and not tensors.is_nested
@@ -205,7 +205,7 @@ def _backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
 
 
 def _engine_run_backward(t_outputs, *args, **kwargs):
-    stack = getattr(_tls, "stack", None)
+    stack = THREAD.settings
     if not stack or _torch_internal_call():
         return _original_engine_run_backward(t_outputs, *args, **kwargs)
     return _intercepted(stack[-1], t_outputs, *args, **kwargs)
@@ -293,13 +293,12 @@ class enable(contextlib.ContextDecorator):
         self._cfg = cfg
 
     def __enter__(self) -> None:
-        stack = getattr(_tls, "stack", None)
-        if stack is None:
-            stack = _tls.stack = []
-        stack.append(self._cfg)
+        if THREAD.settings is None:
+            THREAD.settings = []
+        THREAD.settings.append(self._cfg)
 
     def __exit__(self, *exc) -> None:
-        _tls.stack.pop()
+        THREAD.settings.pop()
 
 
 def wait_for_compiles(timeout: float | None = None) -> bool:

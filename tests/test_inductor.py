@@ -158,7 +158,7 @@ def test_cpp_wrapper_switch(monkeypatch):
 
     from compiled_bw.backends.inductor import compile_inductor, cpp_wrapper
     from compiled_bw.backends.inductor_artifact import native_entry
-    from compiled_bw.capture.opaque import SitesOnly, current_step
+    from compiled_bw.core.thread import SitesOnly, current_step
     inputs = [torch.randn(4, 4), torch.randn(4)]
     gm = make_fx(lambda a, b: [(a * b).cos().sum(1)], tracing_mode="fake")(*inputs)
     for env, native in (("1", True), ("0", False)):

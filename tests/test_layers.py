@@ -58,3 +58,25 @@ def test_the_layer_check_sees_an_upward_import(tmp_path, monkeypatch):
     src = "from ..runtime import run\nfrom compiled_bw.api import enable\nfrom . import walk\n"
     monkeypatch.setattr(pathlib.Path, "read_text", lambda self: src)
     assert [t for _, t in _imports(fake)] == ["runtime", "api", "capture"]
+
+
+def _thread_locals(src: str) -> list:
+    """Lines that make a threading.local (a call, or a class deriving from it)."""
+    out = []
+    for n in ast.walk(ast.parse(src)):
+        if isinstance(n, ast.Call) and ast.unparse(n.func).endswith("threading.local"):
+            out.append(n.lineno)
+        elif isinstance(n, ast.ClassDef) and any(ast.unparse(b).endswith("threading.local")
+                                                 for b in n.bases):
+            out.append(n.lineno)
+    return out
+
+
+def test_per_thread_state_lives_in_core_thread():
+    # one place holds every layer's per-thread state (core/thread.py THREAD), with each field
+    # documented there; a second threading.local elsewhere fails here, naming it
+    found = {str(p.relative_to(ROOT)): _thread_locals(p.read_text()) for p in MODULES}
+    found = {k: v for k, v in found.items() if v}
+    assert found == {"core/thread.py": found.get("core/thread.py")}, (
+        f"threading.local outside core/thread.py: {found}; add a field to core/thread.py THREAD")
+    assert _thread_locals("import threading\n_t = threading.local()\n") == [2]

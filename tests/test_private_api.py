@@ -188,7 +188,7 @@ def test_inductor_artifact_round_trip():
 
     from compiled_bw.backends import inductor_artifact
     from compiled_bw.backends.inductor import compile_inductor
-    from compiled_bw.capture.opaque import SitesOnly, current_step
+    from compiled_bw.core.thread import SitesOnly, current_step
 
     a, b = torch.randn(4, 3), torch.randn(3)
     gm = make_fx(lambda x, y: [(x * y).tanh().sum(0)], tracing_mode="fake")(a, b)
@@ -231,7 +231,7 @@ def test_no_native_entry_for_a_graph_with_tensor_constants():
 
     from compiled_bw.backends import inductor_artifact
     from compiled_bw.backends.inductor import compile_inductor
-    from compiled_bw.capture.opaque import SitesOnly, current_step
+    from compiled_bw.core.thread import SitesOnly, current_step
 
     const = torch.randn(1000)       # Inductor inlines small constants into its kernels
     gm = make_fx(lambda x: [torch.ops.aten.lift_fresh.default(const) * x], tracing_mode="fake")(

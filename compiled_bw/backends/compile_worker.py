@@ -55,7 +55,7 @@ def recv(stream):
 
 
 def _compile(job: tuple) -> tuple:
-    from ..capture.opaque import SitesOnly, current_step
+    from ..core.thread import SitesOnly, current_step
     from ..torchapi.inductor import CompiledFxGraph
     from .inductor import compile_inductor
     from .inductor_artifact import applied, dump_compiled, load_graph

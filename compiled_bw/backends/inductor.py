@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import copy
 import os
-import threading
 
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from ..capture.deliver import barrier, deliver
 from ..capture.opaque import current_sites, opaque
+from ..core.thread import THREAD
 from ..torchapi import inductor as torch_inductor
 from ..torchapi.dynamo import TracingContext, detect_fake_mode, pytree, tracing
 from ..torchapi.inductor import (
@@ -123,7 +123,6 @@ from ..torchapi.inductor import config as inductor_config
 #    before it where data allows: whatever a call's user code returns reaches them as data.
 
 CODEGEN_VERSION = 8     # bump when the code Inductor generates for us changes (FX graph cache key)
-_tls = threading.local()
 
 
 def _avg_pool_ceil_include_pad(grad, x, kernel_size, stride, padding, ceil_mode,
@@ -145,7 +144,7 @@ def _keep_out_of_inductor(op, wrong) -> None:
     extern = lowering.fallback_handler(op, add_to_fallback_set=False)
 
     def lower(*args, **kwargs):
-        if getattr(_tls, "keyed_inputs", False) and wrong(*args, **kwargs):
+        if THREAD.keyed_inputs and wrong(*args, **kwargs):
             return extern(*args, **kwargs)
         return inductor_lowering(*args, **kwargs)
     torch_inductor.patch(name, lower)
@@ -203,7 +202,7 @@ _input_size_asserts = torch_inductor.original("codegen_input_size_asserts")
 
 
 def _maybe_input_size_asserts(self) -> None:
-    if not getattr(_tls, "keyed_inputs", False):
+    if not THREAD.keyed_inputs:
         _input_size_asserts(self)
 
 
@@ -215,7 +214,7 @@ def _free_not_reused(self, buffer) -> None:
     may not reuse is still freed after its last use; anything else as Inductor does."""
     name = buffer.get_name()
     g = V.graph
-    if (getattr(_tls, "keyed_inputs", False) and not g.cpp_wrapper
+    if (THREAD.keyed_inputs and not g.cpp_wrapper
             and name in g.never_reuse_buffers and name not in self.freed
             and name not in g.removed_buffers and name not in g.graph_inputs
             and name not in g.constants and isinstance(buffer, ir.Buffer)
@@ -256,7 +255,7 @@ def _ordered_calls(nodes: list, *args, **kwargs) -> list:
     previous call and on every node between the two (scheduler nodes in graph order, before
     dependencies are computed)."""
     nodes = _global_ordering(nodes, *args, **kwargs)
-    if getattr(_tls, "keyed_inputs", False):
+    if THREAD.keyed_inputs:
         before: list = []       # the previous call and the nodes after it
         for n in nodes:
             if getattr(n.node, "op_overload", None) not in _CALLS:
@@ -273,7 +272,7 @@ def _ordered_calls(nodes: list, *args, **kwargs) -> list:
 def install() -> None:
     """Our changes to Inductor (Notes [Inductor: no input asserts], [Inductor: known-wrong
     lowerings], [Inductor: call order]), each active only while compiled_bw compiles
-    (`_tls.keyed_inputs`): at import, and again after compiled_bw.uninstall()."""
+    (`THREAD.keyed_inputs`): at import, and again after compiled_bw.uninstall()."""
     if torch_inductor.is_patched("decide_global_ordering_of_comms"):
         return
     for op, wrong in KNOWN_WRONG.items():
@@ -330,14 +329,14 @@ def compile_inductor(gm: torch.fx.GraphModule, example_inputs: list):
             n.meta["val"] = ex
     fakes = [n.meta["val"] for n in phs]
     fake_mode = detect_fake_mode(fakes)
-    _tls.keyed_inputs = True
+    THREAD.keyed_inputs = True
     try:
         with tracing(TracingContext(fake_mode)), \
                 inductor_config.patch(keep_output_stride=True):
             fn = compile_fx_inner(retraced, fakes,
                                   cpp_wrapper=cpp_wrapper(sites, fakes, retraced))
     finally:
-        _tls.keyed_inputs = False
+        THREAD.keyed_inputs = False
     if isinstance(fn, CompiledFxGraph):
         return fn
     # A graph without calls comes back as make_boxed_func(gm.forward), which keeps the box.

@@ -15,8 +15,8 @@ from __future__ import annotations
 import torch
 
 from ..core import dispatch_tls
+from ..core.thread import THREAD
 from . import defined, fastwalk
-from . import opaque as _opaque
 
 _LIB = torch.library.Library("compiled_bw", "FRAGMENT")
 _LIB.define("deliver(int site, Tensor? grad, str label) -> ()")
@@ -24,7 +24,7 @@ _LIB.define("deliver(int site, Tensor? grad, str label) -> ()")
 
 def _deliver_impl(site: int, grad, label: str) -> None:
     """label: what the call runs, for readers of the graph ('leaf AccumulateGrad')."""
-    step = _opaque._tls.step
+    step = THREAD.step
     s = step.sites[site]
     if step.undefined and grad is not None and s.in_defined and not defined.evaluate(
             s.in_defined[0], step.undefined, step.memo):

@@ -47,6 +47,7 @@ import time
 
 import torch
 
+from ..core.thread import THREAD
 from . import packed
 from . import walk as _walk_module
 from .hooks import COUNTS, RETAINED, leaf_hooks, node_hooks, retained_by_node
@@ -92,7 +93,6 @@ class _State:
 
 
 _S = _State()
-_TLS = threading.local()  # .kinds: node index -> NodeKind of the nodes Python read, this walk
 
 
 def build_key() -> str:
@@ -243,7 +243,7 @@ def _py_node(i: int, node, saved: list, py_keys: list, slot_only: list):
         hooked = _custom_entry(sink, i, node, kind.how, meta, entry)
     else:
         hooked = values_entry(sink, i, node, class_info(cls), entry)
-    _TLS.kinds[i] = entry_kind(kind, hooked)
+    THREAD.walk_kinds[i] = entry_kind(kind, hooked)
     return tuple(entry)
 
 
@@ -399,7 +399,7 @@ class FastWalk:
 
 def fast_walk(root_edges: list) -> FastWalk:
     """Raises WalkUnsupported (fallback reason), GiveUp (use the Python walk), RuntimeError."""
-    _TLS.kinds = kinds = {}
+    THREAD.walk_kinds = kinds = {}
     cw = _S.ext.walk(root_edges)
     w = FastWalk(cw, kinds)
     hook_entries = []

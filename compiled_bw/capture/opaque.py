@@ -21,12 +21,12 @@ from __future__ import annotations
 import dataclasses
 import operator
 import sys
-import threading
 import weakref
 
 import torch
 
 from ..core import dispatch_tls
+from ..core.thread import THREAD
 from ..torchapi import autograd as torch_autograd
 from ..torchapi.dynamo import OpOverload
 from . import custom, defined, hooks
@@ -142,7 +142,6 @@ def _same_layout(t: torch.Tensor, strides: tuple) -> bool:
     return all(size <= 1 or st == want for size, st, want in zip(t.shape, t.stride(), strides, strict=True))
 
 
-_tls = threading.local()
 _storage_use_count = torch_autograd.storage_use_count
 
 
@@ -151,44 +150,19 @@ class NotDense(RuntimeError):
     and runtime/run.py remembers the graph as a fallback."""
 
 
-class current_step:
-    """Context: what opaque calls read, on this thread: `step.sites` (the graph's OpaqueSites,
-    indexed by the int the graph passes) and, at run time, the step's nodes, input metadata
-    and hooks."""
-
-    def __init__(self, step) -> None:
-        self.step = step
-
-    def __enter__(self):
-        self.prev = getattr(_tls, "step", None)
-        _tls.step = self.step
-        return self.step
-
-    def __exit__(self, *exc) -> None:
-        _tls.step = self.prev
-
-
-class SitesOnly:
-    """A step for fake calls only (a backend retracing a graph, maybe in another process)."""
-    __slots__ = ("sites",)
-
-    def __init__(self, sites: list) -> None:
-        self.sites = sites
-
-
 def label(site: OpaqueSite) -> str:
     return f"{site.kind} {site.name}"
 
 
 def current_sites() -> list:
     """The OpaqueSites of the graph being traced, compiled or run on this thread."""
-    step = getattr(_tls, "step", None)
+    step = THREAD.step
     return [] if step is None else list(step.sites)
 
 
 def register_site(site: OpaqueSite) -> int:
     """During a trace: add a site to the graph being traced; returns its graph-local id."""
-    sites = _tls.step.sites
+    sites = THREAD.step.sites
     sites.append(site)
     return len(sites) - 1
 
@@ -259,7 +233,7 @@ def _opaque_impl(site: int, grads: list, label: str) -> list:
     """The dispatcher's kernel (Inductor's extern call): user code runs with the dispatcher
     state the graph started with (core/dispatch_tls.py), not the Autograd-excluded one of a
     custom op's kernel."""
-    step = _tls.step
+    step = THREAD.step
     changed = step.tls.enter()
     try:
         return opaque_direct(site, grads, label)
@@ -271,7 +245,7 @@ def opaque_direct(site: int, grads: list, label: str) -> list:
     """One opaque call, called by the graph's code directly (the eager backend: Note [Direct
     opaque calls]) or by `_opaque_impl`.  label: what the call runs, for readers of the graph
     (e.g. 'custom DoubleBackward')."""
-    step = _tls.step
+    step = THREAD.step
     s = step.sites[site]
     if step.undefined:          # some grads are undefined this step: pass None for them
         grads = [None if g is None or not defined.evaluate(f, step.undefined, step.memo)
@@ -385,7 +359,7 @@ opaque = torch.ops.compiled_bw.opaque.default
 
 @torch.library.register_fake("compiled_bw::opaque", lib=_LIB)
 def _opaque_fake(site: int, grads: list[torch.Tensor | None], label: str) -> list[torch.Tensor]:
-    s = _tls.step.sites[site]
+    s = THREAD.step.sites[site]
     if s.out_strides is None:
         s.out_strides = _guess_strides(s.out_specs, grads)
     specs = (sp for sp in s.out_specs if sp is not None)

@@ -21,6 +21,7 @@ from torch.fx.experimental.symbolic_shapes import (
     free_unbacked_symbols,
 )
 
+from ..core.thread import current_step
 from ..torchapi.dynamo import FakeTensor, fake_tensor
 from . import custom, defined
 from .aot import SpliceFailed, aot_plan, trace_aot
@@ -28,7 +29,7 @@ from .deliver import deliver
 from .dynamic import NotDynamic
 from .heap import StdHeap
 from .nodes import AOT, CUSTOM, LEAF, TRACE, TRACE_CUSTOM
-from .opaque import OpaqueSite, as_list, current_step, opaque, register_site, view_chains
+from .opaque import OpaqueSite, as_list, opaque, register_site, view_chains
 from .opaque import label as opaque_label
 from .saved import sequence_nr
 from .subclass import Layout, SubclassUnsupported, flatten, layouts_of, rebuild

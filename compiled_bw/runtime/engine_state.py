@@ -1,6 +1,6 @@
 """Engine-state queries answered as eager would, while a compiled backward runs (ENGINE.md 9.2).
 
-Consumes the Step being run (thread-local, set by runtime/run.py); produces replacements for
+Consumes the Step being run (core/thread.py THREAD.running, set by runtime/run.py); produces replacements for
 `torch._C._current_autograd_node`, `torch._C._will_engine_execute_node`,
 `torch._C._current_graph_task_execution_order` and `torch.autograd._is_checkpoint_valid`,
 installed once at import.  Outside a compiled run they are the originals.  Inside one, the real
@@ -25,15 +25,13 @@ Also `legacy_vmap_level()`, for runtime/run.py's precheck.
 """
 from __future__ import annotations
 
-import threading
-
 import torch
 
 from ..capture.heap import StdHeap
 from ..capture.saved import sequence_nr
+from ..core.thread import THREAD, flag
 from ..torchapi import autograd as torch_autograd
 
-_tls = threading.local()
 _orig_current_node = torch_autograd.current_autograd_node
 _orig_will_execute = torch_autograd.will_engine_execute_node
 _orig_execution_order = torch_autograd.current_graph_task_execution_order
@@ -42,35 +40,15 @@ ERR_LEAF = ("A leaf node was passed to _will_engine_execute_node but we are curr
             "autograd.grad(). This is currently not supported.")
 
 
-class _Set:
-    """Context: `_tls.<name>` is `value` on this thread, restored after."""
-    __slots__ = ("default", "name", "prev", "value")
-
-    def __init__(self, name: str, value, default) -> None:
-        self.name, self.value, self.default = name, value, default
-
-    def __enter__(self):
-        self.prev = getattr(_tls, self.name, self.default)
-        setattr(_tls, self.name, self.value)
-
-    def __exit__(self, *exc) -> None:
-        setattr(_tls, self.name, self.prev)
-
-
-def running(step) -> _Set:
-    """Context: `step` is being run on this thread."""
-    return _Set("step", step, None)
-
-
 def _current_autograd_node():
-    step = getattr(_tls, "step", None)
+    step = THREAD.running
     if step is None or step.current is None:
         return _orig_current_node()
     return step.current
 
 
 def _will_engine_execute_node(node):
-    step = getattr(_tls, "step", None)
+    step = THREAD.running
     if step is None:
         return _orig_will_execute(node)
     if isinstance(node, torch.autograd.graph.GradientEdge):
@@ -83,17 +61,17 @@ def _will_engine_execute_node(node):
     return True
 
 
-def task(has_inputs: bool) -> _Set:
+def task(has_inputs: bool) -> flag:
     """Context: run.py's Deliver task runs a user call with inputs (grad(), backward(inputs=))
     or without, on this thread (where the engine runs a CPU task and our graph).  Nested (a
     reentrant backward inside a compiled one), checkpoints stay invalid once an outer task
     made them so (engine.cpp: valid = outer valid and exec_info empty)."""
-    return _Set("inputs", has_inputs or getattr(_tls, "inputs", False), False)
+    return flag("has_inputs", has_inputs or THREAD.has_inputs)
 
 
 def _is_checkpoint_valid():
     # eager (engine.cpp CheckpointValidGuard): valid = outer valid and exec_info.empty()
-    return _orig_checkpoint_valid() and not getattr(_tls, "inputs", False)
+    return _orig_checkpoint_valid() and not THREAD.has_inputs
 
 
 def legacy_vmap_level() -> int:
@@ -109,7 +87,7 @@ def _current_graph_task_execution_order():
     """engine.cpp get_current_graph_task_execution_order, on the graph's initial dependency
     counts: the answer eager gives before any node ran (from a hook on the root, FSDP's use;
     later, eager's copy of the half-consumed counts trips an internal assert there)."""
-    step = getattr(_tls, "step", None)
+    step = THREAD.running
     if step is None:
         return _orig_execution_order()
     if torch.autograd.is_multithreading_enabled():   # eager's check, its message

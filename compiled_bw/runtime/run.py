@@ -71,7 +71,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import threading
 import time
 
 import torch
@@ -82,12 +81,13 @@ from ..capture import fastwalk
 from ..capture.custom import _orig_apply as _raw_apply
 from ..capture.defined import evaluate
 from ..capture.nodes import CUSTOM
-from ..capture.opaque import NotDense, current_step, relayout
+from ..capture.opaque import NotDense, relayout
 from ..capture.saved import SavedHooksInUse, gradient_edge
 from ..capture.subclass import flatten, rebuild
 from ..capture.trace import Options, TraceFailed, trace_backward
 from ..capture.walk import WalkUnsupported, tensor_meta
 from ..core import dispatch_tls
+from ..core.thread import THREAD, current_step
 from ..passes import run_passes
 from ..torchapi import autograd as torch_autograd
 from . import background, cudagraphs, dynamic, engine_state, streams
@@ -97,7 +97,6 @@ _ENGINE = torch_autograd.ENGINE
 ERR_UNUSED = ("The differentiated Tensor at index {} appears to not have been used in the "
               "graph. Set allow_unused=True if this is the desired behavior.")
 _ANCHOR = torch.empty(0, requires_grad=True)
-_tls = threading.local()
 
 
 class FallbackToEager(Exception):
@@ -152,13 +151,13 @@ class Step:
 
 
 def in_compiled_run() -> bool:
-    return getattr(_tls, "running", 0) > 0
+    return THREAD.nesting > 0
 
 
 def _nesting() -> int:
     """How many compiled runs are running on this thread, one inside the other (a backward
     called by user code inside a compiled graph runs inside it: Note [Reentrant backward])."""
-    return getattr(_tls, "running", 0)
+    return THREAD.nesting
 
 
 # Eager's engine runs a reentrant backward deeper than 60 levels on another thread (engine.cpp
@@ -533,7 +532,7 @@ def _run_native(state, entry: Compiled, w, opts, grad_tensors):
     if not opts.retain_graph and entry.box_owned:
         w.release_nodes(entry.box_nodes)     # Note [Box ownership]
     was_running = _nesting()
-    _tls.running = was_running + 1
+    THREAD.nesting = was_running + 1
     try:
         if opts.accumulate:
             ran = w.run_native(entry.native, [g for g in grad_tensors if g is not None],
@@ -542,7 +541,7 @@ def _run_native(state, entry: Compiled, w, opts, grad_tensors):
             ran = w.run_native(entry.native, [g for g in grad_tensors if g is not None],
                                   entry.n_inputs, (), plan.capture_outputs, False)
     finally:
-        _tls.running = was_running
+        THREAD.nesting = was_running
     if ran is False:
         return False
     state.stats.native_runs += 1
@@ -559,14 +558,14 @@ def _run_direct(state, entry: Compiled, w, opts, box: list):
     prev = torch.is_grad_enabled()
     torch_autograd.set_grad_enabled(False)   # the engine runs nodes with grad mode off
     was_running = _nesting()
-    _tls.running = was_running + 1
+    THREAD.nesting = was_running + 1
     try:
         if state.cudagraphs and entry.devices:
             outs = cudagraphs.run(entry, box, state)
         else:
             outs = entry.fn(box)
     finally:
-        _tls.running = was_running
+        THREAD.nesting = was_running
         torch_autograd.set_grad_enabled(prev)
     grads = _pick_outputs(plan, outs, opts.accumulate)
     del outs                            # grads holds the only references: AccumulateGrad steals
@@ -606,7 +605,7 @@ def _deliver(run, leaves: list, opts) -> None:
     graph.  What eager's non-empty exec_info of grad() / backward(inputs=...) shows user code,
     `_is_checkpoint_valid()` (reentrant checkpoint checks it), engine_state answers."""
     was_running = _nesting()
-    _tls.running = was_running + 1
+    THREAD.nesting = was_running + 1
     try:
         with torch.enable_grad():
             out = _raw_apply(_Deliver, _ANCHOR, run, *leaves)   # not recorded (custom.py)
@@ -614,7 +613,7 @@ def _deliver(run, leaves: list, opts) -> None:
             _ENGINE.run_backward((out,), (torch.empty(0),), opts.retain_graph, False, (), True,
                                  True)
     finally:
-        _tls.running = was_running
+        THREAD.nesting = was_running
 
 
 def _run_in_engine(state, entry: Compiled, w, opts, box: list):
@@ -624,7 +623,7 @@ def _run_in_engine(state, entry: Compiled, w, opts, box: list):
 
     def run():
         step.tls = dispatch_tls.Restorer(dispatch_tls.snapshot())
-        with current_step(step), engine_state.running(step):
+        with current_step(step, running=True):
             outs = entry.fn(box)
         picked = _pick_outputs(plan, outs, opts.accumulate, step)
         if opts.accumulate:
