@@ -179,73 +179,92 @@ def class_info(cls) -> tuple:
 
 
 def walk_graph(root_edges: list) -> Walk:
-    """root_edges: list of (node, input_nr) with node never None."""
+    """root_edges: list of (node, input_nr) with node never None.  Discovery order: roots
+    first, then DFS (the stack pops the last pushed); indices are assigned on first sight, so
+    the same structure always yields the same numbering."""
     w = Walk()
     index: dict = {}
-    nodes = w.nodes
-    sig: list = []
-    per_node: list = []
     stack: list = []
-    seqs: list = []       # sequence_nr of the non-leaf nodes, in processing order
-    seq_nodes: list = []
-    check_hooks = COUNTS.tensor or COUNTS.node or len(RETAINED)
-    retained = retained_by_node() if len(RETAINED) else None
-
+    sig: list = []
+    per_node: list = []   # (index, NodeKind, edges, input metadata), in processing order
+    seqs: list = []       # (sequence_nr, index) of the non-leaf nodes, in processing order
+    hooks = _HookReader()
     for node, nr in root_edges:
-        i = index.get(node)
-        if i is None:
-            i = index[node] = len(nodes)
-            nodes.append(node)
-            stack.append(i)
-        w.root_edges.append((i, nr))
-    # Discovery order: roots first, then DFS (stack pops last pushed); indices are assigned
-    # on first sight, so the same structure always yields the same numbering.
+        w.root_edges.append((_see(w.nodes, index, stack, node), nr))
     while stack:
         i = stack.pop()
-        node = nodes[i]
+        node = w.nodes[i]
         info = class_info(type(node))
         kind = info[0]
-        how = kind.how
-        if how == UNSUPPORTED:
+        if kind.how == UNSUPPORTED:
             raise WalkUnsupported(kind.reason)
-        e = []
-        for child, nr in node.next_functions:
-            if child is None:
-                e.append((-1, 0))
-                continue
-            j = index.get(child)
-            if j is None:
-                j = index[child] = len(nodes)
-                nodes.append(child)
-                stack.append(j)
-            e.append((j, nr))
-        e = tuple(e)
+        e = tuple((-1, 0) if child is None else (_see(w.nodes, index, stack, child), nr)
+                  for child, nr in node.next_functions)
         meta = input_meta(node)
-        if how == LEAF:   # sequence_nr is UINT64_MAX for every AccumulateGrad
-            var = node.variable
-            entry = [i, kind.name, e, meta, tensor_meta(var), var.requires_grad]
-            if var._backward_hooks:   # run by us only where grad() captures the leaf
-                h = w.hooks[i] = leaf_hooks(var)
-                entry.append(h.signature())
-            sig.append(tuple(entry))
-            w.leaves[i] = var
-            per_node.append((i, kind, e, meta))
-            continue
-        seqs.append(sequence_nr(node))
-        seq_nodes.append(i)
         entry = [i, kind.name, e, meta]
-        if check_hooks:
-            h = node_hooks(node, retained)
-            if h is not None:
-                w.hooks[i] = h
-                entry.append(h.signature())
-        if how == CUSTOM or how == TRACE_CUSTOM or how == AOT:
-            hooked = _custom_entry(w, i, node, how, meta, entry)
+        if kind.how == LEAF:   # sequence_nr is UINT64_MAX for every AccumulateGrad
+            _leaf_entry(w, i, node.variable, entry)
         else:
-            hooked = values_entry(w, i, node, info, entry)
+            seqs.append((sequence_nr(node), i))
+            kind = entry_kind(kind, _node_entry(w, i, node, info, meta, entry, hooks))
         sig.append(tuple(entry))
-        per_node.append((i, entry_kind(kind, hooked), e, meta))
-    # Processing order differs from index order; order the per-node lists by index.
+        per_node.append((i, kind, e, meta))
+    _per_node_lists(w, per_node)
+    # Execution order (ENGINE.md 1.5) depends only on the relative order of sequence numbers:
+    # the signature holds that permutation, not the numbers (they grow every step).
+    order = sorted(range(len(seqs)), key=lambda k: seqs[k][0])
+    sig.append(("execution order", tuple(seqs[k][1] for k in order)))
+    w.signature = tuple(sig)
+    return w
+
+
+def _see(nodes: list, index: dict, stack: list, node) -> int:
+    """The node's index, assigned (and the node pushed to be processed) on first sight."""
+    i = index.get(node)
+    if i is None:
+        i = index[node] = len(nodes)
+        nodes.append(node)
+        stack.append(i)
+    return i
+
+
+def _leaf_entry(w: Walk, i: int, var, entry: list) -> None:
+    """A leaf's signature entry: its tensor's metadata, requires_grad, its hooks."""
+    entry += [tensor_meta(var), var.requires_grad]
+    if var._backward_hooks:   # run by us only where grad() captures the leaf
+        h = w.hooks[i] = leaf_hooks(var)
+        entry.append(h.signature())
+    w.leaves[i] = var
+
+
+class _HookReader:
+    """Node hooks, read only when some exist in the process (hooks.py COUNTS)."""
+    __slots__ = ("on", "retained")
+
+    def __init__(self) -> None:
+        self.on = COUNTS.tensor or COUNTS.node or len(RETAINED)
+        self.retained = retained_by_node() if len(RETAINED) else None
+
+
+def _node_entry(w: Walk, i: int, node, info: tuple, meta, entry: list,
+                hooks: _HookReader) -> bool:
+    """A non-leaf node's signature entry (hooks, then saved state); whether its saved tensors
+    carry hooks that are not ours (nodes.py Note [Hooked saved tensors])."""
+    if hooks.on:
+        h = node_hooks(node, hooks.retained)
+        if h is not None:
+            w.hooks[i] = h
+            entry.append(h.signature())
+    how = info[0].how
+    if how == CUSTOM or how == TRACE_CUSTOM or how == AOT:
+        return _custom_entry(w, i, node, how, meta, entry)
+    return values_entry(w, i, node, info, entry)
+
+
+def _per_node_lists(w: Walk, per_node: list) -> None:
+    """w.edges, w.in_meta, w.kinds by node index (processing order differs from it); a node
+    whose hidden state cannot be told from its edges runs opaquely (nodes.py Note [Hidden
+    saved state])."""
     per_node.sort(key=_first)
     w.edges = [p[2] for p in per_node]
     w.in_meta = [p[3] for p in per_node]
@@ -253,12 +272,6 @@ def walk_graph(root_edges: list) -> Walk:
     for i, kind in enumerate(kinds):
         if kind.edge_rules and kind.how == TRACE and hidden_state_unknown(kind, w.edges[i]):
             kinds[i] = _as_opaque(kind)
-    # Execution order (ENGINE.md 1.5) depends only on the relative order of sequence numbers:
-    # the signature holds that permutation, not the numbers (they grow every step).
-    order = sorted(range(len(seqs)), key=seqs.__getitem__)
-    sig.append(("execution order", tuple(seq_nodes[k] for k in order)))
-    w.signature = tuple(sig)
-    return w
 
 
 # Set by capture/fastwalk.py when its extension loads: saved_hooks_in(node, attrs) -> bool.
