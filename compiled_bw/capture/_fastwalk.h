@@ -64,6 +64,8 @@ using torch::autograd::SavedVariableHooks;
 
 namespace compiled_bw::fastwalk {
 
+// How the walk handles a node class (_classify in capture/fastwalk.py answers once per class).
+// Defined here only: the bindings export it as the module attribute HOW, which Python reads.
 enum How : int8_t { H_TRACE = 0, H_OPAQUE = 1, H_LEAF = 2, H_PY = 3, H_UNSUPPORTED = 4 };
 
 // Python exception classes, set by init().

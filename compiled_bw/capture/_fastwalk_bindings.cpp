@@ -13,6 +13,14 @@ using torch::dynamo::autograd::SizeInput;
 using namespace compiled_bw::fastwalk;
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  // The How enum (_fastwalk.h), name -> value: capture/fastwalk.py's _classify answers with it.
+  py::dict how;
+  how["trace"] = (int)H_TRACE;
+  how["opaque"] = (int)H_OPAQUE;
+  how["leaf"] = (int)H_LEAF;
+  how["py"] = (int)H_PY;
+  how["unsupported"] = (int)H_UNSUPPORTED;
+  m.attr("HOW") = how;
   m.def("init", [](py::object unsupported, py::object giveup, py::object classify,
                    py::object list_svs, py::object py_node) {
     g_unsupported = unsupported.inc_ref().ptr();

@@ -68,7 +68,6 @@ from .walk import WalkUnsupported, _as_opaque, _custom_entry, class_info, values
 
 log = logging.getLogger("compiled_bw")
 
-H_TRACE, H_OPAQUE, H_LEAF, H_PY, H_UNSUPPORTED = range(5)
 _HERE = os.path.dirname(os.path.abspath(__file__))
 # The extension's sources, by job (_fastwalk.h says which does what); _HEADERS are not compiled
 # on their own but are part of the source hash.
@@ -194,12 +193,13 @@ def _classify(node, addr: int) -> tuple:
     cls = type(node)
     kind = _node_kind(cls)
     how = kind.how
+    H = _S.ext.HOW      # the C++ enum How (_fastwalk.h), its only definition
     if how == UNSUPPORTED:
-        return H_UNSUPPORTED, kind.name, kind.reason, (), (), kind
+        return H["unsupported"], kind.name, kind.reason, (), (), kind
     if how == LEAF:
-        return H_LEAF, kind.name, "", (), (), kind
+        return H["leaf"], kind.name, "", (), (), kind
     if how in (CUSTOM, TRACE_CUSTOM, AOT):
-        return H_PY, kind.name, "", (), (), kind
+        return H["py"], kind.name, "", (), (), kind
     ext = _S.ext
     ok, why = ext.probe_compiled_args(node)
     attrs = []
@@ -214,8 +214,8 @@ def _classify(node, addr: int) -> tuple:
         attrs.append((a, off))
     if not ok:
         log.info("compiled_bw fastwalk: %s read by Python (%s)", kind.name, why)
-        return H_PY, kind.name, "", (), (), kind
-    return ((H_TRACE if how == TRACE else H_OPAQUE), kind.name, "", kind.edge_rules, tuple(attrs),
+        return H["py"], kind.name, "", (), (), kind
+    return ((H["trace"] if how == TRACE else H["opaque"]), kind.name, "", kind.edge_rules, tuple(attrs),
             kind)
 
 
