@@ -22,7 +22,7 @@ def _ab():
 
 
 def test_tensor_hook_reads_another_leafs_grad_mid_backward():
-    """Issue 14 item 3: x2's hook runs after b's AccumulateGrad in eager (b's grad is final
+    """Leaf grads at eager's point: x2's hook runs after b's AccumulateGrad in eager (b's grad is final
     first: `x2` was created first, so its node runs last)."""
     def step(st):
         a, b, log = st
@@ -85,7 +85,7 @@ def _linear_hooks(lin, out, log):
 
 @pytest.mark.parametrize("input_grad", [False, True])
 def test_linear_hook_order_is_eagers(input_grad):
-    """Issue 14 item 3: eager runs the bias's AccumulateGrad (ready first) before the
+    """Leaf grads at eager's point: eager runs the bias's AccumulateGrad (ready first) before the
     weight's TBackward0 branch."""
     def build():
         return [nn.Linear(4, 3), torch.randn(2, 4, requires_grad=input_grad), []]

@@ -15,8 +15,8 @@ placeholder per inner tensor; at trace time the subclass is rebuilt from those p
 `__tensor_unflatten__`, so node formulas run under make_fx desugar through its
 `__torch_dispatch__` into aten ops on the inners.  A subclass output is flattened into its
 inners as graph outputs; runtime/run.py rebuilds it from the Layout recorded at trace time.
-(Issue 4 asked for subclass constructors as graph nodes; keeping them at the boundary is what
-AOTAutograd does, and keeps the graph compilable by any backend.)  What the trace bakes in --
+(Subclass constructors are not graph nodes: keeping them at the boundary is what AOTAutograd
+does, and keeps the graph compilable by any backend.)  What the trace bakes in --
 the subclass's dispatch decisions on its ctx and inner metadata -- is in the signature through
 the Layout.  Subclass dispatch that depends on anything else (global state) is not seen: the
 same limit as torch.compile's.  Opaque calls never see a subclass (trace.py falls back).

@@ -463,7 +463,7 @@ def _capture(state, w, opts, grad_tensors, slots, observed=False):
 # (capture/opaque.py counts references; Step.stealable), the node gets a fresh alias of it
 # (fastwalk.run_leaf(steal=True)), which it takes or copies by eager's own rules.  The graph
 # never touches that buffer again: no other user, and Inductor never reuses a buffer an opaque
-# call returned (backends/inductor.py Note 8).  Not covered (copied, README): one tensor
+# call returned (backends/inductor.py Note [Inductor: opaque buffers]).  Not covered (copied, README): one tensor
 # returned for two inputs (eager gives it to one of them), a grad passed through unchanged
 # (opaque calls clone those), and grads computed from opaque outputs in the graph.
 
