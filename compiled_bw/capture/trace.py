@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from typing import NamedTuple
 
 import torch
 from torch.fx.experimental.proxy_tensor import get_proxy_mode, make_fx
@@ -141,136 +142,190 @@ class TraceStep:
         self.sites: list = []
 
 
-def _run_engine(w, opts, root_grads: list, opaque_names: list, placeholders: dict,
-                delivers: bool = False):
-    """Runs on fake tensors under make_fx; returns (outputs list, plan parts).
-    placeholders: saved-tensor key (node, attr, pos) -> graph placeholder.  delivers: each
-    leaf's AccumulateGrad becomes a delivery point in the graph, here in eager's order
-    (runtime/run.py Note [Delivery points]), rather than a graph output."""
-    n = len(w.nodes)
-    aot_seen: list = []
-    needed, captures = _needed_and_captured(w, opts)
-    captured = [False] * n
-    for c in captures:
-        captured[c] = True
-    deps = [0] * n
-    for es in w.edges:
-        for c, _ in es:
-            if c >= 0:
-                deps[c] += 1
-    buffers: dict = {}
-    heap = StdHeap()
-    seq = [sequence_nr(node) for node in w.nodes]
-    root_meta_edges = tuple(w.root_edges)
-    # nodes with a subclass among their saved tensors: they must not run opaquely
-    sub_saved = {key[0] for key, v in placeholders.items() if type(v) is not FakeTensor}
-    df = defined.Tracker()      # Note [Undefined grads] (defined.py)
+class EngineResult(NamedTuple):
+    """What our engine's run under make_fx gives the Plan."""
+    outputs: list                # graph outputs (grads), in emission order
+    leaf_outputs: tuple          # (leaf node index, output position | None), to deliver
+    capture_outputs: tuple       # per grad() input: output position | None
+    executed: tuple              # node indices run, in eager's order
+    will_execute: tuple          # node indices run or captured
+    out_defined: tuple | None    # per output: its defined.py formula; None: all defined
 
-    def send(edges, grads) -> None:
-        # ENGINE.md 1.4: every valid edge counts down; pruned nodes get nothing.
+
+def _run_engine(w, opts, root_grads: list, opaque_names: list, placeholders: dict,
+                delivers: bool = False) -> EngineResult:
+    """Runs on fake tensors under make_fx.  placeholders: saved-tensor key (node, attr, pos) ->
+    graph placeholder.  delivers: each leaf's AccumulateGrad becomes a delivery point in the
+    graph, here in eager's order (runtime/run.py Note [Delivery points]), rather than a graph
+    output."""
+    eng = _Engine(w, opts, opaque_names, placeholders, delivers)
+    eng.start(root_grads)
+    while len(eng.heap):
+        eng.run_node(eng.heap.pop())
+    return eng.result()
+
+
+class _Engine:
+    """engine.cpp's evaluate loop over the walk (ENGINE.md): dependency counts, input buffers,
+    the ready queue; each node's grads traced (or an opaque call); the graph's outputs."""
+
+    def __init__(self, w, opts, opaque_names: list, placeholders: dict, delivers: bool) -> None:
+        self.w, self.opts, self.delivers = w, opts, delivers
+        self.opaque_names, self.placeholders = opaque_names, placeholders
+        n = len(w.nodes)
+        self.aot_seen: list = []
+        self.needed, self.captures = _needed_and_captured(w, opts)
+        self.captured = [False] * n
+        for c in self.captures:
+            self.captured[c] = True
+        self.deps = deps = [0] * n
+        for es in w.edges:
+            for c, _ in es:
+                if c >= 0:
+                    deps[c] += 1
+        self.buffers: dict = {}
+        self.heap = StdHeap()
+        self.seq = [sequence_nr(node) for node in w.nodes]
+        # nodes with a subclass among their saved tensors: they must not run opaquely
+        self.sub_saved = {key[0] for key, v in placeholders.items() if type(v) is not FakeTensor}
+        self.df = defined.Tracker()      # Note [Undefined grads] (defined.py)
+        self.outputs: list = []
+        self.leaf_outputs: list = []
+        self.capture_pos: list = [None] * len(opts.inputs)
+        self.executed: list = []
+        self.out_defined: list = []
+
+    def start(self, root_grads: list) -> None:
+        """The root grads, validated as eager does, into the first nodes' buffers."""
+        w, df = self.w, self.df
+        root_meta_edges = tuple(w.root_edges)
+        grads = validate_outputs("", root_grads, root_meta_edges, w.in_meta)
+        if len(w.root_edges) == 1:
+            (c, nr), = w.root_edges
+            buf = self.buffers[c] = [None] * len(w.in_meta[c])
+            _add(buf, nr, grads[0], df)
+            self.heap.push((0, self.seq[c]), c)
+        else:
+            grads = validate_outputs("GraphRoot", grads, root_meta_edges, w.in_meta)
+            for c, _ in w.root_edges:
+                self.deps[c] += 1
+            self.send(w.root_edges, grads)
+
+    def send(self, edges, grads) -> None:
+        """ENGINE.md 1.4: every valid edge counts down; pruned nodes get nothing."""
+        deps, buffers = self.deps, self.buffers
         for (c, nr), g in zip(edges, grads, strict=True):
             if c < 0:
                 continue
             deps[c] -= 1
-            if not (needed[c] or captured[c]):
+            if not (self.needed[c] or self.captured[c]):
                 continue
             b = buffers.get(c)
             if b is None:
-                b = buffers[c] = [None] * len(w.in_meta[c])
-            _add(b, nr, g, df)
+                b = buffers[c] = [None] * len(self.w.in_meta[c])
+            _add(b, nr, g, self.df)
             if deps[c] == 0:
-                heap.push((0, seq[c]), c)
-    grads = validate_outputs("", root_grads, root_meta_edges, w.in_meta)
-    if len(w.root_edges) == 1:
-        (c, nr), = w.root_edges
-        buf = buffers[c] = [None] * len(w.in_meta[c])
-        _add(buf, nr, grads[0], df)
-        heap.push((0, seq[c]), c)
-    else:
-        grads = validate_outputs("GraphRoot", grads, root_meta_edges, w.in_meta)
-        for c, _ in w.root_edges:
-            deps[c] += 1
-        send(w.root_edges, grads)
+                self.heap.push((0, self.seq[c]), c)
 
-    outputs: list = []
-    leaf_outputs: list = []
-    capture_pos = [None] * len(opts.inputs)
-    executed: list = []
-    out_defined: list = []
-
-    def emit(t) -> int | None:
+    def emit(self, t) -> int | None:
+        """t becomes a graph output; its position."""
         if t is None:
             return None
-        outputs.append(t)
-        out_defined.append(df.of(t))
-        return len(outputs) - 1
+        self.outputs.append(t)
+        self.out_defined.append(self.df.of(t))
+        return len(self.outputs) - 1
 
-    while len(heap):
-        i = heap.pop()
-        node, kind = w.nodes[i], w.kinds[i]
-        buf = buffers.pop(i, None) or [None] * len(w.in_meta[i])
+    def run_node(self, i: int) -> None:
+        """One node popped from the ready queue: captures (grad()), then the node itself."""
+        w, opts, df = self.w, self.opts, self.df
+        kind = w.kinds[i]
+        buf = self.buffers.pop(i, None) or [None] * len(w.in_meta[i])
         h = w.hooks.get(i)
-        if captured[i]:
-            if needed[i]:            # ENGINE.md 1.6: the raw slot, before tensor hooks
-                for pos, nr in captures[i]:
-                    capture_pos[pos] = emit(buf[nr])
-            else:                    # only tensor + retains_grad hooks run, hooked value kept
-                if h is not None and (h.tensor or h.retains):
-                    _dense_only(f"the tensor hooks of {kind.name}", buf)
-                    buf = _hook_call(w, i, kind.name, "pre-capture", buf, [], df)
-                for pos, nr in captures[i]:
-                    capture_pos[pos] = emit(buf[nr])
-        if not needed[i]:
-            continue
-        executed.append(i)
+        if self.captured[i]:
+            buf = self.capture(i, kind, buf, h)
+        if not self.needed[i]:
+            return
+        self.executed.append(i)
         if kind.how == LEAF:         # its hooks run in the real engine (delivery)
-            if opts.accumulate and delivers:
+            if opts.accumulate and self.delivers:
                 _deliver_call(i, kind.name, buf[0], df)
             elif opts.accumulate:
-                leaf_outputs.append((i, emit(buf[0])))
-            continue
+                self.leaf_outputs.append((i, self.emit(buf[0])))
+            return
         if h is not None and h.has_pre():
             _dense_only(f"the hooks of {kind.name}", buf)
             buf = _hook_call(w, i, kind.name, "pre", buf, [], df)
-            opaque_names.append(f"{kind.name} hooks")
-        outs = None
-        if kind.how == AOT:
-            outs = _aot_call(w, i, kind, node, buf, placeholders, len(aot_seen), df)
-            aot_seen.append(i)
-        elif kind.how in (TRACE, TRACE_CUSTOM):
-            outs = _traced_call(w, i, kind, node, buf, df, placeholders)
+            self.opaque_names.append(f"{kind.name} hooks")
+        outs = self.apply(i, kind, buf, h)
         # nodes.py Note [Hooked saved tensors]: eager frees them right after the node (and its
         # post-hooks) ran; the last opaque call of the node does
-        release = kind.hooked and not opts.retain_graph
-        if outs is None:   # custom Function, or a node fake tensors cannot run
-            site_kind = "custom" if kind.how in (CUSTOM, TRACE_CUSTOM, AOT) else (
-                "hooked" if kind.hooked else "node")
-            _dense_only(f"{kind.name} (run as an opaque call)", buf)
-            if i in sub_saved or (site_kind == "custom" and custom.fwd_info(node).subclass):
-                raise TraceFailed(f"{kind.name} runs as an opaque call but its forward or saved "
-                                  "tensors hold a tensor subclass (its grads may be subclasses); "
-                                  "opaque calls take dense tensors only", eager_error=False)
-            if site_kind == "custom" and h is not None and h.post and \
-                    any(c < 0 for c, _ in w.edges[i]):
-                # eager's post-hooks see what the backward returned for an input that needs
-                # no grad; an opaque call returns nothing there (its shape is unknown)
-                raise TraceFailed(f"{kind.name} runs as an opaque call and has post-hooks, and "
-                                  "an input that needs no grad (the hooks would see its grad)",
-                                  eager_error=False)
-            outs = _opaque_call(w, i, kind.name, site_kind, buf, df,
-                                release and not (h is not None and h.post))
-            opaque_names.append(f"{kind.name} ({kind.reason})" if kind.reason else kind.name)
-            outs = _validate(w, i, kind.name, outs, df)
         if h is not None and h.post:
             _dense_only(f"the post-hooks of {kind.name}", list(outs) + list(buf))
-            outs = _hook_call(w, i, kind.name, "post", outs, buf, df, release)
-            opaque_names.append(f"{kind.name} post-hooks")
-        send(w.edges[i], outs)
-    if buffers:
-        raise TraceFailed("could not compute gradients for some functions")
-    will = tuple(k for k in range(n) if needed[k] or captured[k])
-    out_defined = None if all(f is True for f in out_defined) else tuple(out_defined)
-    return outputs, tuple(leaf_outputs), tuple(capture_pos), tuple(executed), will, out_defined
+            outs = _hook_call(w, i, kind.name, "post", outs, buf, df,
+                              kind.hooked and not opts.retain_graph)
+            self.opaque_names.append(f"{kind.name} post-hooks")
+        self.send(w.edges[i], outs)
+
+    def capture(self, i: int, kind, buf: list, h) -> list:
+        """grad()'s captured grads of node i (ENGINE.md 1.6); the buffer the node then runs on."""
+        if self.needed[i]:           # the raw slot, before tensor hooks
+            for pos, nr in self.captures[i]:
+                self.capture_pos[pos] = self.emit(buf[nr])
+            return buf
+        # only tensor + retains_grad hooks run, hooked value kept
+        if h is not None and (h.tensor or h.retains):
+            _dense_only(f"the tensor hooks of {kind.name}", buf)
+            buf = _hook_call(self.w, i, kind.name, "pre-capture", buf, [], self.df)
+        for pos, nr in self.captures[i]:
+            self.capture_pos[pos] = self.emit(buf[nr])
+        return buf
+
+    def apply(self, i: int, kind, buf: list, h) -> list:
+        """The node's grads: its traced formula, its AOT backward, or an opaque call."""
+        w, node = self.w, self.w.nodes[i]
+        outs = None
+        if kind.how == AOT:
+            outs = _aot_call(w, i, kind, node, buf, self.placeholders, len(self.aot_seen),
+                             self.df)
+            self.aot_seen.append(i)
+        elif kind.how in (TRACE, TRACE_CUSTOM):
+            outs = _traced_call(w, i, kind, node, buf, self.df, self.placeholders)
+        if outs is None:   # custom Function, or a node fake tensors cannot run
+            outs = self.opaque_node(i, kind, node, buf, h)
+        return outs
+
+    def opaque_node(self, i: int, kind, node, buf: list, h) -> list:
+        """The real node (custom Function, hooked or untraceable built-in) called at run time."""
+        w, df = self.w, self.df
+        release = kind.hooked and not self.opts.retain_graph
+        site_kind = "custom" if kind.how in (CUSTOM, TRACE_CUSTOM, AOT) else (
+            "hooked" if kind.hooked else "node")
+        _dense_only(f"{kind.name} (run as an opaque call)", buf)
+        if i in self.sub_saved or (site_kind == "custom" and custom.fwd_info(node).subclass):
+            raise TraceFailed(f"{kind.name} runs as an opaque call but its forward or saved "
+                              "tensors hold a tensor subclass (its grads may be subclasses); "
+                              "opaque calls take dense tensors only", eager_error=False)
+        if site_kind == "custom" and h is not None and h.post and \
+                any(c < 0 for c, _ in w.edges[i]):
+            # eager's post-hooks see what the backward returned for an input that needs
+            # no grad; an opaque call returns nothing there (its shape is unknown)
+            raise TraceFailed(f"{kind.name} runs as an opaque call and has post-hooks, and "
+                              "an input that needs no grad (the hooks would see its grad)",
+                              eager_error=False)
+        outs = _opaque_call(w, i, kind.name, site_kind, buf, df,
+                            release and not (h is not None and h.post))
+        self.opaque_names.append(f"{kind.name} ({kind.reason})" if kind.reason else kind.name)
+        return _validate(w, i, kind.name, outs, df)
+
+    def result(self) -> EngineResult:
+        if self.buffers:
+            raise TraceFailed("could not compute gradients for some functions")
+        n = len(self.w.nodes)
+        will = tuple(k for k in range(n) if self.needed[k] or self.captured[k])
+        out_defined = self.out_defined
+        out_defined = None if all(f is True for f in out_defined) else tuple(out_defined)
+        return EngineResult(self.outputs, tuple(self.leaf_outputs), tuple(self.capture_pos),
+                            tuple(self.executed), will, out_defined)
 
 
 def _dense_only(what: str, grads) -> None:
@@ -495,18 +550,15 @@ def trace_backward(w, opts: Options, root_grads: list, slots: list, delivers: bo
         slots.set_placeholders(flat[n_roots:])
         placeholders = dict(zip(w.saved_node, flat[n_roots:], strict=True))
         try:
-            outs, leaf_outputs, capture_outputs, executed, will, out_defined = _run_engine(
-                w, opts, grads, opaque_names, placeholders, delivers)
+            ran = _run_engine(w, opts, grads, opaque_names, placeholders, delivers)
         finally:
             slots.clear_placeholders()
         try:
-            out_layouts = layouts_of(outs)
+            out_layouts = layouts_of(ran.outputs)
         except SubclassUnsupported as e:
             raise TraceFailed(f"a gradient: {e}", eager_error=False) from None
-        result.update(leaf_outputs=leaf_outputs, capture_outputs=capture_outputs,
-                      executed=executed, will=will, out_layouts=out_layouts,
-                      out_defined=out_defined)
-        return outs if out_layouts is None else flatten(outs)
+        result.update(ran=ran, out_layouts=out_layouts)
+        return ran.outputs if out_layouts is None else flatten(ran.outputs)
 
     trace_step = TraceStep()
     sites = trace_step.sites
@@ -519,10 +571,10 @@ def trace_backward(w, opts: Options, root_grads: list, slots: list, delivers: bo
         raise TraceFailed(f"trace failed: {type(e).__name__}: {e}", eager_error=False) from e
     _check_no_trace_time_values(gm)
     _name_inputs(gm, w, n_roots, in_layouts, n_ints)
-    plan = Plan(root_defined, result["leaf_outputs"], result["capture_outputs"],
-                result["executed"], result["will"], tuple(sites), tuple(opaque_names),
-                in_layouts, result["out_layouts"], result["out_defined"],
-                delivers and opts.accumulate)
+    ran = result["ran"]
+    plan = Plan(root_defined, ran.leaf_outputs, ran.capture_outputs, ran.executed,
+                ran.will_execute, tuple(sites), tuple(opaque_names), in_layouts,
+                result["out_layouts"], ran.out_defined, delivers and opts.accumulate)
     if sites and not opts.accumulate and plan.out_layouts is None:
         plan.relayout = view_chains(gm, plan.capture_outputs)
     return gm, plan
