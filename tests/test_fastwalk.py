@@ -190,6 +190,33 @@ def test_walks_agree(ext, name):
     assert [h.signature() for h in f.hooks.values()] == [h.signature() for h in p.hooks.values()]
 
 
+WALK_INTERFACE = ("install", "take_saved", "release_nodes", "accumulate", "leaf_observed",
+                  "forward_streams", "run_native", "python_walk")
+
+
+@pytest.mark.parametrize("name", list(PROGRAMS))
+def test_walks_answer_the_interface_alike(ext, name):
+    # runtime/ never asks which walk it has (docs/ARCHITECTURE.md "The walk interface"): both
+    # walks give the same answers, and the same saved tensors through take_saved
+    roots = PROGRAMS[name]()
+    edges = [gradient_edge(r) for r in roots]
+    p, f = walk_graph(edges), fastwalk.fast_walk(edges)
+    for w in (p, f):
+        missing = [m for m in WALK_INTERFACE if not callable(getattr(w, m, None))]
+        assert not missing, f"{type(w).__name__} lacks {missing}"
+    assert p.leaf_observed() == f.leaf_observed()
+    assert p.forward_streams() == f.forward_streams() == []
+    assert p.python_walk(edges) is p
+    assert f.python_walk(edges).signature == p.signature
+    assert p.frees_saved_itself is False and f.frees_saved_itself is True
+    bp, bf = [], []
+    p.take_saved(bp)
+    f.take_saved(bf)
+    assert [t.data_ptr() for t in bp] == [t.data_ptr() for t in bf]
+    assert f.saved == [], "the C++ walk's list is emptied in place (Note [Box ownership])"
+    assert p.run_native() is False
+
+
 def test_walks_agree_on_a_compiled_forward(ext):
     torch._dynamo.reset()
     f = torch.compile(lambda x, w: (x @ w).relu().sum(-1), backend="aot_eager")
