@@ -19,7 +19,11 @@ its ops (e.g. a dequantize) land in the graph next to their consumer, where Indu
 The contract, which marking a pair traceable states: the unpack's result depends only on the
 packed object (no Python side effect, no state read that can change between steps); it runs
 once per capture, not per step.  The unpack function object is in the cache key (a new
-function object is a new graph), as are the packed object's structure and plain values.
+function object is a new graph), as are the packed object's structure and plain values
+(numbers, strings, None, dtypes, devices, sizes and tuples/lists of them, keyed with their
+type: 1, 1.0 and True differ).  A packed object holding any other non-tensor (a user object
+whose attributes could change between steps unseen by the key) makes that node one opaque
+call of the real node, which calls the unpack each step as eager does.
 With retain_graph=False the packed object is dropped after the run and a second backward
 raises eager's "backward through the graph a second time".
 Nodes of custom Functions and AOT backwards keep running as one opaque call of the real node
@@ -34,6 +38,8 @@ import contextlib
 import torch
 
 from ..torchapi.dynamo import pytree
+from .custom import _NOT_PLAIN as NOT_PLAIN
+from .custom import _plain as plain_key
 from .saved import ERR_BACKWARD_TWICE, raw_saved
 
 _LIVE = [0]     # live _Packed objects
@@ -165,10 +171,8 @@ def traceable_entry(w, i: int, node, attrs, entry: list, tensor_meta) -> bool:
             raise RuntimeError(ERR_BACKWARD_TWICE)
         leaves, spec = pytree.tree_flatten(p.payload)
         tensors = [x for x in leaves if isinstance(x, torch.Tensor)]
-        plain = tuple(None if isinstance(x, torch.Tensor) else x for x in leaves)
-        try:
-            hash(plain)
-        except TypeError:
+        plain = tuple(None if isinstance(x, torch.Tensor) else plain_key(x) for x in leaves)
+        if any(x is NOT_PLAIN for x in plain):    # its contents could change unseen: a call
             return False
         parts.append((hook.unpack, spec, plain, tuple(tensor_meta(t) for t in tensors)))
         for j, t in enumerate(tensors):
