@@ -191,8 +191,10 @@ def _raising_unpack(p):
 
 
 @pytest.mark.parametrize("unpack,error", [(_raising_unpack, ValueError),
-                                          (lambda p: p[0].to(p[1])[:1], RuntimeError)],
-                         ids=["raises", "wrong_shape"])
+                                          (lambda p: p[0].to(p[1])[:1], RuntimeError),
+                                          (lambda p: p[0].to(p[1]).double(), RuntimeError),
+                                          (lambda p: p[0], RuntimeError)],
+                         ids=["raises", "wrong_shape", "wrong_dtype", "packed_dtype"])
 def test_bad_unpack_gives_eagers_error_and_no_grad(unpack, error):
     def step(st):
         m, _ = st
