@@ -92,6 +92,63 @@ def test_new_unpack_function_or_packed_value_is_a_new_graph():
     differential(_mlp, step, strict=True, captures=3)
 
 
+class _Scale:
+    """A user object in a packed object: its attribute changes between steps."""
+    def __init__(self) -> None:
+        self.v = 1.0
+
+
+_SCALE = _Scale()
+_VALUE = [1]
+
+
+def _pack_with_scale(t):
+    return (t * 1.0, _SCALE)
+
+
+def _unpack_with_scale(p):
+    return p[0] * p[1].v
+
+
+def _pack_with_value(t):
+    return (t * 1.0, _VALUE[0])
+
+
+def _unpack_with_value(p):
+    return p[0] * len(repr(p[1]))
+
+
+def test_packed_user_object_mutated_between_steps_is_never_a_stale_constant():
+    """The same hooks and the same _Scale object in every step's packed object, with a new
+    `.v`: a graph traced with step 0's `.v` baked in and reused would give wrong grads.  Such a
+    node runs as one call of the real node (eager's unpack each step); nothing falls back."""
+    def step(st):
+        m, log = st
+        m.zero_grad()
+        _SCALE.v = float(len(log) + 1)
+        log.append(_SCALE.v)
+        with compiled_bw.traceable_saved_tensors_hooks(_pack_with_scale, _unpack_with_scale):
+            loss = m(torch.randn(8, 16)).pow(2).sum()
+        loss.backward()
+        return grads(m)
+    differential(_mlp, step, strict=True)
+
+
+def test_packed_plain_values_keyed_with_their_type():
+    """1, 1.0 and True are equal and hash alike in Python, but an unpack may tell them apart
+    (here through repr): each must be its own graph, never step 0's reused."""
+    def step(st):
+        m, log = st
+        m.zero_grad()
+        _VALUE[0] = (1, 1.0, True)[len(log) % 3]
+        log.append(_VALUE[0])
+        with compiled_bw.traceable_saved_tensors_hooks(_pack_with_value, _unpack_with_value):
+            loss = m(torch.randn(8, 16)).pow(2).sum()
+        loss.backward()
+        return grads(m)
+    differential(_mlp, step, strict=True, captures=3)
+
+
 def test_retain_graph_false_frees_packed_objects_as_eager():
     def step(st):
         m, _ = st
@@ -134,8 +191,10 @@ def _raising_unpack(p):
 
 
 @pytest.mark.parametrize("unpack,error", [(_raising_unpack, ValueError),
-                                          (lambda p: p[0].to(p[1])[:1], RuntimeError)],
-                         ids=["raises", "wrong_shape"])
+                                          (lambda p: p[0].to(p[1])[:1], RuntimeError),
+                                          (lambda p: p[0].to(p[1]).double(), RuntimeError),
+                                          (lambda p: p[0], RuntimeError)],
+                         ids=["raises", "wrong_shape", "wrong_dtype", "packed_dtype"])
 def test_bad_unpack_gives_eagers_error_and_no_grad(unpack, error):
     def step(st):
         m, _ = st

@@ -19,7 +19,14 @@ its ops (e.g. a dequantize) land in the graph next to their consumer, where Indu
 The contract, which marking a pair traceable states: the unpack's result depends only on the
 packed object (no Python side effect, no state read that can change between steps); it runs
 once per capture, not per step.  The unpack function object is in the cache key (a new
-function object is a new graph), as are the packed object's structure and plain values.
+function object is a new graph), as are the packed object's structure and plain values
+(numbers, strings, None, dtypes, devices, sizes and tuples/lists of them, keyed with their
+type: 1, 1.0 and True differ).  A packed object holding any other non-tensor (a user object
+whose attributes could change between steps unseen by the key) makes that node one opaque
+call of the real node, which calls the unpack each step as eager does.
+The traced unpack must return a tensor of the packed tensor's dtype, device and shape
+(`_checked`); anything else fails the trace, and eager autograd runs that backward with its own
+error or result.
 With retain_graph=False the packed object is dropped after the run and a second backward
 raises eager's "backward through the graph a second time".
 Nodes of custom Functions and AOT backwards keep running as one opaque call of the real node
@@ -34,6 +41,8 @@ import contextlib
 import torch
 
 from ..torchapi.dynamo import pytree
+from .custom import _NOT_PLAIN as NOT_PLAIN
+from .custom import _plain as plain_key
 from .saved import ERR_BACKWARD_TWICE, raw_saved
 
 _LIVE = [0]     # live _Packed objects
@@ -46,10 +55,11 @@ def live() -> bool:
 class _Packed:
     """What the SavedVariable holds: the user's packed object, and while tracing the
     placeholders of its tensor leaves and the traced unpack."""
-    __slots__ = ("leaf_phs", "payload", "released", "unpacked")
+    __slots__ = ("leaf_phs", "meta", "payload", "released", "unpacked")
 
-    def __init__(self, payload) -> None:
+    def __init__(self, payload, meta: tuple) -> None:
         self.payload = payload
+        self.meta = meta            # (dtype, device, shape) of the tensor packed
         self.released = False
         self.leaf_phs = None
         self.unpacked = None
@@ -75,11 +85,29 @@ class TraceableUnpack:
                 leaves, spec = pytree.tree_flatten(p.payload)
                 it = iter(p.leaf_phs)
                 leaves = [next(it) if isinstance(x, torch.Tensor) else x for x in leaves]
-                p.unpacked = self.unpack(pytree.tree_unflatten(leaves, spec))
+                p.unpacked = _checked(self.unpack(pytree.tree_unflatten(leaves, spec)), p.meta)
             return p.unpacked
         if p.released:
             raise RuntimeError(ERR_BACKWARD_TWICE)
         return self.unpack(p.payload)
+
+
+def _checked(out, meta: tuple):
+    """The traced unpack's result, if it has the dtype, device and shape of the tensor packed.
+    Else raises: the trace fails and eager autograd runs this backward, so the formula's own
+    error (eager's text) or result is eager's -- a graph traced on it would raise a different
+    error under Inductor, or compute on a tensor eager's formula never saw this way."""
+    dtype, device, shape = meta
+    if isinstance(out, torch.Tensor) and out.dtype == dtype and out.device == device \
+            and out.dim() == len(shape) and all(
+                not isinstance(d, int) or d == e for d, e in zip(out.shape, shape, strict=True)):
+        return out
+    found = (f"{out.dtype}, {out.device}, {tuple(out.shape)}" if isinstance(out, torch.Tensor)
+             else type(out).__name__)
+    raise RuntimeError(f"traceable_saved_tensors_hooks: the unpack hook returned {found}, "
+                       f"expected the packed tensor's {dtype}, {device}, {shape}; this "
+                       "backward runs in eager autograd (fix the unpack to return the tensor "
+                       "it was given, or use torch.autograd.graph.saved_tensors_hooks)")
 
 
 @contextlib.contextmanager
@@ -95,7 +123,7 @@ def traceable_saved_tensors_hooks(pack_hook, unpack_hook):
                         f"{type(unpack_hook).__name__}")
 
     def pack(t):
-        return _Packed(pack_hook(t))
+        return _Packed(pack_hook(t), (t.dtype, t.device, tuple(t.shape)))
 
     with torch.autograd.graph.saved_tensors_hooks(pack, TraceableUnpack(unpack_hook)):
         yield
@@ -165,10 +193,8 @@ def traceable_entry(w, i: int, node, attrs, entry: list, tensor_meta) -> bool:
             raise RuntimeError(ERR_BACKWARD_TWICE)
         leaves, spec = pytree.tree_flatten(p.payload)
         tensors = [x for x in leaves if isinstance(x, torch.Tensor)]
-        plain = tuple(None if isinstance(x, torch.Tensor) else x for x in leaves)
-        try:
-            hash(plain)
-        except TypeError:
+        plain = tuple(None if isinstance(x, torch.Tensor) else plain_key(x) for x in leaves)
+        if any(x is NOT_PLAIN for x in plain):    # its contents could change unseen: a call
             return False
         parts.append((hook.unpack, spec, plain, tuple(tensor_meta(t) for t in tensors)))
         for j, t in enumerate(tensors):
