@@ -173,6 +173,8 @@ struct CWalk {
   py::list root_edges;
   std::shared_ptr<const std::string> key;
   uint64_t hash = 0;
+  // per processed node, one row of LAYOUT_FIELDS (bindings export the names; fastwalk.describe
+  // reads rows by them), then an end row: 0xFFFFFFFF, 0, and the execution order's key offset
   std::vector<uint32_t> layout;  // per processed node: index, class id, key offset
   std::vector<std::pair<uint32_t, uint32_t>> ca_range;  // per node: its compiled_args bytes in key
 };

@@ -21,6 +21,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   how["py"] = (int)H_PY;
   how["unsupported"] = (int)H_UNSUPPORTED;
   m.attr("HOW") = how;
+  // CWalk.layout: one row of these per processed node (_fastwalk_walk.cpp walk): its index,
+  // its class id, and where in the key its entry, its input metadata and the rest begin.
+  m.attr("LAYOUT_FIELDS") = py::make_tuple("index", "class_id", "start", "meta", "rest");
   m.def("init", [](py::object unsupported, py::object giveup, py::object classify,
                    py::object list_svs, py::object py_node) {
     g_unsupported = unsupported.inc_ref().ptr();

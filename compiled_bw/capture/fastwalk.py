@@ -38,6 +38,7 @@ nodes.hooked_kind (`opaque()` says 2 for it; nodes.py Note [Hooked saved tensors
 from __future__ import annotations
 
 import hashlib
+import itertools
 import logging
 import os
 import struct
@@ -265,7 +266,7 @@ class CSig:
                 and self.extra == other.extra)
 
     def __len__(self) -> int:
-        return len(self.layout) // 20
+        return len(self.layout) // (4 * len(_S.ext.LAYOUT_FIELDS))
 
     def __repr__(self) -> str:
         return f"CSig({len(self)} nodes, {len(self.key)} bytes)"
@@ -451,29 +452,38 @@ _walk_module.extension = _extension
 
 # ---- explaining a miss ---------------------------------------------------------------------
 
+def _rows(sig: CSig) -> list:
+    """The CWalk layout of a signature as rows of named fields (the extension's LAYOUT_FIELDS),
+    each with `end`: where the next row's entry begins (the key's end for the last)."""
+    fields = _S.ext.LAYOUT_FIELDS
+    flat = struct.unpack(f"{len(sig.layout) // 4}I", sig.layout)
+    n = len(fields)
+    rows = [dict(zip(fields, flat[r:r + n], strict=True)) for r in range(0, len(flat), n)]
+    for a, b in itertools.pairwise(rows):
+        a["end"] = b["start"]
+    if rows:
+        rows[-1]["end"] = len(sig.key)
+    return rows
+
+
 def describe(old: CSig, new: CSig) -> str:
     """First difference between two CSigs, in words (runtime/cache.py)."""
-    lo = struct.unpack(f"{len(old.layout) // 4}I", old.layout)
-    ln = struct.unpack(f"{len(new.layout) // 4}I", new.layout)
+    lo, ln = _rows(old), _rows(new)
     if len(lo) != len(ln):
-        return f"graph size changed: {len(lo) // 5 - 1} -> {len(ln) // 5 - 1} nodes"
-    for r in range(0, len(ln), 5):
-        i, cid, start, meta, rest = ln[r:r + 5]
-        oi, ocid, ostart, ometa, orest = lo[r:r + 5]
-        end = ln[r + 7] if r + 5 < len(ln) else len(new.key)
-        oend = lo[r + 7] if r + 5 < len(lo) else len(old.key)
-        if i == 0xFFFFFFFF:
-            if old.key[ostart:oend] != new.key[start:end]:
+        return f"graph size changed: {len(lo) - 1} -> {len(ln) - 1} nodes"
+    for o, r in zip(lo, ln, strict=True):
+        if r["index"] == 0xFFFFFFFF:
+            if old.key[o["start"]:o["end"]] != new.key[r["start"]:r["end"]]:
                 return "execution order of the nodes changed"
             break
-        name = _S.ext.class_kind(cid).name
-        if (oi, ocid) != (i, cid):
-            return f"node {i}: {_S.ext.class_kind(ocid).name} -> {name}"
-        if old.key[ostart:ometa] != new.key[start:meta]:
-            return f"node {i} {name}: edges changed"
-        if old.key[ometa:orest] != new.key[meta:rest]:
-            return f"node {i} {name}: input metadata changed"
-        if old.key[orest:oend] != new.key[rest:end]:
+        i, name = r["index"], _S.ext.class_kind(r["class_id"]).name
+        if (o["index"], o["class_id"]) != (i, r["class_id"]):
+            return f"node {i}: {_S.ext.class_kind(o['class_id']).name} -> {name}"
+        for part, what in (("start", "edges"), ("meta", "input metadata")):
+            nxt = "meta" if part == "start" else "rest"
+            if old.key[o[part]:o[nxt]] != new.key[r[part]:r[nxt]]:
+                return f"node {i} {name}: {what} changed"
+        if old.key[o["rest"]:o["end"]] != new.key[r["rest"]:r["end"]]:
             return f"node {i} {name}: saved state (saved values or saved tensor shape/stride/dtype) changed"
     if old.extra != new.extra:
         return "custom Function / hook state changed"
