@@ -223,3 +223,34 @@ def test_once_differentiable_used_several_times(fn):
         y.sum().backward()
         return [x.grad, w.grad]
     differential(_leaves((4,), (4,)), step)
+
+
+class CountsCalls(torch.autograd.Function):
+    """Traced by opt-in, but its backward writes its ctx (a side effect the graph cannot
+    repeat): it must run as an opaque call, every step."""
+    compiled_bw_traceable = True
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.exp()
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        ctx.calls = getattr(ctx, "calls", 0) + 1
+        ctx.last_grad_sum = float(g.sum())
+        return g * x.exp()
+
+
+def test_traced_backward_that_writes_its_ctx_runs_opaque():
+    def step(st):
+        x, log = st
+        x.grad = None
+        y = CountsCalls.apply(x * 2)
+        (y * 3).sum().backward(retain_graph=True)
+        (y * 3).sum().backward()
+        log.append((y.grad_fn.calls, y.grad_fn.last_grad_sum))
+        return [x.grad, list(log)]
+    differential(_leaves((4,)), step, captures=2)
+    assert "compiled_bw.opaque" in compiled_bw.last_graph().code
