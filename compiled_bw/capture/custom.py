@@ -190,6 +190,11 @@ def materializes(node, info: FwdInfo) -> tuple:
 
 def materialize(node, info: FwdInfo, grads: list) -> list:
     """PyNode::to_py_args: undefined grads -> zeros of the forward output (unless disabled)."""
+    for g in grads:
+        if g is None:
+            break
+    else:
+        return list(grads)      # nothing to materialize (the common case: no per-slot work)
     if not node.metadata.get(MATERIALIZE_KEY, True):
         return list(grads)
     res = []
@@ -235,6 +240,8 @@ def call_traced_backward(node, grads: list) -> list | None:
 
 def finish(node, info: FwdInfo, r) -> list:
     """PyNode::apply's checks on what a backward returned (python_function.cpp)."""
+    if type(r) is torch.Tensor and info.is_var == (True,):
+        return [r]              # one tensor for one tensor input: nothing to check
     name = type(node).__name__
     if not isinstance(r, tuple):
         r = (r,)
