@@ -190,6 +190,11 @@ def materializes(node, info: FwdInfo) -> tuple:
 
 def materialize(node, info: FwdInfo, grads: list) -> list:
     """PyNode::to_py_args: undefined grads -> zeros of the forward output (unless disabled)."""
+    for g in grads:
+        if g is None:
+            break
+    else:
+        return list(grads)      # nothing to materialize (the common case: no per-slot work)
     if not node.metadata.get(MATERIALIZE_KEY, True):
         return list(grads)
     res = []
@@ -208,8 +213,35 @@ def call_backward(node, grads: list) -> list:
     return finish(node, info, node.apply(*materialize(node, info, grads)))
 
 
+# Note [A traced backward that writes its ctx]
+# A traced Function's backward runs once, at capture, on fake tensors; later steps run only its
+# ops.  An attribute it sets or deletes on its ctx (`ctx.seen = ...`, a counter) is a Python
+# side effect the graph would not repeat: eager sets it every step, with real values, and user
+# code may read it (`y.grad_fn.seen`).  Tracing can see that one, so such a node becomes an
+# opaque call (the real backward runs every step) and the ctx is put back as it was before the
+# trace, so no fake value is left on it.  Other side effects (globals, logs) cannot be seen:
+# for those the opt-in is the user's statement that there are none.
+
+
+def call_traced_backward(node, grads: list) -> list | None:
+    """call_backward while tracing a traced Function; None (and the ctx restored) when the
+    backward wrote a ctx attribute (Note [A traced backward that writes its ctx])."""
+    ctx = vars(node)
+    before = dict(ctx)
+    try:
+        outs = call_backward(node, grads)
+    finally:
+        written = ctx.keys() != before.keys() or any(ctx[k] is not v for k, v in before.items())
+        if written:
+            ctx.clear()
+            ctx.update(before)
+    return None if written else outs
+
+
 def finish(node, info: FwdInfo, r) -> list:
     """PyNode::apply's checks on what a backward returned (python_function.cpp)."""
+    if type(r) is torch.Tensor and info.is_var == (True,):
+        return [r]              # one tensor for one tensor input: nothing to check
     name = type(node).__name__
     if not isinstance(r, tuple):
         r = (r,)

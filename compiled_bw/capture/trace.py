@@ -429,7 +429,9 @@ def _traced_call(w, i: int, kind, node, buf: list, df, placeholders: dict):
             outs = formula(buf, placeholders)
         else:
             with torch.no_grad():
-                outs = custom.call_backward(node, buf) if kind.how == TRACE_CUSTOM else node(*buf)
+                outs = custom.call_traced_backward(node, buf) if kind.how == TRACE_CUSTOM else node(*buf)
+            if outs is None:        # it wrote its ctx: an opaque call (custom.py Note)
+                return None
         outs = as_list(outs)
         dynamic = getattr(w, "dynamic", False)
         for o in outs:
