@@ -158,11 +158,113 @@ def split_sizes(state, n):
     return grads(state)
 
 
-def test_split_sizes_stay_static():
-    # SplitBackward0's saved sizes have no symbolic formula here: one capture per shape
-    st = run([4, 6, 8], split_sizes, captures=3, dynamic_captures=0)
-    assert any("stays static" in r and "SplitBackward0" in r for r in st.recompile_reasons), \
+def test_split_sizes_are_symbolic():
+    # SplitBackward0 saves self's sizes and split_size (n // 2): both become SymInt inputs
+    st = run([4, 6, 8, 10, 12], split_sizes, captures=2, dynamic_captures=1)
+    assert st.dynamic_hits == 3
+
+
+def split_with_sizes(state, n):
+    # SplitWithSizesBackward0: sizes [2, n - 3, 1]; the last output is unused (its grad is
+    # undefined: zeros of a symbolic size), the middle one is split again
+    if state is None:
+        return [torch.randn(4, requires_grad=True)]
+    (w,) = state
+    w.grad = None
+    a, b, _ = (torch.randn(n, 4) * w).split([2, n - 3, 1])
+    c, d = b.split(1, dim=1)[:2]
+    (a.sum() * 2 + b.pow(2).mean() + c.sum() * d.sum()).backward()
+    return grads(state)
+
+
+def test_split_with_sizes_and_an_unused_output():
+    st = run([5, 7, 9, 11], split_with_sizes, captures=2, dynamic_captures=1)
+    assert st.dynamic_hits == 2
+
+
+def cat_sizes(state, n):
+    # CatBackward0's input sizes are hidden in C++: read from the input metadata of the nodes
+    # it feeds, so each input's grad is narrowed at a symbolic offset
+    if state is None:
+        return [torch.randn(4, requires_grad=True), torch.randn(3, 4, requires_grad=True)]
+    w, c = state
+    for p in state:
+        p.grad = None
+    x = torch.randn(n, 4) * w
+    y = torch.randn(2 * n + 1, 4) * w
+    z = torch.cat([x, c, y]).pow(2)
+    (z.sum() + torch.cat([x, 2 * x], dim=-1).mean()).backward()
+    return grads(state)
+
+
+def test_cat_offsets_are_symbolic():
+    st = run([3, 5, 7, 9], cat_sizes, captures=2, dynamic_captures=1)
+    assert st.dynamic_hits == 2
+
+
+def cat_no_grad_in_the_middle(state, n):
+    # the middle input needs no grad: its length (which shifts the last input's offset) is in
+    # no metadata, so this graph stays static and is right for every size
+    if state is None:
+        return [torch.randn(4, requires_grad=True)]
+    (w,) = state
+    w.grad = None
+    torch.cat([torch.randn(2, 4) * w, torch.randn(n, 4), torch.randn(3, 4) * w]).pow(
+        2).sum().backward()
+    return grads(state)
+
+
+def test_cat_with_an_input_without_grad_is_never_reused_wrongly():
+    st = run([1, 4, 6, 8], cat_no_grad_in_the_middle, captures=4, dynamic_captures=0)
+    assert any("stays static" in r and "CatBackward0" in r for r in st.recompile_reasons), \
         st.recompile_reasons
+
+
+def transformer(state, t):
+    # one attention block over sequence lengths: embedding, layer_norm, split of a fused qkv,
+    # view/transpose/permute, bmm, softmax, gelu, reshape (the common transformer nodes)
+    if state is None:
+        return torch.nn.ModuleList([torch.nn.Embedding(11, 8), torch.nn.LayerNorm(8),
+                                    torch.nn.Linear(8, 24), torch.nn.Linear(8, 8)])
+    emb, ln, qkv, out = state
+    state.zero_grad()
+    ids = torch.randint(0, 11, (2, t))
+    h = ln(emb(ids))
+    q, k, v = qkv(h).split(8, -1)
+    q = q.view(2, t, 2, 4).transpose(1, 2)
+    k = k.view(2, t, 2, 4).permute(0, 2, 3, 1)
+    v = v.reshape(2, t, 2, 4).transpose(1, 2)
+    a = torch.softmax(q @ k / 2, -1)
+    o = out((a @ v).transpose(1, 2).reshape(2, t, 8))
+    torch.nn.functional.gelu(o + h).mean().backward()
+    return grads(state)
+
+
+def test_transformer_sequence_lengths():
+    st = run([5, 9, 13, 17, 6], transformer, captures=2, dynamic_captures=1)
+    assert st.dynamic_hits == 3
+
+
+def test_aot_backward_with_symints_stays_static_and_says_why():
+    # a torch.compile(dynamic=True) forward: its AOT backward (CompiledFunctionBackward) takes
+    # SymInts we do not splice into a symbolic capture yet, so each size is a static capture of
+    # its own, right, and the recompile reasons name the node
+    w = torch.randn(4, 3, requires_grad=True)
+
+    @torch.compile(backend="aot_eager", dynamic=True)
+    def f(x, w):
+        return (x @ w).sin()
+
+    def aot(state, n):
+        if state is None:
+            return [w]
+        w.grad = None
+        x = torch.randn(n, 4, requires_grad=True)
+        f(x, w).pow(2).mean().backward()
+        return [w.grad.clone(), x.grad.clone()]
+    st = run([3, 5, 7], aot, captures=3, dynamic_captures=0)
+    assert any("stays static" in r and "CompiledFunctionBackward" in r and "aot" in r
+               for r in st.recompile_reasons), st.recompile_reasons
 
 
 def test_image_height_and_width():

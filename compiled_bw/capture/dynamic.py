@@ -186,6 +186,60 @@ def _addmm(g, v, saved, need):
     return out
 
 
+def _split_with_sizes(grads, sizes, split_sizes, dim):
+    # FunctionsManual.cpp split_with_sizes_backward: an undefined grad of one output is zeros of
+    # that output's size (self's dtype and device: every output's, so a defined grad's)
+    dim = dim % len(sizes)
+    like = next(g for g in grads if g is not None)
+    full = []
+    for g, n in zip(grads, split_sizes, strict=True):
+        if g is None:
+            shape = list(sizes)
+            shape[dim] = n
+            g = like.new_zeros(shape)
+        full.append(g)
+    return torch.cat(full, dim)
+
+
+def _split(gs, v, saved, need):
+    # FunctionsManual.cpp split_backward: every split is split_size long but the last, which
+    # is what is left of the dim
+    sizes, n, k = v["self_sym_sizes"], v["split_size"], len(gs)
+    dim_size = sizes[v["dim"] % len(sizes)]
+    splits = [n] * (k - 1) + [n - (n * k - dim_size)]
+    return [_split_with_sizes(gs, sizes, splits, v["dim"])]
+
+
+def _split_sizes(gs, v, saved, need):
+    return [_split_with_sizes(gs, v["self_sym_sizes"], v["split_sizes"], v["dim"])]
+
+
+def _cat(g, v, saved, need, in_sizes):
+    # FunctionsManual.cpp cat_tensors_backward, the inputs' sizes from the input metadata of
+    # the nodes it feeds (its own saved sizes are not readable: see IN_META_FORMULAS)
+    dim = v["dim"] % g.dim()
+    out, at = [], 0
+    for k, s in enumerate(in_sizes):
+        if s is None:
+            if k != len(in_sizes) - 1:   # its length is hidden in the node, and it shifts the rest
+                raise NotDynamic("CatBackward0: an input that needs no grad precedes others")
+            out.append(None)
+            continue
+        if len(s) == 1 and type(s[0]) is int and s[0] == 0:   # a legacy empty input
+            out.append(g.new_zeros((0,)))
+            continue
+        out.append(g.narrow(dim, at, s[dim]) if need[k] else None)
+        at = at + s[dim]
+    return out
+
+
+# nodes whose sizes are hidden in C++ (not readable from Python): always traced from our copy,
+# with the sizes of their inputs read from the input metadata of the nodes they feed
+IN_META_FORMULAS = {"CatBackward0": _cat}
+
+# nodes with several grads: their formula takes the list (None: undefined this step)
+MULTI_GRAD = {"SplitBackward0", "SplitWithSizesBackward0", "UnsafeSplitBackward0"}
+
 # class name -> (formula(grad, values, saved(attr), need) -> outputs, the saved values that
 # are sizes: may vary; every other saved value of the node stays in the key)
 FORMULAS = {
@@ -200,7 +254,11 @@ FORMULAS = {
     "SqueezeBackward2": (_squeeze2, ("self_sym_sizes",)),
     "ViewBackward0": (_view, ("self_sym_sizes",)),
     "UnsafeViewBackward0": (_view, ("self_sym_sizes",)),
+    "ReshapeAliasBackward0": (_view, ("self_sym_sizes",)),
     "ExpandBackward0": (_expand, ("self_sym_sizes",)),
+    "SplitBackward0": (_split, ("self_sym_sizes", "split_size")),
+    "SplitWithSizesBackward0": (_split_sizes, ("self_sym_sizes", "split_sizes")),
+    "UnsafeSplitBackward0": (_split, ("self_sym_sizes", "split_size")),
     "MmBackward0": (_mm, ("self_sym_sizes", "self_sym_strides", "mat2_sym_sizes",
                           "mat2_sym_strides")),
     "AddmmBackward0": (_addmm, ("mat1_sym_sizes", "mat1_sym_strides", "mat2_sym_sizes",
@@ -424,6 +482,9 @@ class DynWalk:
         self.formulas: dict = {}
         for i, sv in vals.items():     # nodes whose saved sizes vary: our copy of the formula
             self.formulas[i] = self._formula(i, sv)
+        for i, kind in enumerate(w.kinds):
+            if kind.name in IN_META_FORMULAS and i not in self.formulas:
+                self.formulas[i] = self._formula(i, {})
 
     def __getattr__(self, name):
         return getattr(self._w, name)
@@ -431,7 +492,14 @@ class DynWalk:
     def _formula(self, i: int, sym_vals: dict):
         node = self._w.nodes[i]
         kind = self._w.kinds[i]
-        fn, _ = FORMULAS[kind.name]
+        if kind.name in IN_META_FORMULAS:
+            f = IN_META_FORMULAS[kind.name]
+            sizes = [None if c < 0 else self.in_meta[c][nr][0] for c, nr in self._w.edges[i]]
+
+            def fn(g, v, saved, need):
+                return f(g, v, saved, need, sizes)
+        else:
+            fn, _ = FORMULAS[kind.name]
         values = {}
         for a in kind.value_attrs:
             v = _signed(getattr(node, "_saved_" + a))
@@ -443,7 +511,9 @@ class DynWalk:
         edges = self._w.edges[i]
 
         def run(buf: list, placeholders: dict) -> list:
-            if len(buf) != 1 or buf[0] is None or buf[0].dtype.is_complex:
+            multi = kind.name in MULTI_GRAD
+            if (not multi and len(buf) != 1) or all(g is None for g in buf) or any(
+                    g is not None and g.dtype.is_complex for g in buf):
                 raise NotDynamic(f"node {i} {kind.name}: undefined or complex grad")
             if any(isinstance(v, complex) for v in values.values()):
                 raise NotDynamic(f"node {i} {kind.name}: complex scalar")
@@ -455,7 +525,7 @@ class DynWalk:
                 return t
             need = [c >= 0 for c, _ in edges]
             with torch.no_grad():
-                return fn(buf[0], values, saved, need)
+                return fn(list(buf) if multi else buf[0], values, saved, need)
         return run
 
 

@@ -69,6 +69,7 @@ def step(state, w, root_edges, opts, grad_tensors, key, root_key):
     Slots it installed;
     None: the static path goes on as if this module did not exist."""
     if not _eligible(state, w, key) or any(k.how not in (TRACE, LEAF) for k in w.kinds):
+        _why_static(state, w, key, root_key)
         return None     # (before a second walk: custom Functions' and hooked nodes' state)
     pw = w.python_walk(root_edges)
     if pw is None or pw.hooks or any(k.how not in (TRACE, LEAF) for k in pw.kinds):
@@ -113,6 +114,25 @@ def step(state, w, root_edges, opts, grad_tensors, key, root_key):
         state.log_recompile(f"sizes changed but the graph stays static: {e}")
         return None
     return _capture(state, w, pw, opts, grad_tensors, key, root_key, spec, base, prev)
+
+
+def _why_static(state, w, key, root_key) -> None:
+    """A graph of this root was captured before, and this one cannot be dynamic: say why (the
+    static path then says what changed)."""
+    if state.dynamic is False or not state.cache.count(root_key):
+        return
+    if state.backend not in ("eager", "inductor"):
+        why = f"backend {state.backend!r}"
+    elif key.options.leaf_observed:
+        why = "a leaf's grad is observed (hooks or retains_grad)"
+    elif w.hooks:
+        i = min(w.hooks)
+        why = f"node {i} {w.kinds[i].name} has hooks"
+    else:
+        i = next(k for k, kind in enumerate(w.kinds) if kind.how not in (TRACE, LEAF))
+        why = (f"node {i} {w.kinds[i].name} is not traced from a formula here ({w.kinds[i].how}:"
+               " an AOT backward, a custom Function or a node run opaquely)")
+    state.log_recompile(f"the graph stays static: {why}")
 
 
 def _same_structure(masked: tuple, sig: tuple) -> bool:
