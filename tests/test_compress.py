@@ -147,3 +147,29 @@ def test_triton_kernels_give_the_reference_grads_under_the_interpreter():
             ref, _ = _one_step(dt, 'tensor', batch=8)
             for a, b in zip(ours, ref, strict=True):
                 assert torch.equal(a, b), f"{dt}: the Triton path's grads differ from the torch path's"
+
+
+@pytest.mark.parametrize("kind", ["pointwise", "transformer", "cnn"])
+@pytest.mark.parametrize("dtype", FORMATS, ids=str)
+def test_grads_within_the_stated_bound_on_each_benchmark_kind(kind, dtype):
+    """Relative grad error per parameter, every activation compressed, compiled_bw vs
+    uncompressed eager, on a small model of each benchmark kind (benchmarks/grad_error.py);
+    compiled_bw adds nothing to eager-with-the-same-compression's error."""
+    from benchmarks.grad_error import SMALL, bound, grad_errors
+    errs, own, c = grad_errors(SMALL[kind], dtype)
+    assert c.compressed > 0 and len(errs) >= 3, (c.report(), errs)
+    assert max(errs.values()) <= bound(kind, dtype), f"{kind} {dtype}: relative grad errors {errs}"
+    assert min(errs.values()) > 0, "no grad changed: nothing was compressed"
+    assert max(own.values()) <= 1e-5, f"compiled_bw differs from eager with compression: {own}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dtype", FORMATS, ids=str)
+def test_training_with_compression_tracks_uncompressed(dtype):
+    """benchmarks/training_curve.py, shortened to 30 steps: the compressed run's losses stay
+    within 2% of the uncompressed run's at every step (nothing falls back: strict)."""
+    from benchmarks.training_curve import train
+    ref, got = train(None, steps=30), train(dtype, steps=30)
+    assert ref[-1] < 0.5 * ref[0], f"the task does not train: {ref}"
+    worst = max(abs(g / r - 1) for g, r in zip(got, ref, strict=True))
+    assert 0 < worst <= 0.02, f"{dtype}: losses {got} vs {ref}"
