@@ -1,19 +1,24 @@
 """Peak bytes of live tensors during the backward: eager autograd vs compiled_bw vs the anchor.
 
-Consumes the benchmark models (benchmarks/models.py, plus act8 and mlp8: activation-dominated)
-and modes (eager, cbw-eager, cbw-inductor, torch-ca = torch compiled autograd; any of them
-+fp8, +int8 or +bf16: the forward runs inside compiled_bw.compress_activations with that
-format, per row, min_bytes 64 KiB); produces, per model and mode, the peak live bytes during
-the backward, its ratio to eager autograd's, and the median time of a forward + backward step.
+Consumes the benchmark models (benchmarks/models.py, plus act8 and mlp8: activation-dominated,
+and transformer: 2 pre-norm layers with SDPA attention, not checkpointed) and modes (eager,
+cbw-eager, cbw-inductor, torch-ca = torch compiled autograd, hooks = eager autograd under plain
+torch.autograd.graph.saved_tensors_hooks; any of them +fp8, +int8 or +bf16: the forward runs
+inside compiled_bw.compress_activations with that format, per row, min_bytes 64 KiB; hooks+fmt
+installs the same pack / unpack as plain Python hooks); produces, per model and mode, the peak
+live bytes during forward + backward and during the backward, the bytes the forward left saved
+for the backward, their ratios to eager autograd's, and the median time of a forward + backward step.
 Run: python -m benchmarks.memory [--models act8,gemm] [--modes eager,cbw-eager,cbw-inductor]
-     python -m benchmarks.memory --models pointwise --modes eager,eager+fp8,cbw-inductor+fp8
+     python -m benchmarks.memory --models pointwise,transformer,cnn --modes eager,hooks+fp8,eager+fp8,cbw-inductor+fp8
 
 Method (CPU has no torch.cuda.max_memory_allocated): torch.profiler with profile_memory=True
 makes the CPU allocator report every allocation and free with its running total of live
 bytes (`total_allocated`, counting only blocks allocated while profiling).  The forward and
 backward of one warmed-up step run under the profiler, so the forward's activations are
 counted and their frees seen; a marker allocation of odd size separates forward from backward.
-Peak = max running total after the marker, minus what was live before the forward started.
+Peak = max running total after the marker, minus what was live before the forward started;
+fwd+bwd peak = the same max over the whole step; saved = the running total at the marker (the
+forward's output and the tensors it left for the backward), minus the same baseline.
 This counts every CPU tensor allocation (Inductor's buffers included), not Python objects.
 """
 from __future__ import annotations
@@ -63,7 +68,14 @@ def mlp8(d: int = 512, batch: int = 256):
         torch.randn(batch, d)
 
 
-MEMORY_MODELS = {"act8": act8, "mlp8": mlp8, **MODELS}
+def transformer(layers: int = 2, d: int = 256, tokens: int = 256, batch: int = 4):
+    """`layers` pre-norm transformer layers (LayerNorm, SDPA causal attention, GELU MLP;
+    benchmarks/models.PreNormLayer), not checkpointed: every activation saved."""
+    from .models import PreNormLayer
+    return nn.Sequential(*[PreNormLayer(d) for _ in range(layers)]), torch.randn(batch, tokens, d)
+
+
+MEMORY_MODELS = {"act8": act8, "mlp8": mlp8, "transformer": transformer, **MODELS}
 
 
 def _compiled_autograd():
@@ -76,6 +88,7 @@ MODES = {
     "cbw-eager": lambda: compiled_bw.enable(backend="eager", strict=True),
     "cbw-inductor": lambda: compiled_bw.enable(backend="inductor", strict=True),
     "torch-ca": _compiled_autograd,
+    "hooks": contextlib.nullcontext,    # the backward is eager's; "+fmt" packs in plain hooks
 }
 
 
@@ -88,9 +101,23 @@ def mode_contexts(mode) -> tuple:
     if not isinstance(mode, str):
         return contextlib.nullcontext, mode
     base, _, fmt = mode.partition("+")
-    fwd = contextlib.nullcontext if not fmt else functools.partial(
-        compiled_bw.compress_activations, COMPRESSION[fmt], min_bytes=1 << 16, granularity="row")
+    if not fmt:
+        fwd = contextlib.nullcontext
+    elif base == "hooks":
+        fwd = functools.partial(_plain_hooks, COMPRESSION[fmt])
+    else:
+        fwd = functools.partial(compiled_bw.compress_activations, COMPRESSION[fmt],
+                                min_bytes=1 << 16, granularity="row")
     return fwd, MODES[base]
+
+
+def _plain_hooks(dtype):
+    """compress_activations' pack and unpack as torch's own saved_tensors_hooks (no compiled_bw
+    context: what a user writes without compiled_bw)."""
+    from compiled_bw.compress import pack_activation, unpack_activation
+    return torch.autograd.graph.saved_tensors_hooks(
+        functools.partial(pack_activation, dtype=dtype, min_bytes=1 << 16, granularity="row"),
+        unpack_activation)
 
 
 def _allocations(prof) -> list:
@@ -139,6 +166,14 @@ def peak_backward_bytes(model, x, mode, warmup: int = 2,
     """Peak live tensor bytes during one steady-state backward, above what was live before
     its forward (so: the forward's saved activations + everything the backward allocates).
     mode: a name in MODES (+fp8/int8/bf16: compressed saved activations) or a context factory."""
+    return step_bytes(model, x, mode, warmup, loss_fn)["backward"]
+
+
+def step_bytes(model, x, mode, warmup: int = 2,
+               loss_fn=lambda y: y.float().pow(2).mean()) -> dict:
+    """One steady-state step's live tensor bytes above what was live before its forward:
+    {"step": peak over forward + backward, "backward": peak during the backward,
+     "saved": live when the backward starts (what the forward left for it)}."""
     fwd, ctx_factory = mode_contexts(mode)
     for _ in range(warmup):             # captures and compiles happen here
         _step(model, x, ctx_factory, loss_fn, marker=False, fwd=fwd)
@@ -160,7 +195,9 @@ def peak_backward_bytes(model, x, mode, warmup: int = 2,
     start = next((k for k, (_, size, _) in enumerate(events) if size == _MARKER), None)
     assert start is not None, "marker allocation not found in the profile"
     peak = max(total for _, _, total in events[start:])
-    return peak - base - _MARKER
+    return {"step": max(total for _, _, total in events) - base - _MARKER,
+            "backward": peak - base - _MARKER,
+            "saved": events[start][2] - base - _MARKER}
 
 
 def peak_backward_bytes_cuda(model, x, mode, warmup: int = 2,
@@ -204,7 +241,8 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     torch.set_num_threads(2)
     modes = a.modes.split(",")
-    print(f"{'model':10} {'mode':18} {'peak MB':>9} {'vs eager':>9} {'step ms':>9}")
+    print(f"{'model':11} {'mode':17} {'bwd peak MB':>11} {'vs eager':>8} {'f+b peak MB':>11} "
+          f"{'vs eager':>8} {'saved MB':>8} {'vs eager':>8} {'step ms':>8}")
     for name in a.models.split(","):
         base = None
         for mode in modes:
@@ -212,14 +250,15 @@ def main(argv=None) -> int:
             model, x = MEMORY_MODELS[name]()
             compiled_bw.reset()
             try:
-                peak = peak_backward_bytes(model, x, mode)
+                got = step_bytes(model, x, mode)
                 ms = step_seconds(model, x, mode) * 1e3
             except Exception as e:  # noqa: BLE001 -- one failing cell never stops the report
-                print(f"{name:10} {mode:18} n/a ({type(e).__name__}: {str(e)[:80]})")
+                print(f"{name:11} {mode:17} n/a ({type(e).__name__}: {str(e)[:80]})")
                 continue
-            base = peak if mode == "eager" else base
-            ratio = f"{peak / base:9.3f}" if base else f"{'':9}"
-            print(f"{name:10} {mode:18} {peak / 2**20:9.2f} {ratio} {ms:9.2f}", flush=True)
+            base = got if mode == "eager" else base
+            cells = [f"{got[k] / 2**20:{w}.2f} " + (f"{got[k] / base[k]:8.3f}" if base else f"{'':8}")
+                     for k, w in (("backward", 11), ("step", 11), ("saved", 8))]
+            print(f"{name:11} {mode:17} {' '.join(cells)} {ms:8.2f}", flush=True)
             if mode.startswith("torch-ca"):
                 torch._dynamo.reset()
     return 0

@@ -27,6 +27,10 @@ a node's formula is traced with the dequantize in front of it, where Inductor fu
 its consumer: the full-precision tensor is never stored.  The unpack is the module-level
 `unpack_activation` (its identity is in compiled_bw's cache key: the same function every step).
 
+A tensor saved twice in one context (an activation's output saved by it and, as input, by the
+next layer) is compressed once: both saves hold the same packed tensors (`Compression.shared`
+counts the second ones); after an in-place change of the tensor it is packed anew.
+
 Which implementation ran (`Compression.paths`, `report()`, and a line in compiled_bw.explain()):
 "triton" (CUDA tensors with triton installed), "triton-interpret" (TRITON_INTERPRET=1), or
 "torch" (the kernels' torch reference: CPU without Triton's interpreter, or no triton).
@@ -39,6 +43,7 @@ import functools
 from typing import NamedTuple
 
 import torch
+from torch.utils.weak import WeakIdKeyDictionary
 
 from .capture.packed import traceable_saved_tensors_hooks
 
@@ -122,14 +127,27 @@ class Compression:
     min_bytes: int
     granularity: object
     packs: int = 0              # pack hook calls (the unpack is traced: not counted)
-    compressed: int = 0         # of the packs: tensors stored compressed
+    compressed: int = 0         # of the packs: tensors stored compressed (once each: see pack)
     bytes_in: int = 0           # their bytes before ...
     bytes_out: int = 0          # ... and after (scales included)
+    shared: int = 0             # of the packs: a tensor already compressed, its packed form reused
     paths: set = dataclasses.field(default_factory=set)
+    # tensor -> (its _version when packed, its packed form), while the context is open
+    _done: object = dataclasses.field(default=None, repr=False)
 
     def pack(self, t):
+        """A tensor saved twice (a Tanh's output that the next Linear saves as its input) is
+        compressed once: the second save gets the first's packed form (the same q and scale
+        objects), unless the tensor was modified in place in between (its _version moved).
+        Both unpacks return new tensors of equal values, as two packs would."""
         self.packs += 1
+        seen = self._done.get(t) if self._done is not None else None
+        if seen is not None and seen[0] == t._version:
+            self.shared += 1
+            return seen[1]
         packed = pack_activation(t, self.dtype, self.min_bytes, self.granularity)
+        if not isinstance(packed, torch.Tensor) and self._done is not None:
+            self._done[t] = (t._version, packed)
         if not isinstance(packed, torch.Tensor):
             from kernels import path_for
             q, scale, _ = packed
@@ -142,8 +160,9 @@ class Compression:
     def report(self) -> str:
         paths = ", ".join(sorted(_PATH_WORDS.get(p, p) for p in self.paths)) or "none ran"
         g = self.granularity if self.dtype != torch.bfloat16 else "cast"
+        again = f" ({self.shared} saved again, packed once)" if self.shared else ""
         return (f"compress_activations({self.dtype}, {g}): {self.compressed} of {self.packs} saved "
-                f"tensors compressed, {self.bytes_in / 2**20:.2f} MB -> {self.bytes_out / 2**20:.2f} MB, "
+                f"tensors compressed{again}, {self.bytes_in / 2**20:.2f} MB -> {self.bytes_out / 2**20:.2f} MB, "
                 f"path: {paths}")
 
 
@@ -169,7 +188,10 @@ def compress_activations(dtype: torch.dtype = torch.float8_e4m3fn, min_bytes: in
     if not (granularity in ("row", "tensor") or (isinstance(granularity, int) and granularity > 0)):
         raise ValueError(f"compress_activations: granularity {granularity!r}; expected 'row', "
                          "'tensor' or a positive block size")
-    c = Compression(dtype, int(min_bytes), granularity)
+    c = Compression(dtype, int(min_bytes), granularity, _done=WeakIdKeyDictionary())
     _LAST[:] = [c]
-    with HOOKS(functools.partial(Compression.pack, c), unpack_activation):
-        yield c
+    try:
+        with HOOKS(functools.partial(Compression.pack, c), unpack_activation):
+            yield c
+    finally:
+        c._done = None      # the packed forms live in the graph's saved slots only
