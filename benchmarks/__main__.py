@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import platform
 import shutil
@@ -44,6 +45,10 @@ def main(argv=None) -> int:
     # custom_hooks' first block takes the model input, which needs no grad: torch warns about
     # that on every mode's first backward (eager's too); the harness's output is its tables.
     warnings.filterwarnings("ignore", message="Full backward hook is firing")
+    # The output is the tables and one progress line per model: torch-ca's recompile warnings
+    # (Dynamo's logger) and Hugging Face's config warnings go to their logs at ERROR only.
+    logging.getLogger("torch._dynamo").setLevel(logging.ERROR)
+    logging.getLogger("transformers").setLevel(logging.ERROR)
     gpu = a.device == "cuda"
     if gpu and not torch.cuda.is_available():
         print("--device cuda: no CUDA device here", file=sys.stderr)
