@@ -146,9 +146,9 @@ class Compression:
             self.shared += 1
             return seen[1]
         packed = pack_activation(t, self.dtype, self.min_bytes, self.granularity)
-        if not isinstance(packed, torch.Tensor) and self._done is not None:
-            self._done[t] = (t._version, packed)
         if not isinstance(packed, torch.Tensor):
+            if self._done is not None:
+                self._done[t] = (t._version, packed)
             from kernels import path_for
             q, scale, _ = packed
             self.compressed += 1

@@ -133,21 +133,21 @@ def auto_traced(cls) -> bool:
 
 _SCALARS = (int, bool, str, type(None), torch.dtype, torch.device, torch.layout,
             torch.memory_format)
-_NOT_PLAIN = object()
+NOT_PLAIN = object()
 
 
-def _plain(v):
+def plain_key(v):
     """A key for a plain value (its type included: True and 1, -0.0 and 0.0 differ), or
-    _NOT_PLAIN."""
+    NOT_PLAIN."""
     t = type(v)
     if t in _SCALARS:
         return (t, v)
     if t is float:
         return (t, repr(v))
     if t is tuple or t is list or t is torch.Size:
-        items = tuple(_plain(x) for x in v)
-        return _NOT_PLAIN if any(x is _NOT_PLAIN for x in items) else (t, items)
-    return _NOT_PLAIN
+        items = tuple(plain_key(x) for x in v)
+        return NOT_PLAIN if any(x is NOT_PLAIN for x in items) else (t, items)
+    return NOT_PLAIN
 
 
 def safe_ctx_state(node) -> tuple | None:
@@ -155,8 +155,8 @@ def safe_ctx_state(node) -> tuple | None:
     materialize flag; None when one is not a plain value (the node then runs opaque)."""
     items = []
     for k, v in sorted(vars(node).items()):
-        key = _plain(v)
-        if key is _NOT_PLAIN:
+        key = plain_key(v)
+        if key is NOT_PLAIN:
             return None
         items.append((k, key))
     items.append(("materialize", node.metadata.get(MATERIALIZE_KEY, True)))
@@ -174,8 +174,8 @@ def ctx_state(node) -> tuple:
         if isinstance(v, torch.Tensor):
             raise TypeError(f"{type(node).__name__}: ctx.{k} is a tensor; a traceable Function "
                             "must pass tensors through ctx.save_for_backward")
-        key = _plain(v)         # typed: True and 1, -0.0 and 0.0 are different keys
-        items.append((k, key if key is not _NOT_PLAIN else (object, repr(v))))
+        key = plain_key(v)         # typed: True and 1, -0.0 and 0.0 are different keys
+        items.append((k, key if key is not NOT_PLAIN else (object, repr(v))))
     return tuple(items)
 
 

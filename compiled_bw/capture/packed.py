@@ -41,8 +41,7 @@ import contextlib
 import torch
 
 from ..torchapi.dynamo import pytree
-from .custom import _NOT_PLAIN as NOT_PLAIN
-from .custom import _plain as plain_key
+from .custom import NOT_PLAIN, plain_key
 from .saved import ERR_BACKWARD_TWICE, raw_saved
 
 _LIVE = [0]     # live _Packed objects
