@@ -500,8 +500,6 @@ def test_unpack_hook_not_callable():
     differential(_build, step, strict=True)
 
 
-@pytest.mark.xfail(strict=True, reason="Known deviation (README): the in-place version check of "
-                   "saved tensors happens when the backward starts, not when each node runs")
 def test_unpack_hook_modifying_another_nodes_saved_tensor():
     # eager: MulBackward0 finds its saved `b` modified when it unpacks it, after ExpBackward0's
     # unpack hook did so, and raises; compiled_bw checked the version before the graph ran

@@ -254,3 +254,94 @@ def test_traced_backward_that_writes_its_ctx_runs_opaque():
         return [x.grad, list(log)]
     differential(_leaves((4,)), step, captures=2)
     assert "compiled_bw.opaque" in compiled_bw.last_graph().code
+
+
+_SHIFT = 1.0
+
+
+class ReadsAGlobal(torch.autograd.Function):
+    """Opted in, but its backward reads a module global the user reassigns between steps."""
+    compiled_bw_traceable = True
+
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * _SHIFT
+
+
+def test_traced_backward_reading_a_reassigned_global_is_never_stale():
+    # a trace bakes the global's value in: each value is its own graph (Note [What a traced
+    # function may read] in capture/custom.py)
+    def step(st):
+        global _SHIFT
+        x, log = st
+        x.grad = None
+        _SHIFT = float(len(log) + 2)
+        log.append(_SHIFT)
+        ReadsAGlobal.apply(x.sin()).sum().backward()
+        return [x.grad]
+    differential(_leaves((4,)), step, captures=3)
+    assert "opaque" not in compiled_bw.last_graph().code
+
+
+class _Knob:
+    def __init__(self) -> None:
+        self.scale = 1.0
+
+
+class ReadsAnObject(torch.autograd.Function):
+    """Opted in; its ctx holds a user object whose attribute changes between steps."""
+    compiled_bw_traceable = True
+
+    @staticmethod
+    def forward(ctx, x, knob):
+        ctx.knob = knob
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * ctx.knob.scale, None
+
+
+def test_traced_backward_reading_a_mutable_ctx_object_runs_as_a_call():
+    # no key can see the attribute change: the node runs opaque every step (one capture)
+    knob = _Knob()
+
+    def step(st):
+        x, log = st
+        x.grad = None
+        knob.scale = float(len(log) + 2)
+        log.append(knob.scale)
+        ReadsAnObject.apply(x.sin(), knob).sum().backward()
+        return [x.grad]
+    differential(_leaves((4,)), step, captures=1)
+
+
+class TakesAnActivation(torch.autograd.Function):
+    """Opted in; a function (torch.tanh / torch.sigmoid) in its ctx is keyed by identity."""
+    compiled_bw_traceable = True
+
+    @staticmethod
+    def forward(ctx, x, act):
+        ctx.act = act
+        ctx.save_for_backward(x)
+        return act(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, = ctx.saved_tensors
+        return g * ctx.act(x), None
+
+
+def test_traced_backward_with_a_function_in_its_ctx_stays_traced():
+    def step(st):
+        x, log = st
+        x.grad = None
+        act = (torch.tanh, torch.sigmoid)[len(log) % 2]
+        log.append(act.__name__)
+        TakesAnActivation.apply(x, act).sum().backward()
+        return [x.grad]
+    differential(_leaves((4,)), step, steps=4, captures=2)

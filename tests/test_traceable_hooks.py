@@ -214,3 +214,70 @@ def test_hooks_not_callable():
     with pytest.raises(TypeError, match="must be callable"):
         with compiled_bw.traceable_saved_tensors_hooks(_pack, 3):
             pass
+
+
+_FACTOR = 1.0
+
+
+def _unpack_times_global(p):
+    return p[0].to(p[1]) * _FACTOR
+
+
+def test_unpack_reading_a_global_reassigned_between_steps():
+    """A global the unpack reads is baked into a traced graph (Note [What a traced unpack may
+    read] in capture/packed.py): each value is its own graph, never step 0's reused."""
+    def step(st):
+        global _FACTOR
+        m, log = st
+        m.zero_grad()
+        _FACTOR = float(len(log) + 1)
+        log.append(_FACTOR)
+        with compiled_bw.traceable_saved_tensors_hooks(_pack, _unpack_times_global):
+            loss = m(torch.randn(8, 16)).pow(2).sum()
+        loss.backward()
+        return grads(m)
+    st = differential(_mlp, step, strict=True, captures=3)
+    _assert_traced(st)
+
+
+def test_unpack_closure_read_through_a_helper_function():
+    """The unpack calls a helper whose closure list changes between steps."""
+    scale = [1.0]
+
+    def helper(x):
+        return x * scale[0]
+
+    def unpack(p):
+        return helper(p[0].to(p[1]))
+
+    def step(st):
+        m, log = st
+        m.zero_grad()
+        scale[0] = float(len(log) + 2)
+        log.append(scale[0])
+        with compiled_bw.traceable_saved_tensors_hooks(_pack, unpack):
+            loss = m(torch.randn(8, 16)).pow(2).sum()
+        loss.backward()
+        return grads(m)
+    st = differential(_mlp, step, strict=True, captures=3)
+    _assert_traced(st)
+
+
+def test_unpack_reading_a_mutable_object_runs_as_a_call():
+    """A dict the unpack reads could change unseen by any key: the node calls the real unpack
+    every step (one capture, no fallback, eager's grads each step)."""
+    cfg = {"scale": 1.0}
+
+    def unpack(p):
+        return p[0].to(p[1]) * cfg["scale"]
+
+    def step(st):
+        m, log = st
+        m.zero_grad()
+        cfg["scale"] = float(len(log) + 2)
+        log.append(cfg["scale"])
+        with compiled_bw.traceable_saved_tensors_hooks(_pack, unpack):
+            loss = m(torch.randn(8, 16)).pow(2).sum()
+        loss.backward()
+        return grads(m)
+    differential(_mlp, step, strict=True, captures=1)

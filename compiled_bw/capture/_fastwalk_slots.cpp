@@ -13,11 +13,39 @@ PyObject* g_marker = nullptr;
 
 namespace {
 
+// Eager's names in SavedVariable::unpack's error (torch 2.13): the legacy Python type name for
+// the legacy scalar types (torch.FloatTensor, torch.cuda.LongTensor), else Tensor::toString
+// (CPUBoolType, CPUBFloat16Type); saved.py modified_message says the same.
 std::string type_str(const at::Tensor& t) {
-  std::string s = "torch.";
-  if (t.device().type() != c10::DeviceType::CPU)
-    s += c10::DeviceTypeName(t.device().type(), true) + ".";
-  return s + c10::toString(t.scalar_type()) + "Tensor";
+  switch (t.scalar_type()) {
+    case at::kByte:
+    case at::kChar:
+    case at::kShort:
+    case at::kInt:
+    case at::kLong:
+    case at::kHalf:
+    case at::kFloat:
+    case at::kDouble: {
+      std::string s = "torch.";
+      if (t.device().type() != c10::DeviceType::CPU)
+        s += c10::DeviceTypeName(t.device().type(), true) + ".";
+      return s + c10::toString(t.scalar_type()) + "Tensor";
+    }
+    default:
+      return t.toString();
+  }
+}
+
+// ", which is output N of Mul," where eager names the saved tensor's grad_fn (a non-leaf's own,
+// or for a saved output the node's, which the unpacked tensor carries), without "Backward0".
+std::string which_output(const at::Tensor& t) {
+  const auto& fn = t.grad_fn();
+  if (!fn) return "";
+  std::string name = fn->name();
+  auto at = name.rfind("Backward");
+  if (at != std::string::npos && name.find_first_not_of("0123456789", at + 8) == std::string::npos)
+    name.resize(at);
+  return ", which is output " + std::to_string(t.output_nr()) + " of " + name + ",";
 }
 
 struct SlotHooks : SavedVariableHooks {
@@ -48,10 +76,10 @@ at::Tensor slot_unpack(const SlotState& s) {
     std::ostringstream m;
     m << "one of the variables needed for gradient computation has been modified by an "
          "inplace operation: ["
-      << type_str(t) << " " << t.sizes() << "] is at version " << t._version()
-      << "; expected version " << s.version
+      << type_str(t) << " " << t.sizes() << "]" << which_output(t) << " is at version "
+      << t._version() << "; expected version " << s.version
       << " instead. Hint: enable anomaly detection to find the operation that failed to "
-         "compute its gradient, with torch.autograd.set_detect_anomaly(True).";
+         "compute its gradient, with torch.autograd.set_detect_anomaly(True, check_nan=False).";
     TORCH_CHECK(false, m.str());
   }
   return t;

@@ -14,11 +14,14 @@ has no record: the walk falls back to eager for it, with that reason.
 """
 from __future__ import annotations
 
+import functools
 import inspect
+import types
 
 import torch
 
 from ..torchapi import autograd as torch_autograd
+from ..torchapi.dynamo import OpOverload, OpOverloadPacket
 from .subclass import PLAIN
 
 FWD_KEY = "compiled_bw.fwd"
@@ -150,6 +153,70 @@ def plain_key(v):
     return NOT_PLAIN
 
 
+# Note [What a traced function may read]
+# A trace bakes in every Python value a traced function (a traceable unpack hook besides the
+# packed object, an opted-in custom backward besides its ctx) reads: its closure
+# cells, default arguments, and the module globals it names (a `SCALE` the user reassigns
+# between steps, a dict entry in a closure).  So the key holds, besides the function object,
+# the values those hold now: plain values as plain_key keys them, modules, builtins, classes,
+# torch ops and GraphModules by identity, Python functions (and functools.partials) the same
+# way two levels deep.  Any other value (a user object, a dict, a tensor) could change unseen:
+# then the node runs as one opaque call of the real node, which calls the function every step.
+_BY_IDENTITY = (types.ModuleType, types.BuiltinFunctionType, types.BuiltinMethodType, type,
+                OpOverload, OpOverloadPacket, torch.fx.GraphModule)
+
+
+def function_key(fn, depth: int = 2):
+    """Note [What a traced function may read]: a key for what calling `fn` computes, or
+    NOT_PLAIN."""
+    if isinstance(fn, _BY_IDENTITY):
+        return (object, fn)
+    if isinstance(fn, functools.partial):
+        parts = (function_key(fn.func, depth), plain_key(fn.args),
+                 plain_key(tuple(sorted(fn.keywords.items()))))
+        return NOT_PLAIN if any(p is NOT_PLAIN for p in parts) else (functools.partial, parts)
+    if not isinstance(fn, types.FunctionType) or depth < 0:
+        return NOT_PLAIN
+    parts = [fn]
+    for cell in fn.__closure__ or ():
+        try:
+            v = cell.cell_contents
+        except ValueError:          # an empty cell (a name assigned after the function)
+            parts.append(NOT_PLAIN)
+            break
+        parts.append(value_key(v, depth))
+    parts.append(plain_key(fn.__defaults__))
+    if fn.__kwdefaults__:
+        parts.append(plain_key(tuple(sorted(fn.__kwdefaults__.items()))))
+    g = fn.__globals__
+    for name in _global_names(fn.__code__):
+        if name in g:
+            parts.append((name, value_key(g[name], depth)))
+    return NOT_PLAIN if any(p is NOT_PLAIN for p in parts) else tuple(parts)
+
+
+def value_key(v, depth: int = 2):
+    k = plain_key(v)
+    if k is not NOT_PLAIN:
+        return k
+    return function_key(v, depth - 1)
+
+
+def _global_names(code) -> tuple:
+    """The names a code object (and the functions defined in it) may look up as globals."""
+    names = _NAMES.get(code)
+    if names is None:
+        found = list(code.co_names)
+        for c in code.co_consts:
+            if isinstance(c, types.CodeType):
+                found.extend(_global_names(c))
+        names = _NAMES[code] = tuple(dict.fromkeys(found))
+    return names
+
+
+_NAMES: dict = {}       # code object -> the names it may look up (code objects are immutable)
+
+
 def safe_ctx_state(node) -> tuple | None:
     """ctx_state for an auto-traced Function: its ctx attributes as plain-value keys, with the
     materialize flag; None when one is not a plain value (the node then runs opaque)."""
@@ -167,15 +234,25 @@ def fwd_info(node) -> FwdInfo | None:
     return node.metadata.get(FWD_KEY)
 
 
-def ctx_state(node) -> tuple:
-    """Non-tensor ctx attributes of a traceable Function (baked into its traced formula)."""
+def ctx_state(node) -> tuple | None:
+    """What the trace of a Function that opted in bakes in: its ctx attributes (plain values,
+    and functions, modules and ops as value_key keys them) and what its backward reads (Note
+    [What a traced function may read]); None when any of it is something else, whose contents
+    the key could not see change (the node then runs opaque).  A tensor ctx attribute raises
+    TypeError (the walk says why it falls back)."""
     items = []
     for k, v in sorted(vars(node).items()):
         if isinstance(v, torch.Tensor):
             raise TypeError(f"{type(node).__name__}: ctx.{k} is a tensor; a traceable Function "
                             "must pass tensors through ctx.save_for_backward")
-        key = plain_key(v)         # typed: True and 1, -0.0 and 0.0 are different keys
-        items.append((k, key if key is not NOT_PLAIN else (object, repr(v))))
+        key = value_key(v)         # typed: True and 1, -0.0 and 0.0 are different keys
+        if key is NOT_PLAIN:
+            return None
+        items.append((k, key))
+    backward = function_key(type(node)._forward_cls.backward)
+    if backward is NOT_PLAIN:
+        return None
+    items.append(("backward", backward))
     return tuple(items)
 
 

@@ -17,6 +17,7 @@ import torch
 from ..core import dispatch_tls
 from ..core.thread import THREAD
 from . import defined, fastwalk
+from .saved import check_versions
 
 _LIB = torch.library.Library("compiled_bw", "FRAGMENT")
 _LIB.define("deliver(int site, Tensor? grad, str label) -> ()")
@@ -42,6 +43,10 @@ def _deliver_impl(site: int, grad, label: str) -> None:
     finally:
         dispatch_tls.undo(changed)
         step.current = prev
+    if step.checks:     # capture/trace.py Note [Saved tensors modified during the backward]
+        pending = step.checks.pop(site, None)
+        if pending is not None:
+            check_versions(pending)
 
 
 _LIB.impl("deliver", _deliver_impl, "CompositeExplicitAutograd")

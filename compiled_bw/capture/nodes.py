@@ -138,7 +138,7 @@ HOOKED_REASON = "saved tensors carry hooks, unpacked by the node"
 _HOOKED: dict = {}
 
 
-RUN_OPAQUE = "opaque"       # walk.py: a Function traced without opt-in runs opaque this step
+RUN_OPAQUE = "opaque"       # walk.py: a traced Function runs opaque this step
 _RUN_OPAQUE: dict = {}
 
 
@@ -152,7 +152,8 @@ def entry_kind(kind: NodeKind, how_run) -> NodeKind:
     v = _RUN_OPAQUE.get(kind)
     if v is None:
         v = _RUN_OPAQUE[kind] = dataclasses.replace(
-            kind, how=CUSTOM, reason="a custom op's ctx holds a value that is not plain")
+            kind, how=CUSTOM, reason="its ctx or what its backward reads holds a value the "
+            "cache key cannot follow (custom.py Note [What a traced function may read])")
     return v
 
 

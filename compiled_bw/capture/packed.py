@@ -19,7 +19,9 @@ its ops (e.g. a dequantize) land in the graph next to their consumer, where Indu
 The contract, which marking a pair traceable states: the unpack's result depends only on the
 packed object (no Python side effect, no state read that can change between steps); it runs
 once per capture, not per step.  The unpack function object is in the cache key (a new
-function object is a new graph), as are the packed object's structure and plain values
+function object is a new graph), with what it reads that a trace would bake in (closure cells,
+defaults, globals: custom.py Note [What a traced function may read]; a value the key cannot
+follow makes the node an opaque call), as are the packed object's structure and plain values
 (numbers, strings, None, dtypes, devices, sizes and tuples/lists of them, keyed with their
 type: 1, 1.0 and True differ).  A packed object holding any other non-tensor (a user object
 whose attributes could change between steps unseen by the key) makes that node one opaque
@@ -41,7 +43,7 @@ import contextlib
 import torch
 
 from ..torchapi.dynamo import pytree
-from .custom import NOT_PLAIN, plain_key
+from .custom import NOT_PLAIN, function_key, plain_key
 from .saved import ERR_BACKWARD_TWICE, raw_saved
 
 _LIVE = [0]     # live _Packed objects
@@ -195,7 +197,10 @@ def traceable_entry(w, i: int, node, attrs, entry: list, tensor_meta) -> bool:
         plain = tuple(None if isinstance(x, torch.Tensor) else plain_key(x) for x in leaves)
         if any(x is NOT_PLAIN for x in plain):    # its contents could change unseen: a call
             return False
-        parts.append((hook.unpack, spec, plain, tuple(tensor_meta(t) for t in tensors)))
+        unpack = function_key(hook.unpack)
+        if unpack is NOT_PLAIN:     # it reads state the key cannot follow: a call
+            return False
+        parts.append((unpack, spec, plain, tuple(tensor_meta(t) for t in tensors)))
         for j, t in enumerate(tensors):
             saved.append(t)
             keys.append((i, a, (pos, j, len(tensors))))

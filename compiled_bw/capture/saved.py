@@ -21,6 +21,8 @@ release.
 """
 from __future__ import annotations
 
+import re
+
 import torch
 
 from ..torchapi import autograd as torch_autograd
@@ -33,6 +35,47 @@ ERR_BACKWARD_TWICE = (
     "calling backward."
 )
 SLOTS_KEY = "compiled_bw.slots"
+_BACKWARD_SUFFIX = re.compile(r"Backward\d*$")
+_LEGACY_TYPES = {torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
+                 torch.float32, torch.float64}
+
+
+def modified_message(t: torch.Tensor, expected: int) -> str:
+    """Eager's error text (SavedVariable::unpack, torch 2.13, anomaly mode off: compiled_bw
+    runs eager autograd under anomaly mode; _fastwalk_slots.cpp slot_unpack says the same) for
+    saved tensor `t`, saved at version `expected`
+    and modified in place since.  Its grad_fn is what eager names: the tensor's own for a saved
+    input (a view's regenerated one), the node's for a saved output (the unpacked tensor
+    carries it); none for a leaf."""
+    fn = t.grad_fn
+    which = "" if fn is None else \
+        f", which is output {t.output_nr} of {_BACKWARD_SUFFIX.sub('', fn.name())},"
+    name = t.type()     # the legacy Python name, else Tensor::toString's (CPUBoolType)
+    if t.dtype not in _LEGACY_TYPES:
+        name = f"{t.device.type.upper()}{name.rsplit('.', 1)[1][:-len('Tensor')]}Type"
+    return ("one of the variables needed for gradient computation has been modified by an "
+            f"inplace operation: [{name} {list(t.shape)}]{which} is at version "
+            f"{t._version}; expected version {expected} instead. Hint: enable anomaly "
+            "detection to find the operation that failed to compute its gradient, with "
+            "torch.autograd.set_detect_anomaly(True, check_nan=False).")
+
+
+def check_versions(pending: list) -> None:
+    """Note [Saved tensors modified during the backward] (capture/trace.py): raise eager's error
+    for the first of `pending` -- (tensor, version when the graph started, None or the name of
+    the node whose traceable unpack reads it) -- modified in place since."""
+    for t, version, packed in pending:
+        if t._version == version:
+            continue
+        if packed is None:
+            raise RuntimeError(modified_message(t, version))
+        raise RuntimeError(
+            f"compiled_bw: user code run during this backward modified in place a tensor that "
+            f"the traceable saved-tensor unpack of {packed} reads (traceable_saved_tensors_hooks): "
+            f"it is at version {t._version}, {version} when the backward started.  Eager "
+            "autograd would unpack the modified tensor; the compiled graph may have read it "
+            "before.  Run this backward without compiled_bw.enable(), or pack these tensors "
+            "with torch.autograd.graph.saved_tensors_hooks.")
 
 
 def raw_saved(node, attr: str):
@@ -92,12 +135,7 @@ class Slot:
             raise RuntimeError(ERR_BACKWARD_TWICE)
         t = self.value
         if t._version != self.version:   # unpack hooks bypass SavedVariable's own check
-            raise RuntimeError(
-                "one of the variables needed for gradient computation has been modified by an "
-                f"inplace operation: [{t.type()} {list(t.shape)}] is at version {t._version}; "
-                f"expected version {self.version} instead. Hint: enable anomaly detection to "
-                "find the operation that failed to compute its gradient, with "
-                "torch.autograd.set_detect_anomaly(True).")
+            raise RuntimeError(modified_message(t, self.version))
         return t
 
     def release(self) -> None:

@@ -22,7 +22,7 @@ from torch.fx.experimental.symbolic_shapes import (
     free_unbacked_symbols,
 )
 
-from ..core.thread import current_step
+from ..core.thread import THREAD, current_step
 from ..torchapi.dynamo import FakeTensor, fake_tensor
 from . import custom, defined
 from .aot import SpliceFailed, aot_plan, trace_aot
@@ -75,6 +75,8 @@ class Plan:
     out_defined: tuple | None = None  # per output: its defined.py formula; None: all defined
     delivers: bool = False           # leaf grads delivered inside (Note [Delivery points])
     relayout: tuple = ()             # grad() results to put in eager's layout: opaque.view_chains
+    version_checks: tuple = ()       # (site, ((saved position, packed node name | None), ...)):
+    #                                  Note [Saved tensors modified during the backward]
 
     # leaf_outputs split, for every step's delivery (runtime/run.py): computed once per plan
     @functools.cached_property
@@ -84,6 +86,27 @@ class Plan:
     @functools.cached_property
     def leaf_positions(self) -> tuple:
         return tuple(p for _, p in self.leaf_outputs)
+
+
+# Note [Saved tensors modified during the backward]
+# Eager checks a saved tensor's version when its node unpacks it, i.e. when the node runs
+# (SavedVariable::unpack): user code that runs earlier in the same backward -- a hook, an unpack
+# hook, a custom backward, a post-accumulate-grad hook -- and modifies it in place makes that
+# node raise "modified by an inplace operation".  The walk unpacks every saved tensor before
+# the graph runs, and a traced formula reads its saved tensors as graph inputs, so that check
+# alone would miss such changes and compute with the modified values.  Only our calls run user
+# code inside the graph (opaque calls and delivery points), so each traced node's saved tensors
+# are re-checked by the last call placed before the node in eager's order, right after it ran:
+# every change made before the node is then seen, and nothing observable lies between that call
+# and the node, so eager's error (saved.modified_message) is raised at eager's point.  Kernels
+# Inductor runs ahead of the call (backends/inductor.py Note [Inductor: call order]) read the
+# unmodified values only in a backward that then raises.  Not checked, as in eager: the
+# no-version-check tensors of AOT backwards.  Tensors packed by traceable saved-tensor hooks
+# are checked too (eager has no check there; a modified one raises compiled_bw's error, as the
+# graph may have read it before).  Nodes run opaquely unpack through their Slots at run time,
+# which check.  A traced custom backward's saved tensors are checked even if it does not read
+# them (eager then would not).  Cost: one version read per checked tensor per step, only in
+# graphs with calls.
 
 
 def _needed_and_captured(w, opts):
@@ -150,6 +173,7 @@ class EngineResult(NamedTuple):
     executed: tuple              # node indices run, in eager's order
     will_execute: tuple          # node indices run or captured
     out_defined: tuple | None    # per output: its defined.py formula; None: all defined
+    version_checks: tuple        # Plan.version_checks
 
 
 def _run_engine(w, opts, root_grads: list, opaque_names: list, placeholders: dict,
@@ -194,6 +218,15 @@ class _Engine:
         self.capture_pos: list = [None] * len(opts.inputs)
         self.executed: list = []
         self.out_defined: list = []
+        # Note [Saved tensors modified during the backward]: node -> positions in w.saved
+        # whose version eager checks when the node unpacks them; site -> positions to check
+        # (a packed tensor of traceable hooks, capture/packed.py, carries its node's name)
+        self.checked_saved: dict = {}
+        for k, (i, attr, pos) in enumerate(w.saved_node):
+            if attr != "novc":              # eager does not check these (aot.py)
+                packed = w.kinds[i].name if type(pos) is tuple else None
+                self.checked_saved.setdefault(i, []).append((k, packed))
+        self.version_checks: dict = {}
 
     def start(self, root_grads: list) -> None:
         """The root grads, validated as eager does, into the first nodes' buffers."""
@@ -291,8 +324,16 @@ class _Engine:
         elif kind.how in (TRACE, TRACE_CUSTOM):
             outs = _traced_call(w, i, kind, node, buf, self.df, self.placeholders)
         if outs is None:   # custom Function, or a node fake tensors cannot run
-            outs = self.opaque_node(i, kind, node, buf, h)
+            return self.opaque_node(i, kind, node, buf, h)
+        self.check_saved_after_last_call(i)
         return outs
+
+    def check_saved_after_last_call(self, i: int) -> None:
+        """Note [Saved tensors modified during the backward]: node i's saved tensors, which
+        its traced formula read, are checked by the last call placed before it."""
+        n_sites = len(THREAD.step.sites)
+        if n_sites and i in self.checked_saved:
+            self.version_checks.setdefault(n_sites - 1, []).extend(self.checked_saved[i])
 
     def opaque_node(self, i: int, kind, node, buf: list, h) -> list:
         """The real node (custom Function, hooked or untraceable built-in) called at run time."""
@@ -324,8 +365,9 @@ class _Engine:
         will = tuple(k for k in range(n) if self.needed[k] or self.captured[k])
         out_defined = self.out_defined
         out_defined = None if all(f is True for f in out_defined) else tuple(out_defined)
+        checks = tuple((site, tuple(ks)) for site, ks in sorted(self.version_checks.items()))
         return EngineResult(self.outputs, tuple(self.leaf_outputs), tuple(self.capture_pos),
-                            tuple(self.executed), will, out_defined)
+                            tuple(self.executed), will, out_defined, checks)
 
 
 def _dense_only(what: str, grads) -> None:
@@ -576,7 +618,8 @@ def trace_backward(w, opts: Options, root_grads: list, slots: list, delivers: bo
     ran = result["ran"]
     plan = Plan(root_defined, ran.leaf_outputs, ran.capture_outputs, ran.executed,
                 ran.will_execute, tuple(sites), tuple(opaque_names), in_layouts,
-                result["out_layouts"], ran.out_defined, delivers and opts.accumulate)
+                result["out_layouts"], ran.out_defined, delivers and opts.accumulate,
+                version_checks=ran.version_checks)
     if sites and not opts.accumulate and plan.out_layouts is None:
         plan.relayout = view_chains(gm, plan.capture_outputs)
     return gm, plan

@@ -349,8 +349,9 @@ _SUBCLASS_OPAQUE = (
 def _custom_entry(w, i: int, node, how: str, meta: tuple, entry: list):
     """Signature part and saved tensors of a custom autograd.Function node.  Returns True,
     unpacking nothing, when its saved tensors carry hooks (it then runs as one opaque call,
-    nodes.hooked_kind: traced and AOT backwards included); RUN_OPAQUE when a Function traced
-    without opt-in runs as an opaque call this step (custom.py Note [Traced without opt-in]);
+    nodes.hooked_kind: traced and AOT backwards included); RUN_OPAQUE when a traced Function
+    runs as an opaque call this step (custom.py Notes [Traced without opt-in], [What a traced
+    function may read]);
     else False."""
     name = type(node).__name__
     info = fwd_info(node)
@@ -393,15 +394,15 @@ def _custom_entry(w, i: int, node, how: str, meta: tuple, entry: list):
     if how == TRACE_CUSTOM:
         if auto_traced(type(node)):
             state = safe_ctx_state(node)
-            if state is None:       # a ctx attribute the key cannot hold: run it opaque
-                entry.append(RUN_OPAQUE)
-                result = RUN_OPAQUE
         else:
             try:
                 state = ctx_state(node)
             except TypeError as e:
                 raise WalkUnsupported(str(e)) from None
-        if result is False:
+        if state is None:           # something the key cannot hold: run it opaque
+            entry.append(RUN_OPAQUE)
+            result = RUN_OPAQUE
+        else:
             entry.append(state)
             add_saved_list(w, i, "tensors", ts, entry)
             return False

@@ -121,9 +121,9 @@ class _Deliver(torch.autograd.Function):
 class Step:
     """What opaque calls and engine-state queries read at run time (capture/opaque.py,
     runtime/engine_state.py): this step's nodes, input metadata and hooks."""
-    __slots__ = ("_will_ids", "captured_ids", "current", "hooks", "in_meta", "memo", "nodes",
-                 "notes", "plan", "real_layouts", "sites", "stealable", "tls", "undefined",
-                 "walk")
+    __slots__ = ("_will_ids", "captured_ids", "checks", "current", "hooks", "in_meta", "memo",
+                 "nodes", "notes", "plan", "real_layouts", "sites", "stealable", "tls",
+                 "undefined", "walk")
 
     def __init__(self, w, plan, opts=None) -> None:
         self.walk = w            # engine_state.py's execution order reads its edges
@@ -140,6 +140,9 @@ class Step:
         self.memo: dict = {}
         self.stealable: dict = {}  # id -> weakref of opaque outputs nobody else references
         self.real_layouts: dict = {}  # (site, output) -> (shape, strides) where the guess was wrong
+        # site -> saved tensors it checks once it ran (capture/trace.py Note [Saved tensors
+        # modified during the backward]); None: nothing to check
+        self.checks: dict | None = None
         # grad(): the nodes whose grads are captured (eager's exec_info captures_)
         self.captured_ids = frozenset() if opts is None or opts.accumulate else \
             frozenset(id(w.nodes[i]) for i, _ in opts.inputs if i >= 0)
@@ -499,6 +502,7 @@ def _run(state, entry: Compiled, w, opts, grad_tensors, slots):
             return result
     box = [g for g in grad_tensors if g is not None]
     w.take_saved(box)
+    checks = _versions_to_check(plan, box) if plan.version_checks else None
     if plan.in_layouts is not None:   # Note [Subclasses stay outside the graph]
         box = flatten(box)
     del grad_tensors
@@ -514,7 +518,7 @@ def _run(state, entry: Compiled, w, opts, grad_tensors, slots):
     else:
         if state.cudagraphs and entry.devices:
             cudagraphs.skip(entry, state)
-        result = _run_in_engine(state, entry, w, opts, box)
+        result = _run_in_engine(state, entry, w, opts, box, checks)
     if not opts.retain_graph:
         if slots is not None:
             slots.release(plan.executed, len(w.nodes))
@@ -616,10 +620,20 @@ def _deliver(run, leaves: list, opts) -> None:
         THREAD.nesting = was_running
 
 
-def _run_in_engine(state, entry: Compiled, w, opts, box: list):
+def _versions_to_check(plan, box: list) -> dict:
+    """capture/trace.py Note [Saved tensors modified during the backward]: per site, the saved
+    tensors it checks, with their versions now (the walk checked them against the saved ones;
+    no user code ran since)."""
+    off = sum(plan.root_defined)
+    return {site: [(box[off + k], box[off + k]._version, packed) for k, packed in ks]
+            for site, ks in plan.version_checks}
+
+
+def _run_in_engine(state, entry: Compiled, w, opts, box: list, checks: dict | None = None):
     plan = entry.plan
     result: list = []
     step = Step(w, plan, opts)
+    step.checks = checks
 
     def run():
         step.tls = dispatch_tls.Restorer(dispatch_tls.snapshot())

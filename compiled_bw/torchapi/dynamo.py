@@ -10,7 +10,7 @@ import threading
 import torch
 import torch.utils._pytree as pytree
 from torch._guards import TracingContext, detect_fake_mode, tracing
-from torch._ops import OpOverload
+from torch._ops import OpOverload, OpOverloadPacket
 from torch._subclasses import fake_tensor
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode, get_plain_tensors
 from torch.fx.experimental.symbolic_shapes import (
@@ -30,7 +30,8 @@ USED = {
     "torch._guards.detect_fake_mode": "backends/inductor.py",
     "torch._guards.tracing": "backends/inductor.py",
     "torch._guards.TracingContext": "backends/inductor.py",
-    "torch._ops.OpOverload": "passes/reorder_for_memory.py, capture/opaque.py",
+    "torch._ops.OpOverload": "passes/reorder_for_memory.py, capture/opaque.py, capture/packed.py",
+    "torch._ops.OpOverloadPacket": "capture/packed.py",
     "torch._subclasses.fake_tensor.FakeTensor": "capture/trace.py, capture/subclass.py",
     "torch._subclasses.fake_tensor.FakeTensorMode": "backends/inductor_artifact.py",
     "torch._subclasses.fake_tensor.get_plain_tensors": "capture/subclass.py",
