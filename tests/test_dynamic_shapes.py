@@ -347,3 +347,22 @@ def grad_retain(state, n):
 def test_grad_inputs_and_retain_graph():
     # two graphs per size (all inputs; x and one weight), each static once then dynamic
     run([3, 5, 7, 9], grad_retain, captures=4, dynamic_captures=2)
+
+
+def test_another_graph_of_the_same_length_after_a_dynamic_one():
+    # a dynamic graph's key masks positions inside PowBackward0's entry; a later backward
+    # through other nodes (as many, same options) has no such position there: it must simply
+    # miss (it raised IndexError out of the user's backward)
+    def build():
+        return [torch.randn(n, requires_grad=True) for n in (3, 4, 5, 6)]
+
+    def step(xs):
+        out = []
+        for x in xs[:3]:
+            x.grad = None
+            x.pow(2).sum().backward()
+            out.append(x.grad)
+        xs[3].grad = None
+        xs[3].neg().sum().backward()
+        return out + [xs[3].grad]
+    differential(build, step, steps=1, captures=None)

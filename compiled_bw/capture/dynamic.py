@@ -371,15 +371,24 @@ def classify(w, path: tuple, strict: bool = True) -> Site | None:
     return Site("saved", i, s, path[2], path[3])
 
 
-def mask(sig: tuple, paths) -> tuple:
-    """sig with DYN at every path (a hashable key that ignores the dynamic positions)."""
+def mask(sig: tuple, paths) -> tuple | None:
+    """sig with DYN at every path (a hashable key that ignores the dynamic positions); None
+    when sig has not the structure the paths were taken from (no path there: it matches no
+    dynamic graph's key)."""
     by_entry: dict = {}
     for p in paths:
         by_entry.setdefault(p[0], []).append(p[1:])
     out = list(sig)
-    for e, ps in by_entry.items():
-        out[e] = _mask(sig[e], ps)
+    try:
+        for e, ps in by_entry.items():
+            out[e] = _mask(sig[e], ps)
+    except _NotThere:
+        return None
     return tuple(out)
+
+
+class _NotThere(Exception):
+    pass
 
 
 def _mask(x, paths):
@@ -388,6 +397,8 @@ def _mask(x, paths):
     groups: dict = {}
     for p in paths:
         groups.setdefault(p[0], []).append(p[1:])
+    if not isinstance(x, tuple) or any(not 0 <= k < len(x) for k in groups):
+        raise _NotThere
     lst = list(x)
     for k, ps in groups.items():
         lst[k] = _mask(x[k], ps)
