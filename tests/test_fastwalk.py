@@ -72,6 +72,23 @@ def test_private_cpp_api(ext):
         "CatBackward0's hidden input sizes are no longer visited by compiled_args")
     assert ext.probe_compiled_args(torch.autograd.graph.get_gradient_edge(x).node)[0], (
         "AccumulateGrad::compiled_args failed standalone")
+    # hook_dicts: PyFunctionPreHook / PyFunctionPostHook::dict, what capture/hooks.py's
+    # node_hooks reads instead of probing (the dicts torch gives Function._register_hook)
+    n = (a * 2).grad_fn
+    assert ext.hook_dicts(n) == (None, None)
+
+    def pre(gs):
+        return None
+
+    def post(gi, go):
+        return None
+    n.register_prehook(pre)
+    n.register_hook(post)
+    d_pre, d_post = ext.hook_dicts(n)
+    assert d_pre is not None and list(d_pre.values()) == [pre], (
+        "PyFunctionPreHook::dict moved: capture/hooks.py node_hooks reads a node's pre-hooks")
+    assert d_post is not None and list(d_post.values()) == [post], (
+        "PyFunctionPostHook::dict moved: capture/hooks.py node_hooks reads a node's post-hooks")
     # slots: register_hooks(SavedVariableHooks), our hooks recognized on a re-walk
     loss = (a @ b).tanh().sum()
     w = fastwalk.fast_walk([gradient_edge(loss)])

@@ -141,7 +141,32 @@ def test_opaque_buffers_are_freed_after_their_last_use():
         y.sum().backward()
     src = compiled_bw.last_compiled().source_code
     call = src[src.index("def call("):]
-    outs = re.findall(r"^\s*(buf\d+) = (?:buf\d+\[\d+\]|torch\.ops\.compiled_bw\.opaque)", call, re.M)
+    outs = re.findall(r"^\s*(buf\d+) = (?:buf\d+\[\d+\]|compiled_bw_opaque_direct)", call, re.M)
     returned = set(re.findall(r"buf\d+", call[call.rindex("return"):]))
     kept = [b for b in outs if b not in returned and not re.search(rf"^\s*del .*\b{b}\b", call, re.M)]
     assert outs and not kept, f"opaque buffers never freed: {kept}\n{call}"
+
+
+def test_wrapper_calls_opaque_and_deliver_directly():
+    """Note [Inductor: direct calls]: Inductor's Python wrapper calls our functions, not the
+    dispatcher (~3-8 us a call), and emits nothing for a barrier; grads as eager's."""
+    def build():
+        return (torch.randn(64, 64, requires_grad=True),)
+
+    def step(st):
+        (x,) = st
+        x.grad = None
+        h = x.register_hook(lambda g: g * 1.0)      # a leaf hook: delivery points
+        y = x
+        for _ in range(3):
+            y = _Twice.apply(torch.tanh(y))
+        y.sum().backward()
+        h.remove()
+        return [x.grad]
+
+    differential(build, step, steps=2, backend="inductor")
+    src = compiled_bw.last_compiled().source_code
+    call = src[src.index("def call("):]
+    assert "compiled_bw_opaque_direct(" in call and "compiled_bw_deliver_direct(" in call, call
+    assert not any(f"torch.ops.compiled_bw.{op}.default(" in call
+                   for op in ("opaque", "deliver", "barrier")), call

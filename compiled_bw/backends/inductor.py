@@ -20,6 +20,7 @@ from ..torchapi import inductor as torch_inductor
 from ..torchapi.dynamo import TracingContext, detect_fake_mode, pytree, tracing
 from ..torchapi.inductor import (
     CompiledFxGraph,
+    ExternKernelAllocLine,
     V,
     WeakDep,
     compile_fx_inner,
@@ -122,7 +123,19 @@ from ..torchapi.inductor import config as inductor_config
 #    only; fake WeakDeps order, they keep no buffer alive).  Kernels after a call may still run
 #    before it where data allows: whatever a call's user code returns reaches them as data.
 
-CODEGEN_VERSION = 8     # bump when the code Inductor generates for us changes (FX graph cache key)
+# Note [Inductor: direct calls]
+#    Inductor's Python wrapper calls an extern kernel through the dispatcher
+#    (`torch.ops.compiled_bw.opaque.default(...)`): OpOverload.__call__, the Autograd fallback,
+#    the Python kernel, and then the graph's dispatcher state put back for user code -- ~3 us
+#    for a call that does nothing (a barrier), ~8 us for an opaque call.  During our compiles
+#    the wrapper calls the Python functions themselves instead, as the eager backend's code
+#    does (backends/eager.py Note [Direct opaque calls]): `opaque.opaque_direct` and
+#    `deliver.deliver_direct`, imported by the generated module (`_direct_calls`), in the
+#    dispatcher state the graph started in; a barrier becomes no code at all (it only orders
+#    Inductor's schedule: Note [Inductor: call order]).  The C++ wrapper never holds our calls
+#    (Note [Inductor: C++ wrapper]).
+
+CODEGEN_VERSION = 9     # bump when the code Inductor generates for us changes (FX graph cache key)
 
 
 def _avg_pool_ceil_include_pad(grad, x, kernel_size, stride, padding, ceil_mode,
@@ -225,6 +238,30 @@ def _free_not_reused(self, buffer) -> None:
     _codegen_free(self, buffer)
 
 
+_generate_fallback_kernel = torch_inductor.original("generate_fallback_kernel")
+# Note [Inductor: direct calls]: op -> (module, function) the generated code calls instead
+_DIRECT = {opaque: ("compiled_bw.capture.opaque", "opaque_direct"),
+           deliver: ("compiled_bw.capture.deliver", "deliver_direct"),
+           barrier: None}
+
+
+def _direct_calls(self, node) -> None:
+    """Note [Inductor: direct calls]: during our compiles (Python wrapper), our ops' extern
+    calls call their Python functions without the dispatcher; anything else as Inductor does."""
+    op = getattr(node, "op_overload", None)
+    if not (THREAD.keyed_inputs and op in _DIRECT and not V.graph.cpp_wrapper):
+        _generate_fallback_kernel(self, node)
+        return
+    target = _DIRECT[op]
+    if target is None:          # a barrier: ordering only, nothing to run
+        return
+    module, name = target
+    alias = f"compiled_bw_{name}"
+    self.add_import_once(f"from {module} import {name} as {alias}")
+    node.python_kernel_name = alias
+    self.writeline(ExternKernelAllocLine(self, node))
+
+
 _global_ordering = torch_inductor.original("decide_global_ordering_of_comms")
 _CALLS = (opaque, deliver, barrier)
 
@@ -271,7 +308,7 @@ def _ordered_calls(nodes: list, *args, **kwargs) -> list:
 
 def install() -> None:
     """Our changes to Inductor (Notes [Inductor: no input asserts], [Inductor: known-wrong
-    lowerings], [Inductor: call order]), each active only while compiled_bw compiles
+    lowerings], [Inductor: call order], [Inductor: direct calls]), each active only while compiled_bw compiles
     (`THREAD.keyed_inputs`): at import, and again after compiled_bw.uninstall()."""
     if torch_inductor.is_patched("decide_global_ordering_of_comms"):
         return
@@ -279,6 +316,7 @@ def install() -> None:
         _keep_out_of_inductor(op, wrong)
     torch_inductor.patch("codegen_input_size_asserts", _maybe_input_size_asserts)
     torch_inductor.patch("codegen_free", _free_not_reused)
+    torch_inductor.patch("generate_fallback_kernel", _direct_calls)
     torch_inductor.patch("decide_global_ordering_of_comms", _ordered_calls)
 
 

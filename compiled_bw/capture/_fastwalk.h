@@ -13,7 +13,8 @@
 //   Node (next_edges, input_metadata, sequence_nr, hook lists, release_variables),
 //   AccumulateGrad::variable, SavedVariable (has_hooks, unpack, register_hooks,
 //   retrieve_unpack_hook_data, SavedVariableHooks), THPCppFunction/THPFunction cdata,
-//   functionToPyObject, THPVariable_Wrap/Unpack, getPyInterpreter, and compiled autograd's key
+//   functionToPyObject, THPVariable_Wrap/Unpack, getPyInterpreter, PyFunctionPreHook /
+//   PyFunctionPostHook::dict (a node's Python hook dicts), and compiled autograd's key
 //   visitor (AutogradCompilerCall, NodeCall, CompiledNodeArgs, CacheKey, SizeInput,
 //   TensorArgs::lookup(SavedVariable)) from torch/csrc/dynamo/compiled_autograd.h,
 //   TensorImpl::pyobj_slot()->load_pyobj(), and AOTInductor's tensor handles
@@ -39,6 +40,7 @@
 #include <torch/csrc/autograd/functions/accumulate_grad.h>
 #include <torch/csrc/autograd/python_cpp_function.h>
 #include <torch/csrc/autograd/python_function.h>
+#include <torch/csrc/autograd/python_hook.h>
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/autograd/saved_variable.h>
 #include <torch/csrc/autograd/saved_variable_hooks.h>
@@ -51,6 +53,7 @@
 #include <sstream>
 #include <string>
 #include <tuple>
+#include <typeinfo>
 #include <unordered_map>
 #include <vector>
 

@@ -62,6 +62,28 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   // What eager's engine does after running a node with retain_graph=False: frees its saved
   // variables (and so their hooks and packed objects).
   m.def("release_node", [](py::object n) { node_of(n.ptr())->release_variables(); });
+  // A node's Python pre- and post-hook dicts (None where it has none): the dicts torch hands
+  // `Function._register_hook` when a hook is registered on the node (registerFunctionPreHook /
+  // registerFunctionHook in python_cpp_function.cpp: the first PyFunctionPreHook /
+  // PyFunctionPostHook's dict), read without registering anything (capture/hooks.py).  The
+  // hooks' types are recognized by their mangled names: libtorch_python does not export their
+  // typeinfo, so a dynamic_cast would not link.
+  m.def("hook_dicts", [](py::object n) {
+    Node* fn = node_of(n.ptr()).get();
+    PyObject* pre = Py_None;
+    PyObject* post = Py_None;
+    for (const auto& h : fn->pre_hooks())
+      if (std::strcmp(typeid(*h).name(), "N5torch8autograd17PyFunctionPreHookE") == 0) {
+        pre = static_cast<torch::autograd::PyFunctionPreHook*>(h.get())->dict;
+        break;
+      }
+    for (const auto& h : fn->post_hooks())
+      if (std::strcmp(typeid(*h).name(), "N5torch8autograd18PyFunctionPostHookE") == 0) {
+        post = static_cast<torch::autograd::PyFunctionPostHook*>(h.get())->dict;
+        break;
+      }
+    return py::make_tuple(py::handle(pre), py::handle(post));
+  });
   m.def("saved_variable_address", [](py::object sv) { return (size_t)sv.cast<SavedVariable*>(); });
   // compiled_args probe of one node, outside any walk: (ok, message).
   m.def("probe_compiled_args", [](py::object n) {

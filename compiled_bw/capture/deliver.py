@@ -49,6 +49,10 @@ def _deliver_impl(site: int, grad, label: str) -> None:
             check_versions(pending)
 
 
+# Inductor's generated code calls it directly (backends/inductor.py Note [Inductor: direct
+# calls]); there the dispatcher state is already the graph's, and `step.tls.enter()` changes
+# nothing.
+deliver_direct = _deliver_impl
 _LIB.impl("deliver", _deliver_impl, "CompositeExplicitAutograd")
 deliver = torch.ops.compiled_bw.deliver.default
 torch.fx.node.has_side_effect(deliver)

@@ -64,7 +64,7 @@ from .nodes import (
     hooked_kind,
 )
 from .nodes import node_kind as _node_kind
-from .saved import input_meta, install_slots, raw_saved
+from .saved import input_meta, input_metadata, install_slots, raw_saved
 from .walk import WalkUnsupported, _as_opaque, _custom_entry, class_info, values_entry, walk_graph
 
 log = logging.getLogger("compiled_bw")
@@ -237,12 +237,15 @@ def _py_node(i: int, node, saved: list, py_keys: list, slot_only: list):
     """A node C++ leaves to Python: its signature entry (the part after index/edges/meta)."""
     cls = type(node)
     kind = _node_kind(cls)
-    meta = input_meta(node)
-    entry = [i, kind.name, None, meta]
     sink = _Sink(saved, py_keys, slot_only)
     if kind.how in (CUSTOM, TRACE_CUSTOM, AOT):
+        # the C++ key holds every node's input metadata already (meta_key): the entry needs
+        # only the slot count, not walk.py's (shape, dtype, device) tuples (~1 us a node)
+        meta = input_metadata(node)
+        entry = [i, kind.name, None, len(meta)]
         hooked = _custom_entry(sink, i, node, kind.how, meta, entry)
     else:
+        entry = [i, kind.name, None, input_meta(node)]
         hooked = values_entry(sink, i, node, class_info(cls), entry)
     THREAD.walk_kinds[i] = entry_kind(kind, hooked)
     return tuple(entry)
@@ -407,7 +410,7 @@ def fast_walk(root_edges: list) -> FastWalk:
     if len(cw.hook_nodes) and (COUNTS.tensor or COUNTS.node or len(RETAINED)):
         retained = retained_by_node() if len(RETAINED) else None
         for i in cw.hook_nodes:
-            h = node_hooks(cw.node(i), retained)
+            h = node_hooks(cw.node(i), retained, _S.ext.hook_dicts)
             if h is not None:
                 w.hooks[i] = h
                 hook_entries.append((i, h.signature()))

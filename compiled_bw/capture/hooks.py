@@ -132,8 +132,10 @@ def retained_by_node() -> dict:
     return res
 
 
-def node_hooks(node, retained: dict | None) -> NodeHooks | None:
-    """The hooks of an interior node (None if it has none)."""
+def node_hooks(node, retained: dict | None, dicts=None) -> NodeHooks | None:
+    """The hooks of an interior node (None if it has none).  dicts: node -> (pre-hook dict,
+    post-hook dict), each None or the dict a probe would find (the C++ walk's `hook_dicts`,
+    which reads them without the probes' two registrations, ~2 us each)."""
     h = None
     if COUNTS.tensor:
         recs = node.metadata.get(TENSOR_HOOKS_KEY)
@@ -148,7 +150,11 @@ def node_hooks(node, retained: dict | None) -> NodeHooks | None:
             h = h or NodeHooks()
             h.retains[slot] = t
     if COUNTS.node:
-        pre, post = _probe(node.register_prehook), _probe(node.register_hook)
+        if dicts is None:
+            pre, post = _probe(node.register_prehook), _probe(node.register_hook)
+        else:
+            pre, post = dicts(node)
+            pre, post = pre or None, post or None     # as _probe: an empty dict is none
         if pre or post:
             h = h or NodeHooks()
             h.pre, h.post = pre, post

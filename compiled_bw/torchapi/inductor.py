@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch._inductor.debug  # CompiledFxGraph.__call__ reads it but never imports it
 from torch._inductor import codecache, comms, config, cpu_vec_isa, ir, lowering
 from torch._inductor.codegen import cpp as codegen_cpp
-from torch._inductor.codegen.wrapper import FreeLine, PythonWrapperCodegen
+from torch._inductor.codegen.wrapper import ExternKernelAllocLine, FreeLine, PythonWrapperCodegen
 from torch._inductor.compile_fx import compile_fx_inner
 from torch._inductor.decomposition import select_decomp_table
 from torch._inductor.dependencies import WeakDep
@@ -33,6 +33,7 @@ USED = {
     "torch._inductor.codegen.cpp": "backends/compile_worker.py (pre-import)",
     "torch._inductor.codegen.wrapper.PythonWrapperCodegen": "backends/inductor.py",
     "torch._inductor.codegen.wrapper.FreeLine": "backends/inductor.py",
+    "torch._inductor.codegen.wrapper.ExternKernelAllocLine": "backends/inductor.py",
     "torch._inductor.compile_fx.compile_fx_inner": "backends/inductor.py",
     "torch._inductor.decomposition.select_decomp_table": "backends/inductor.py",
     "torch._inductor.dependencies.WeakDep": "backends/inductor.py",
@@ -52,6 +53,7 @@ USED = {
 PATCHED = {
     "codegen_input_size_asserts": (PythonWrapperCodegen, "codegen_input_size_asserts"),
     "codegen_free": (PythonWrapperCodegen, "codegen_free"),
+    "generate_fallback_kernel": (PythonWrapperCodegen, "generate_fallback_kernel"),
     "decide_global_ordering_of_comms": (comms, "decide_global_ordering_of_comms"),
 }
 
