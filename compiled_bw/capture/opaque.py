@@ -242,6 +242,37 @@ def _opaque_impl(site: int, grads: list, label: str) -> list:
         dispatch_tls.undo(changed)
 
 
+# Note [Cost of an opaque call]
+# benchmarks/opaque_cost.py (a chain of N trivial custom Functions or tensor hooks, cache hits,
+# 2-core CPU; eager's own PyNode costs about what the MulBackward0 it replaces costs, ~4 us).
+# Per call, before the cuts below, ~24 us (eager backend) / ~28 us (Inductor): the walk's
+# Python entry for a custom node (input metadata, fwd_info, saved tensors; ~4 us), the
+# dispatcher path (OpOverload.__call__, the Autograd fallback, the Python kernel; ~3-5 us),
+# putting the dispatcher state back (11 key queries; ~2 us), validate_outputs looking up the
+# next node's input metadata (a lazy per-step list; ~3 us), the copy of a grad passed through
+# unchanged (empty_strided + copy_; ~2 us), the reference/storage checks for stealing, and the
+# user's backward through PyNode.apply (materialize, finish; ~3 us).  Cut: no copy of passed-
+# through grads (below), the eager backend calls `opaque_direct` without the dispatcher
+# (backends/eager.py Note [Direct opaque calls]), one exclude-set read per call
+# (core/dispatch_tls.py Restorer), validation against the metadata the site holds.  After:
+# ~13 us (eager backend) / ~21 us (Inductor).  Then PyNode's semantics for the common case
+# (custom.py: no materialize pass when every grad is defined, no count checks for one tensor
+# returned for one tensor input): `custom.call_backward` of a pass-through backward 6.0 ->
+# 1.8 us (timeit, one process per tree, loaded 2-core machine).  Then Inductor's generated
+# code calls `opaque_direct` / `deliver_direct` itself and drops the barriers (~3 us each)
+# (backends/inductor.py Note [Inductor: direct calls]), the eager backend calls
+# `deliver_direct` too, and the walk reads a hooked node's hook dicts in C++ (two probe
+# registrations, ~2 us each, before) and keeps no (shape, dtype, device) tuples for custom
+# nodes (the C++ key holds them): per call ~11-13 us (eager backend) / ~11-14 us
+# (Inductor), from ~14-25 / ~17-30 us (two runs of each, interleaved, loaded machine).
+# The custom_hooks model's cache-hit step before that (thread CPU time, 1 thread: eager
+# ~1.3 ms, compiled_bw with Inductor ~2.3 ms): the dispatcher ~310 us (gone), the walk
+# ~270 us (11 custom nodes and 7 hooked nodes read by Python), the engine task around the
+# graph (_Deliver, run_backward) ~130 us and the box and Step ~50 us, the glue before the
+# run (precheck, keys, lookup) ~120 us, opaque_direct around user code ~10 us a call.
+# Left: those, and graphs with opaque calls off the C++ hit path (the Python wrapper).
+
+
 def opaque_direct(site: int, grads: list, label: str) -> list:
     """One opaque call, called by the graph's code directly (the eager backend: Note [Direct
     opaque calls]) or by `_opaque_impl`.  label: what the call runs, for readers of the graph
@@ -283,37 +314,7 @@ def opaque_direct(site: int, grads: list, label: str) -> list:
         plain = type(o) is torch.Tensor
         if not plain or o.layout is not torch.strided:
             _check_dense(o, label)
-        # Note [Cost of an opaque call]
-# benchmarks/opaque_cost.py (a chain of N trivial custom Functions or tensor hooks, cache hits,
-# 2-core CPU; eager's own PyNode costs about what the MulBackward0 it replaces costs, ~4 us).
-# Per call, before the cuts below, ~24 us (eager backend) / ~28 us (Inductor): the walk's
-# Python entry for a custom node (input metadata, fwd_info, saved tensors; ~4 us), the
-# dispatcher path (OpOverload.__call__, the Autograd fallback, the Python kernel; ~3-5 us),
-# putting the dispatcher state back (11 key queries; ~2 us), validate_outputs looking up the
-# next node's input metadata (a lazy per-step list; ~3 us), the copy of a grad passed through
-# unchanged (empty_strided + copy_; ~2 us), the reference/storage checks for stealing, and the
-# user's backward through PyNode.apply (materialize, finish; ~3 us).  Cut: no copy of passed-
-# through grads (below), the eager backend calls `opaque_direct` without the dispatcher
-# (backends/eager.py Note [Direct opaque calls]), one exclude-set read per call
-# (core/dispatch_tls.py Restorer), validation against the metadata the site holds.  After:
-# ~13 us (eager backend) / ~21 us (Inductor).  Then PyNode's semantics for the common case
-# (custom.py: no materialize pass when every grad is defined, no count checks for one tensor
-# returned for one tensor input): `custom.call_backward` of a pass-through backward 6.0 ->
-# 1.8 us (timeit, one process per tree, loaded 2-core machine).  Then Inductor's generated
-# code calls `opaque_direct` / `deliver_direct` itself and drops the barriers (~3 us each)
-# (backends/inductor.py Note [Inductor: direct calls]), the eager backend calls
-# `deliver_direct` too, and the walk reads a hooked node's hook dicts in C++ (two probe
-# registrations, ~2 us each, before) and keeps no (shape, dtype, device) tuples for custom
-# nodes (the C++ key holds them): per call ~11-13 us (eager backend) / ~11-14 us
-# (Inductor), from ~14-25 / ~17-30 us (two runs of each, interleaved, loaded machine).
-# The custom_hooks model's cache-hit step before that (thread CPU time, 1 thread: eager
-# ~1.3 ms, compiled_bw with Inductor ~2.3 ms): the dispatcher ~310 us (gone), the walk
-# ~270 us (11 custom nodes and 7 hooked nodes read by Python), the engine task around the
-# graph (_Deliver, run_backward) ~130 us and the box and Step ~50 us, the glue before the
-# run (precheck, keys, lookup) ~120 us, opaque_direct around user code ~10 us a call.
-# Left: those, and graphs with opaque calls off the C++ hit path (the Python wrapper).
-
-# Note [Passed-through grads]: a grad user code returned unchanged goes on as is
+        # Note [Passed-through grads]: a grad user code returned unchanged goes on as is
         if any(o is g for g in grads) and _same_layout(o, want) and \
                 (len(outs) == 1 or sum(x is o for x in outs) == 1):
             res.append(o)
