@@ -554,16 +554,18 @@ class Guards:
         self.spec = spec
         self.labels = {}
         # the symbol of each SymInt input and each symbolic dim: bound per step
+        # (duck sizing: one symbol per value, so a symbol has many sites; it is named by the
+        # first saved size value, else the first saved tensor dim, in signature order)
         self.int_syms, self.tensors = exprs
+        for k, sym in zip(spec.int_inputs, self.int_syms, strict=True):
+            if isinstance(sym, sympy.Symbol):
+                self.labels.setdefault(sym, spec.sites[k].label(w))
         for s, sizes, _, _ in self.tensors:
             for d, e in enumerate(sizes):
                 if isinstance(e, sympy.Symbol):
                     i, attr, _ = w.saved_node[s]
-                    self.labels[e] = (f"node {i} {w.kinds[i].name}: saved tensor {attr} size of "
-                                      f"dim {d}")
-        for k, sym in zip(spec.int_inputs, self.int_syms, strict=True):
-            if isinstance(sym, sympy.Symbol):
-                self.labels[sym] = spec.sites[k].label(w)
+                    self.labels.setdefault(e, f"node {i} {w.kinds[i].name}: saved tensor {attr} "
+                                              f"size of dim {d}")
         self.ranges = {s: env.var_to_range[s] for s in env.var_to_range}
         self.replacements = dict(env.replacements)
         self.guards = [g.expr for g in env.guards]

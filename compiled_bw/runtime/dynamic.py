@@ -208,6 +208,7 @@ def _trace_and_compile(state, pw, opts, grad_tensors, spec: DynSpec, slots, base
     example = fakes + ints
     fn = compile_eager(gm, example)
     if state.backend == "inductor":
+        state.stats.inductor_compiles += 1
         try:
             fn = state.compile_fn(gm, example)
         except Exception as e:  # noqa: BLE001 -- the eager backend runs it, recorded
