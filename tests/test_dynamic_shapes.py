@@ -245,26 +245,44 @@ def test_transformer_sequence_lengths():
     assert st.dynamic_hits == 3
 
 
-def test_aot_backward_with_symints_stays_static_and_says_why():
-    # a torch.compile(dynamic=True) forward: its AOT backward (CompiledFunctionBackward) takes
-    # SymInts we do not splice into a symbolic capture yet, so each size is a static capture of
-    # its own, right, and the recompile reasons name the node
+def aot_forward(dynamic, view: bool):
+    """A torch.compile'd forward (aot_eager): with dynamic=True its AOT backward takes the batch
+    size as a SymInt (ctx.symints) and its saved tensors have symbolic sizes; view=True
+    reshapes by it, so the spliced module's view sizes come from the symint."""
     w = torch.randn(4, 3, requires_grad=True)
 
-    @torch.compile(backend="aot_eager", dynamic=True)
+    @torch.compile(backend="aot_eager", dynamic=dynamic)
     def f(x, w):
-        return (x @ w).sin()
+        y = (x @ w).sin()
+        if view:
+            y = y.reshape(2, -1).cos().reshape(-1, 3)
+        return y
 
     def aot(state, n):
-        if state is None:
+        if state is None:   # each run (eager, ours) from a fresh Dynamo: the same compiles
+            torch._dynamo.reset()
             return [w]
         w.grad = None
-        x = torch.randn(n, 4, requires_grad=True)
+        x = torch.randn(2 * n, 4, requires_grad=True)
         f(x, w).pow(2).mean().backward()
         return [w.grad.clone(), x.grad.clone()]
-    st = run([3, 5, 7], aot, captures=3, dynamic_captures=0)
-    assert any("stays static" in r and "CompiledFunctionBackward" in r and "aot" in r
+    return aot
+
+
+@pytest.mark.parametrize("view", [False, True])
+def test_aot_backward_with_symints_is_spliced_symbolic(view):
+    # the AOT backward of a dynamic forward is one class for every size: its symints become
+    # SymInt graph inputs and its saved tensors symbolic, one dynamic capture for all sizes
+    st = run([3, 5, 7, 9, 6], aot_forward(True, view), captures=2, dynamic_captures=1)
+    assert st.dynamic_hits == 3
+    assert any("AOT backward symint" in r or "saved tensor" in r
                for r in st.recompile_reasons), st.recompile_reasons
+
+
+def test_aot_backward_of_a_recompiled_forward():
+    # dynamic=None: Dynamo compiles the forward static for the first size, then dynamic: the
+    # AOT backward's class changes once (a static capture each), then one dynamic capture
+    run([3, 5, 7, 9, 11], aot_forward(None, False), captures=3, dynamic_captures=1)
 
 
 def test_image_height_and_width():

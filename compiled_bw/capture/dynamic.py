@@ -31,7 +31,7 @@ import dataclasses
 import sympy
 import torch
 
-from .nodes import LEAF, TRACE
+from .nodes import AOT, LEAF, TRACE
 
 DYN = "<dyn>"
 
@@ -322,6 +322,8 @@ class Site:
         if self.what == "leaf":
             part = "size" if self.part == 0 else "stride"
             return f"node {self.node} {name}: leaf {part} of dim {self.dim}"
+        if self.what == "symint":
+            return f"node {self.node} {name}: AOT backward symint {self.index}"
         el = "" if self.index < 0 else f"[{self.index}]"
         return f"node {self.node} {name}: saved value {self.attr}{el}"
 
@@ -350,6 +352,8 @@ def classify(w, path: tuple, strict: bool = True) -> Site | None:
         if pos == 4 and len(path) == 4 and path[2] in (0, 1):
             return Site("leaf", i, 0, path[2], path[3])
         return no(f"node {i} {name}: leaf state changed")
+    if kind.how == AOT and i not in w.hooks:
+        return _classify_aot(w, i, name, path, no)
     if kind.how != TRACE or i in w.hooks:
         return no(f"node {i} {name}: not traced from its formula ({kind.how}) or has hooks")
     k = pos - 4
@@ -368,6 +372,29 @@ def classify(w, path: tuple, strict: bool = True) -> Site | None:
         s = w.saved_node.index(key)
     except ValueError:
         return no(f"node {i} {name}: saved tensor list changed")
+    return Site("saved", i, s, path[2], path[3])
+
+
+# an AOT backward's signature entry (walk.py _custom_entry): [i, class, edges, in_meta,
+# is_var, subclass, symints, *saved "tensors" metadata, *saved "novc" metadata]
+_AOT_SYMINTS = 6
+
+
+def _classify_aot(w, i: int, name: str, path: tuple, no) -> Site | None:
+    """A position of an AOT backward's entry: one of its `symints` (a SymInt input of the
+    spliced module, Note [Dynamic AOT backwards]) or a dim of a saved tensor."""
+    pos = path[1]
+    if pos == _AOT_SYMINTS and len(path) == 3:
+        return Site("symint", i, path[2])
+    k = pos - _AOT_SYMINTS - 1
+    if k < 0 or len(path) != 4 or path[2] not in (0, 1):
+        return no(f"node {i} {name}: AOT backward state changed")
+    n = len(w.nodes[i]._raw_saved_tensors)
+    key = (i, "tensors", k) if k < n else (i, "novc", k - n)
+    try:
+        s = w.saved_node.index(key)
+    except ValueError:
+        return no(f"node {i} {name}: AOT backward's saved tensor list changed")
     return Site("saved", i, s, path[2], path[3])
 
 
@@ -427,7 +454,7 @@ class DynSpec:
                 dims = saved_dims.setdefault(s.index, set())
                 if s.part == 0:
                     dims.add(s.dim)
-            elif s.what in ("in", "value"):
+            elif s.what in ("in", "value", "symint"):
                 ints.append(k)
         if not any(saved_dims.values()) and not ints:
             raise NotDynamic("no size the graph reads changed")
@@ -463,10 +490,15 @@ class DynWalk:
         self.dynamic = True
         sym_in: dict = {}
         vals: dict = {}
+        self.aot_symints: dict = {}    # AOT node -> its ctx.symints, SymInts where dynamic
         for k, si in zip(spec.int_inputs, symints, strict=True):
             s = spec.sites[k]
             if s.what == "in":
                 sym_in[(s.node, s.index, s.dim)] = si
+            elif s.what == "symint":
+                if s.node not in self.aot_symints:
+                    self.aot_symints[s.node] = list(w.nodes[s.node].symints)
+                self.aot_symints[s.node][s.index] = si
             else:
                 vals.setdefault(s.node, {})[(s.attr, s.index)] = si
         in_meta = list(w.in_meta)
@@ -554,18 +586,16 @@ class Guards:
         self.spec = spec
         self.labels = {}
         # the symbol of each SymInt input and each symbolic dim: bound per step
-        # (duck sizing: one symbol per value, so a symbol has many sites; it is named by the
-        # first saved size value, else the first saved tensor dim, in signature order)
         self.int_syms, self.tensors = exprs
-        for k, sym in zip(spec.int_inputs, self.int_syms, strict=True):
-            if isinstance(sym, sympy.Symbol):
-                self.labels.setdefault(sym, spec.sites[k].label(w))
         for s, sizes, _, _ in self.tensors:
             for d, e in enumerate(sizes):
                 if isinstance(e, sympy.Symbol):
                     i, attr, _ = w.saved_node[s]
-                    self.labels.setdefault(e, f"node {i} {w.kinds[i].name}: saved tensor {attr} "
-                                              f"size of dim {d}")
+                    self.labels[e] = (f"node {i} {w.kinds[i].name}: saved tensor {attr} size of "
+                                      f"dim {d}")
+        for k, sym in zip(spec.int_inputs, self.int_syms, strict=True):
+            if isinstance(sym, sympy.Symbol):
+                self.labels[sym] = spec.sites[k].label(w)
         self.ranges = {s: env.var_to_range[s] for s in env.var_to_range}
         self.replacements = dict(env.replacements)
         self.guards = [g.expr for g in env.guards]

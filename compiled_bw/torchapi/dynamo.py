@@ -48,24 +48,23 @@ USED = {
 
 def symbolic_fakes(reals: list, dynamic_dims: list):
     """Fake tensors for `reals` in a fresh FakeTensorMode with a ShapeEnv: dims listed in
-    dynamic_dims[k] (a set) get a size symbol, one per value (duck sizing: two dims of equal
-    size share it; 0/1 specialized), the others stay static.  Returns (mode, env, fakes)."""
+    dynamic_dims[k] (a set) get their own size symbol (no duck sizing, 0/1 specialized), the
+    others stay static.  Returns (mode, env, fakes)."""
     env = ShapeEnv()
     mode = FakeTensorMode(shape_env=env)
     fakes = []
     for t, dyn in zip(reals, dynamic_dims, strict=True):
-        dims = [DimDynamic.DUCK if d in dyn else DimDynamic.STATIC for d in range(t.dim())]
+        dims = [DimDynamic.DYNAMIC if d in dyn else DimDynamic.STATIC for d in range(t.dim())]
         ctx = StatelessSymbolicContext(dynamic_sizes=dims)
         fakes.append(mode.from_tensor(t, symbolic_context=ctx))
     return mode, env, fakes
 
 
 def symint(env, value: int, name: str):
-    """A backed SymInt input (hint `value`): the symbol of a size of that value made before
-    (duck sizing), else its own."""
+    """A backed SymInt input of its own symbol (hint `value`)."""
     from torch._dynamo.source import ConstantSource
     src = ConstantSource(name)
-    sym = env.create_symbol(value, src, dynamic_dim=DimDynamic.DUCK)
+    sym = env.create_symbol(value, src, dynamic_dim=DimDynamic.DYNAMIC)
     return env.create_symintnode(sym, hint=value, source=src)
 
 
