@@ -83,14 +83,15 @@ def main(argv=None) -> int:
             print(f"[{k}/{len(models)} {name}] {len(names)} modes x {steps} steps ...",
                   end="", file=sys.stderr, flush=True)
             t_model = time.perf_counter()
-            if name in VARYING and not gpu:
-                results[name] = bench_varying({m: available[m] for m in names},
+            if name in VARYING and not gpu:     # (--quick: without cbw-eager's captures)
+                vnames = [m for m in names if not a.quick or m != "cbw-eager"]
+                results[name] = bench_varying({m: available[m] for m in vnames},
                                               QUICK if a.quick else FULL, tmp_root)
             else:
                 results[name] = bench_model(on_device(catalog[name], a.device, name),
                                             {m: available[m] for m in names}, steps, tmp_root)
             print(f" {time.perf_counter() - t_model:.0f} s; " + ", ".join(
-                f"{m} {_short(results[name][m])}" for m in names if m != "eager"),
+                f"{m} {_short(results[name][m])}" for m in names if m != "eager" and m in results[name]),
                 file=sys.stderr, flush=True)
     finally:
         shutil.rmtree(tmp_root, ignore_errors=True)
@@ -112,7 +113,7 @@ def main(argv=None) -> int:
                 f"{meta['seconds']} s.\n\n" + "\n".join(lines) + "\n")
     for p in charts(results, names, a.out):
         print(f"chart: {p}", file=sys.stderr)
-    return 1 if any(r[m].get("fail") for r in results.values() for m in names) else 0
+    return 1 if any(r.get(m, {}).get("fail") for r in results.values() for m in names) else 0
 
 
 def _short(cell: dict) -> str:

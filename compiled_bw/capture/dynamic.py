@@ -17,8 +17,9 @@ C++ ints inside the node, so the real node cannot be called with symbols: a node
 sizes change is traced with our copy of its formula (FORMULAS, each from
 torch/csrc/autograd/FunctionsManual.cpp / derivatives.yaml), fed SymInt graph inputs; a node
 whose saved values change and has no copy here makes the whole graph static (capture as
-before).  The input metadata becomes SymInt graph inputs too.  Every other position of the
-signature is in the dynamic key exactly (masked with DYN only at the dynamic positions).
+before).  The input metadata becomes SymInt graph inputs too, and so do an AOT backward's
+symints (Note [Dynamic AOT backwards]).  Every other position of the signature is in the
+dynamic key exactly (masked with DYN only at the dynamic positions).
 A step reuses the graph only if (Guards.check): every symbol's value lies in its range (0 and
 1 are specialized: a dim of size 1 broadcasts differently), every replacement and guard the
 trace recorded holds, and every size/stride/storage offset of every symbolic input equals
@@ -375,7 +376,18 @@ def classify(w, path: tuple, strict: bool = True) -> Site | None:
     return Site("saved", i, s, path[2], path[3])
 
 
-# an AOT backward's signature entry (walk.py _custom_entry): [i, class, edges, in_meta,
+# Note [Dynamic AOT backwards]
+# A `torch.compile`d forward traced with dynamic shapes has one CompiledFunction (one AOT
+# backward class) for every size: its backward module takes the sizes it needs as SymInt
+# arguments first (`ctx.symints`: plain ints at run time, in the signature), then the saved
+# tensors, whose sizes vary with them.  In a dynamic capture the symints that changed become
+# SymInt graph inputs (Site "symint"), handed to the module's prologue instead of the ctx's
+# ints (trace.py _aot_call, aot.trace_aot), and the saved tensors' dims that changed are
+# symbolic like any saved tensor's; the module's ops then compute their sizes from them,
+# and whatever relates them (a view by a symint of a symbolic tensor) is a guard of the
+# graph.  A forward Dynamo recompiled is another class: a static capture, as any other
+# change of structure.
+# An AOT backward's signature entry (walk.py _custom_entry): [i, class, edges, in_meta,
 # is_var, subclass, symints, *saved "tensors" metadata, *saved "novc" metadata]
 _AOT_SYMINTS = 6
 

@@ -6,9 +6,10 @@ the static path goes on as before.  capture/dynamic.py Note [Dynamic shapes] say
 symbolic and what the guards check.  This first version looks dynamic graphs up in Python: a
 step that misses the static key is walked again by the Python walk (walk.py), whose signature
 is masked at the dynamic positions and looked up; static hits keep the C++ walk and hit path.
-Graphs with user code inside (hooks, custom Functions, nodes run opaquely), leaf hooks,
-tensor subclasses, other backends than "eager" and "inductor", or a changed root grad shape
-stay static.
+Graphs with user code inside (hooks, custom Functions, nodes run opaquely: their output
+shapes are fixed in the capture), leaf hooks, tensor subclasses, other backends than "eager"
+and "inductor", or a changed root grad shape stay static; AOT backwards of compiled forwards
+are spliced with their symints symbolic (capture/dynamic.py Note [Dynamic AOT backwards]).
 """
 from __future__ import annotations
 
