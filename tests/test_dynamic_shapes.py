@@ -8,7 +8,7 @@ graph reused for sizes it baked in.
 """
 import pytest
 import torch
-from differential import differential, grads
+from differential import differential, grads, selected_backend
 
 import compiled_bw
 
@@ -31,6 +31,8 @@ def run(sizes, make, *, captures, dynamic_captures, options=None):
     build, step = sized(sizes, make)
     st = differential(build, step, steps=len(sizes), captures=captures, options=options)
     assert st.dynamic_captures == dynamic_captures, st.recompile_reasons
+    # every capture, static or dynamic, is one Inductor compile on that backend
+    assert st.inductor_compiles == (captures if selected_backend() == "inductor" else 0)
     return st
 
 
@@ -283,6 +285,21 @@ def test_aot_backward_of_a_recompiled_forward():
     # dynamic=None: Dynamo compiles the forward static for the first size, then dynamic: the
     # AOT backward's class changes once (a static capture each), then one dynamic capture
     run([3, 5, 7, 9, 11], aot_forward(None, False), captures=3, dynamic_captures=1)
+
+
+def bias_width(state, n):
+    # the bias grad is [2n, 8] summed to (8,); at the dynamic capture 2n == 8 by chance: a
+    # shape comparison there must not become a guard (every later size would recapture)
+    if state is None:
+        return torch.nn.Linear(4, 8)
+    state.zero_grad()
+    state(torch.randn(n, 2, 4)).tanh().sum().backward()
+    return grads(state)
+
+
+def test_a_size_equal_to_a_width_by_chance_is_not_guarded():
+    st = run([3, 4, 5, 6, 7], bias_width, captures=2, dynamic_captures=1)
+    assert st.dynamic_hits == 3
 
 
 def test_image_height_and_width():
