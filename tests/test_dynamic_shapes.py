@@ -382,3 +382,38 @@ def grad_retain(state, n):
 def test_grad_inputs_and_retain_graph():
     # two graphs per size (all inputs; x and one weight), each static once then dynamic
     run([3, 5, 7, 9], grad_retain, captures=4, dynamic_captures=2)
+
+
+class _Scale(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2
+
+
+def user_code(kind):
+    def make(state, n):
+        if state is None:
+            return [torch.randn(4, requires_grad=True)]
+        (w,) = state
+        w.grad = None
+        h = torch.randn(n, 4) * w
+        if kind == "custom":
+            h = _Scale.apply(h)
+        else:
+            h.register_hook(lambda g: g * 3)
+        h.sin().sum().backward()
+        return grads(state)
+    return make
+
+
+@pytest.mark.parametrize("kind", ["custom", "hook"])
+def test_user_code_inside_stays_static_and_says_why(kind):
+    # an opaque call's output shapes are fixed in its capture: one static capture per size,
+    # each right, and the recompile log says which node keeps it static
+    st = run([3, 5, 7], user_code(kind), captures=3, dynamic_captures=0)
+    assert any("stays static" in r and ("custom Function" in r or "has hooks" in r)
+               for r in st.recompile_reasons), st.recompile_reasons
