@@ -90,7 +90,9 @@ def varying_table(results: dict, modes: list) -> list:
                          f"{n('dynamic_captures')} | {n('inductor_compiles')} | "
                          f"{n('fallbacks')} | {c['maxdiff']:.1e}{flag} |")
         vs = r.get("dynamic_vs_static")
-        if vs:
+        if isinstance(vs, str):
+            lines += ["", f"cbw-inductor's dynamic graph vs a static graph: {vs}"]
+        elif vs:
             lines += ["", "cbw-inductor's dynamic graph vs a static graph of the same size "
                       "(backward ms, medians, interleaved): " + "; ".join(
                           f"{b}x{t}: {d:.1f} vs {s_:.1f} ({d / s_:.2f}x)"
