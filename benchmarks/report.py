@@ -70,8 +70,9 @@ def varying_table(results: dict, modes: list) -> list:
     for model, r in results.items():
         lines += [(f"{model} ({r['config']}; every mode the same sequence of shapes, "
                    "interleaved step by step): total = zero_grad + forward + backward of every "
-                   "step, compiles included; steady = the backward of the steps after the "
-                   "first third, summed:"), "",
+                   "step, compiles included; steady = the backward of the "
+                   f"{len(r.get('steady_steps', ()))} steps after the first third in which no "
+                   "mode captured or compiled, summed:"), "",
                   ("| mode | total s (ratio) | steady backward ms (ratio) | captures | dynamic "
                    "| Inductor compiles | fallbacks | max grad diff |"),
                   "|---|---:|---:|---:|---:|---:|---:|---:|"]
@@ -92,6 +93,9 @@ def varying_table(results: dict, modes: list) -> list:
         vs = r.get("dynamic_vs_static")
         if isinstance(vs, str):
             lines += ["", f"cbw-inductor's dynamic graph vs a static graph: {vs}"]
+        elif vs is not None and not vs:
+            lines += ["", ("cbw-inductor's dynamic graph vs a static graph: no compared size "
+                           "ran the dynamic graph")]
         elif vs:
             lines += ["", "cbw-inductor's dynamic graph vs a static graph of the same size "
                       "(backward ms, medians, interleaved): " + "; ".join(

@@ -4,8 +4,8 @@ and `python -m benchmarks.varying_shapes` on its own.
 
 Consumes the modes (benchmarks/modes.py) and a Config (steps, max batch, max sequence length);
 produces per mode: total time of the run (zero_grad + forward + backward of every step,
-compiles included), steady-state backward time (the steps after the first third, summed, and
-its ratio to eager's on the same steps), captures / dynamic captures / Inductor compiles, and
+compiles included), steady-state backward time (the steps after the first third in which no
+mode captured or compiled, summed, and its ratio to eager's on the same steps), captures / dynamic captures / Inductor compiles, and
 the max abs grad difference vs eager at every step; for cbw-inductor also its dynamic graph's
 backward time against a static graph's on the same sizes.  The modes run the same sequence
 of shapes interleaved step by step (eager, torch-ca, cbw-..., then the next step), so machine
@@ -109,8 +109,8 @@ def bench_varying(modes: dict, cfg: Config, tmp_root: str) -> dict:
     compiled_bw.reset()
     base = _model(cfg)
     models = {m: copy.deepcopy(base) for m in modes}
-    res = {m: {"bw": [], "step": [], "maxdiff": 0.0, "counts": {}, "error": None}
-           for m in modes}
+    res = {m: {"bw": [], "step": [], "captured": [], "maxdiff": 0.0, "counts": {},
+               "error": None} for m in modes}
     gen = torch.Generator().manual_seed(cfg.seed + 1)
     with _fresh_cache(tmp_root):
         for k, (b, t) in enumerate(seq):
@@ -132,6 +132,9 @@ def bench_varying(modes: dict, cfg: Config, tmp_root: str) -> dict:
                 after = count()
                 for k, v in after.items():
                     r["counts"][k] = r["counts"].get(k, 0) + v - before[k]
+                r["captured"].append(after.get("captures", 0) != before.get("captures", 0)
+                                     or after.get("inductor_compiles", 0)
+                                     != before.get("inductor_compiles", 0))
                 r["bw"].append(bw)
                 r["step"].append(total)
                 if ref is None:
@@ -148,16 +151,23 @@ def bench_varying(modes: dict, cfg: Config, tmp_root: str) -> dict:
 
 
 def _summary(res: dict, seq: list, cfg: Config, static, reasons) -> dict:
-    k0 = len(seq) // 3      # the first third: compiles and recompiles
+    # steady: the steps after the first third in which no mode captured or compiled (the same
+    # steps for every mode)
+    live = [r for r in res.values() if not r["error"]]
+    k0 = len(seq) // 3
+    steady_steps = [k for k in range(k0, len(seq))
+                    if not any(k < len(r["captured"]) and r["captured"][k] for r in live)]
     eager = res["eager"]
-    base_steady = sum(eager["bw"][k0:])
+    base_steady = sum(eager["bw"][k] for k in steady_steps)
     out = {"kind": "varying", "config": cfg.describe(), "shapes": seq,
-           "dynamic_vs_static": static, "fallback_reasons": sorted(set(reasons))}
+           "steady_steps": steady_steps, "dynamic_vs_static": static,
+           "fallback_reasons": sorted(set(reasons)),
+           "per_step_ms": {m: [round(t * 1e3, 2) for t in r["bw"]] for m, r in res.items()}}
     for m, r in res.items():
         if r["error"]:
             out[m] = {"error": r["error"]}
             continue
-        steady = sum(r["bw"][k0:])
+        steady = sum(r["bw"][k] for k in steady_steps)
         c = r["counts"]
         out[m] = {"total_s": sum(r["step"]), "steady_ms": steady * 1e3,
                   "steady_ratio": steady / base_steady, "total_ratio":
