@@ -3,7 +3,9 @@
 Consumes --models, --modes, --steps, --quick, --out; produces the tables on stdout and in
 <out>/latest.md, <out>/latest.json, and <out>/time_ratio.png + peak_memory.png (with the `bench`
 extra).  Every model runs all its modes in one process, interleaved; ratios are relative to
-eager autograd measured in the same run.  Compiles are cold (measure.py).
+eager autograd measured in the same run.  Compiles are cold (measure.py).  The model
+`varying_shapes` (CPU) is measured by benchmarks/varying_shapes.py instead: a sequence of
+shapes, its own table.
 """
 from __future__ import annotations
 
@@ -26,14 +28,16 @@ from . import modes as modes_mod
 from .measure import bench_model
 from .models import GPU_MODELS, MODELS, on_device
 from .report import charts, table
+from .varying_shapes import FULL, QUICK, bench_varying
 
-QUICK_MODELS = ("overhead", "pointwise", "cnn", "custom_hooks")
+QUICK_MODELS = ("overhead", "pointwise", "cnn", "custom_hooks", "varying_shapes")
+VARYING = ("varying_shapes",)   # CPU only
 GPU_QUICK_MODELS = ("overhead", "pointwise", "custom_hooks")
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
-    ap.add_argument("--models", help=f"comma list of {sorted(MODELS)}")
+    ap.add_argument("--models", help=f"comma list of {sorted(MODELS) + list(VARYING)}")
     ap.add_argument("--modes", help="comma list of eager,torch-ca,cbw-eager,cbw-inductor")
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--quick", action="store_true",
@@ -64,7 +68,8 @@ def main(argv=None) -> int:
         names.insert(0, "eager")
     catalog = GPU_MODELS if gpu else MODELS
     models = a.models.split(",") if a.models else list(
-        (GPU_QUICK_MODELS if gpu else QUICK_MODELS) if a.quick else catalog)
+        (GPU_QUICK_MODELS if gpu else QUICK_MODELS) if a.quick else
+        (list(catalog) + ([] if gpu else list(VARYING))))
     steps = 5 if a.quick else a.steps
     t0 = time.perf_counter()        # the C++ walk: built once per machine, not part of a cell
     ok = fastwalk.in_use()
@@ -78,10 +83,15 @@ def main(argv=None) -> int:
             print(f"[{k}/{len(models)} {name}] {len(names)} modes x {steps} steps ...",
                   end="", file=sys.stderr, flush=True)
             t_model = time.perf_counter()
-            results[name] = bench_model(on_device(catalog[name], a.device, name),
-                                        {m: available[m] for m in names}, steps, tmp_root)
+            if name in VARYING and not gpu:     # (--quick: without cbw-eager's captures)
+                vnames = [m for m in names if not a.quick or m != "cbw-eager"]
+                results[name] = bench_varying({m: available[m] for m in vnames},
+                                              QUICK if a.quick else FULL, tmp_root)
+            else:
+                results[name] = bench_model(on_device(catalog[name], a.device, name),
+                                            {m: available[m] for m in names}, steps, tmp_root)
             print(f" {time.perf_counter() - t_model:.0f} s; " + ", ".join(
-                f"{m} {_short(results[name][m])}" for m in names if m != "eager"),
+                f"{m} {_short(results[name][m])}" for m in names if m != "eager" and m in results[name]),
                 file=sys.stderr, flush=True)
     finally:
         shutil.rmtree(tmp_root, ignore_errors=True)
@@ -103,13 +113,15 @@ def main(argv=None) -> int:
                 f"{meta['seconds']} s.\n\n" + "\n".join(lines) + "\n")
     for p in charts(results, names, a.out):
         print(f"chart: {p}", file=sys.stderr)
-    return 1 if any(r[m].get("fail") for r in results.values() for m in names) else 0
+    return 1 if any(r.get(m, {}).get("fail") for r in results.values() for m in names) else 0
 
 
 def _short(cell: dict) -> str:
     """A cell as the progress line shows it: its time ratio to eager, or why it has none."""
     if cell.get("fail"):
         return "FAIL"
+    if cell.get("steady_ratio"):    # varying shapes: steady backward, total incl. compiles
+        return f"{cell['steady_ratio']:.2f}x (total {cell['total_ratio']:.2f}x)"
     return f"{cell['ratio']:.2f}x" if cell.get("ratio") else "n/a"
 
 

@@ -37,7 +37,12 @@ def memory_cell(c: dict, base: dict) -> str:
 
 
 def table(results: dict, modes: list) -> list:
-    """Markdown: steady-state time, first backward, peak memory during backward."""
+    """Markdown: steady-state time, first backward, peak memory during backward; then the
+    varying-shapes table (varying_table) when that model ran."""
+    varying = {k: r for k, r in results.items() if r.get("kind") == "varying"}
+    results = {k: r for k, r in results.items() if k not in varying}
+    if not results:
+        return varying_table(varying, modes)
     head = " | ".join(modes)
     lines = ["Steady-state backward time, ratio to eager autograd (median ms):", "",
              f"| model | walk µs | {head} |", "|---|---:|" + "---|" * len(modes)]
@@ -54,6 +59,49 @@ def table(results: dict, modes: list) -> list:
     for model, r in results.items():
         lines.append(f"| {model} | " + " | ".join(memory_cell(r[m], r.get("eager", {}))
                                                    for m in modes) + " |")
+    if varying:
+        lines += [""] + varying_table(varying, modes)
+    return lines
+
+
+def varying_table(results: dict, modes: list) -> list:
+    """Markdown, one row per mode: the varying-shapes model (benchmarks/varying_shapes.py)."""
+    lines = []
+    for model, r in results.items():
+        lines += [(f"{model} ({r['config']}; every mode the same sequence of shapes, "
+                   "interleaved step by step): total = zero_grad + forward + backward of every "
+                   "step, compiles included; steady = the backward of the "
+                   f"{len(r.get('steady_steps', ()))} steps after the first third in which no "
+                   "mode captured or compiled, summed:"), "",
+                  ("| mode | total s (ratio) | steady backward ms (ratio) | captures | dynamic "
+                   "| Inductor compiles | fallbacks | max grad diff |"),
+                  "|---|---:|---:|---:|---:|---:|---:|---:|"]
+        for m in modes:
+            c = r.get(m)
+            if c is None:
+                continue
+            if _na(c):
+                lines.append(f"| {m} | {_na(c)} | | | | | | |")
+                continue
+            def n(k, c=c):
+                return "-" if c.get(k) is None else str(c[k])
+            flag = " **FAIL**" if c["fail"] else ""
+            lines.append(f"| {m} | {c['total_s']:.1f} ({c['total_ratio']:.2f}x) | "
+                         f"{c['steady_ms']:.0f} ({c['steady_ratio']:.2f}x) | {n('captures')} | "
+                         f"{n('dynamic_captures')} | {n('inductor_compiles')} | "
+                         f"{n('fallbacks')} | {c['maxdiff']:.1e}{flag} |")
+        vs = r.get("dynamic_vs_static")
+        if isinstance(vs, str):
+            lines += ["", f"cbw-inductor's dynamic graph vs a static graph: {vs}"]
+        elif vs is not None and not vs:
+            lines += ["", ("cbw-inductor's dynamic graph vs a static graph: no compared size "
+                           "ran the dynamic graph")]
+        elif vs:
+            lines += ["", "cbw-inductor's dynamic graph vs a static graph of the same size "
+                      "(backward ms, medians, interleaved): " + "; ".join(
+                          f"{b}x{t}: {d:.1f} vs {s_:.1f} ({d / s_:.2f}x)"
+                          for (b, t), d, s_ in vs)]
+        lines.append("")
     return lines
 
 
@@ -79,6 +127,9 @@ def _bars(results: dict, modes: list, value, ylabel: str, title: str, path: str,
 
 
 def charts(results: dict, modes: list, out_dir: str) -> list:
+    results = {k: r for k, r in results.items() if r.get("kind") != "varying"}
+    if not results:
+        return []
     try:
         import matplotlib
         matplotlib.use("Agg")

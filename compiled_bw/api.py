@@ -54,6 +54,8 @@ class Stats:
     cudagraph_replays: int = 0              # runs replayed as a CUDA graph (enable(cudagraphs=True))
     dynamic_captures: int = 0               # captures with symbolic sizes (also in `captures`)
     dynamic_hits: int = 0                   # runs of a dynamic graph for a step's sizes
+    inductor_compiles: int = 0              # Inductor compiles started (here or in the
+    #                                         background worker; failed ones included)
 
 
 class _Global:

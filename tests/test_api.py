@@ -148,3 +148,23 @@ def test_benchmarks_quick_smoke(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "FAIL" not in r.stdout and "n/a" not in r.stdout, r.stdout
     assert (tmp_path / "latest.json").exists()
+
+
+@pytest.mark.slow
+def test_benchmarks_varying_shapes_row(tmp_path):
+    # the varying-shapes row of `python -m benchmarks`: every mode on the same shapes, one
+    # static and one dynamic capture for compiled_bw (seed 9: batch and length both change at
+    # the second step, no batch of 1), its grads equal eager's at every step
+    import contextlib
+
+    from benchmarks.report import table
+    from benchmarks.varying_shapes import Config, bench_varying
+    cfg = Config(steps=4, max_batch=4, max_seq=24, seed=9, static_sizes=0, layers=1)
+    modes = {"eager": contextlib.nullcontext,
+             "cbw-eager": lambda: compiled_bw.enable(backend="eager")}
+    r = bench_varying(modes, cfg, str(tmp_path))
+    c = r["cbw-eager"]
+    assert (c["captures"], c["dynamic_captures"], c["inductor_compiles"]) == (2, 1, 0), r
+    assert not c["fail"] and r["eager"]["captures"] is None
+    text = "\n".join(table({"varying_shapes": r}, list(modes)))
+    assert "| cbw-eager |" in text and "FAIL" not in text, text

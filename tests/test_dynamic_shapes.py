@@ -8,7 +8,7 @@ graph reused for sizes it baked in.
 """
 import pytest
 import torch
-from differential import differential, grads
+from differential import differential, grads, selected_backend
 
 import compiled_bw
 
@@ -31,6 +31,8 @@ def run(sizes, make, *, captures, dynamic_captures, options=None):
     build, step = sized(sizes, make)
     st = differential(build, step, steps=len(sizes), captures=captures, options=options)
     assert st.dynamic_captures == dynamic_captures, st.recompile_reasons
+    # every capture, static or dynamic, is one Inductor compile on that backend
+    assert st.inductor_compiles == (captures if selected_backend() == "inductor" else 0)
     return st
 
 
@@ -245,26 +247,59 @@ def test_transformer_sequence_lengths():
     assert st.dynamic_hits == 3
 
 
-def test_aot_backward_with_symints_stays_static_and_says_why():
-    # a torch.compile(dynamic=True) forward: its AOT backward (CompiledFunctionBackward) takes
-    # SymInts we do not splice into a symbolic capture yet, so each size is a static capture of
-    # its own, right, and the recompile reasons name the node
+def aot_forward(dynamic, view: bool):
+    """A torch.compile'd forward (aot_eager): with dynamic=True its AOT backward takes the batch
+    size as a SymInt (ctx.symints) and its saved tensors have symbolic sizes; view=True
+    reshapes by it, so the spliced module's view sizes come from the symint."""
     w = torch.randn(4, 3, requires_grad=True)
 
-    @torch.compile(backend="aot_eager", dynamic=True)
+    @torch.compile(backend="aot_eager", dynamic=dynamic)
     def f(x, w):
-        return (x @ w).sin()
+        y = (x @ w).sin()
+        if view:
+            y = y.reshape(2, -1).cos().reshape(-1, 3)
+        return y
 
     def aot(state, n):
-        if state is None:
+        if state is None:   # each run (eager, ours) from a fresh Dynamo: the same compiles
+            torch._dynamo.reset()
             return [w]
         w.grad = None
-        x = torch.randn(n, 4, requires_grad=True)
+        x = torch.randn(2 * n, 4, requires_grad=True)
         f(x, w).pow(2).mean().backward()
         return [w.grad.clone(), x.grad.clone()]
-    st = run([3, 5, 7], aot, captures=3, dynamic_captures=0)
-    assert any("stays static" in r and "CompiledFunctionBackward" in r and "aot" in r
+    return aot
+
+
+@pytest.mark.parametrize("view", [False, True])
+def test_aot_backward_with_symints_is_spliced_symbolic(view):
+    # the AOT backward of a dynamic forward is one class for every size: its symints become
+    # SymInt graph inputs and its saved tensors symbolic, one dynamic capture for all sizes
+    st = run([3, 5, 7, 9, 6], aot_forward(True, view), captures=2, dynamic_captures=1)
+    assert st.dynamic_hits == 3
+    assert any("AOT backward symint" in r or "saved tensor" in r
                for r in st.recompile_reasons), st.recompile_reasons
+
+
+def test_aot_backward_of_a_recompiled_forward():
+    # dynamic=None: Dynamo compiles the forward static for the first size, then dynamic: the
+    # AOT backward's class changes once (a static capture each), then one dynamic capture
+    run([3, 5, 7, 9, 11], aot_forward(None, False), captures=3, dynamic_captures=1)
+
+
+def bias_width(state, n):
+    # the bias grad is [2n, 8] summed to (8,); at the dynamic capture 2n == 8 by chance: a
+    # shape comparison there must not become a guard (every later size would recapture)
+    if state is None:
+        return torch.nn.Linear(4, 8)
+    state.zero_grad()
+    state(torch.randn(n, 2, 4)).tanh().sum().backward()
+    return grads(state)
+
+
+def test_a_size_equal_to_a_width_by_chance_is_not_guarded():
+    st = run([3, 4, 5, 6, 7], bias_width, captures=2, dynamic_captures=1)
+    assert st.dynamic_hits == 3
 
 
 def test_image_height_and_width():
@@ -366,3 +401,38 @@ def test_another_graph_of_the_same_length_after_a_dynamic_one():
         xs[3].neg().sum().backward()
         return out + [xs[3].grad]
     differential(build, step, steps=1, captures=None)
+
+
+class _Scale(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2
+
+
+def user_code(kind):
+    def make(state, n):
+        if state is None:
+            return [torch.randn(4, requires_grad=True)]
+        (w,) = state
+        w.grad = None
+        h = torch.randn(n, 4) * w
+        if kind == "custom":
+            h = _Scale.apply(h)
+        else:
+            h.register_hook(lambda g: g * 3)
+        h.sin().sum().backward()
+        return grads(state)
+    return make
+
+
+@pytest.mark.parametrize("kind", ["custom", "hook"])
+def test_user_code_inside_stays_static_and_says_why(kind):
+    # an opaque call's output shapes are fixed in its capture: one static capture per size,
+    # each right, and the recompile log says which node keeps it static
+    st = run([3, 5, 7], user_code(kind), captures=3, dynamic_captures=0)
+    assert any("stays static" in r and ("custom Function" in r or "has hooks" in r)
+               for r in st.recompile_reasons), st.recompile_reasons

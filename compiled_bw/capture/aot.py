@@ -162,13 +162,15 @@ class _Splice(torch.fx.Interpreter):
 
 
 def trace_aot(plan: AotPlan, node, saved: list, no_vc: list, grads: list, prefix: str,
-              tracer_graph, passthrough: tuple = ()) -> tuple:
+              tracer_graph, passthrough: tuple = (), symints=None) -> tuple:
     """Inline one AOT backward (under make_fx); returns the per-forward-input grads tuple that
     CompiledFunction.backward would return.  Graph nodes created here get `prefix`.
+    symints: the module's SymInt arguments (a dynamic graph's SymInt inputs), else the ctx's.
     Exceptions of the `passthrough` types propagate as they are; any other raises SpliceFailed."""
     cf = plan.cf
     before = set(tracer_graph.nodes)
-    all_args = cf._bw_prologue_fn(tuple(saved) + tuple(no_vc), list(node.symints),
+    symints = list(node.symints) if symints is None else list(symints)
+    all_args = cf._bw_prologue_fn(tuple(saved) + tuple(no_vc), symints,
                                   list(getattr(node, "opaque_objects", ()) or ()), list(grads))
     interp = _Splice(plan.bw_module)
     try:

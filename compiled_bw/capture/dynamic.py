@@ -17,8 +17,9 @@ C++ ints inside the node, so the real node cannot be called with symbols: a node
 sizes change is traced with our copy of its formula (FORMULAS, each from
 torch/csrc/autograd/FunctionsManual.cpp / derivatives.yaml), fed SymInt graph inputs; a node
 whose saved values change and has no copy here makes the whole graph static (capture as
-before).  The input metadata becomes SymInt graph inputs too.  Every other position of the
-signature is in the dynamic key exactly (masked with DYN only at the dynamic positions).
+before).  The input metadata becomes SymInt graph inputs too, and so do an AOT backward's
+symints (Note [Dynamic AOT backwards]).  Every other position of the signature is in the
+dynamic key exactly (masked with DYN only at the dynamic positions).
 A step reuses the graph only if (Guards.check): every symbol's value lies in its range (0 and
 1 are specialized: a dim of size 1 broadcasts differently), every replacement and guard the
 trace recorded holds, and every size/stride/storage offset of every symbolic input equals
@@ -31,7 +32,7 @@ import dataclasses
 import sympy
 import torch
 
-from .nodes import LEAF, TRACE
+from .nodes import AOT, LEAF, TRACE
 
 DYN = "<dyn>"
 
@@ -322,6 +323,8 @@ class Site:
         if self.what == "leaf":
             part = "size" if self.part == 0 else "stride"
             return f"node {self.node} {name}: leaf {part} of dim {self.dim}"
+        if self.what == "symint":
+            return f"node {self.node} {name}: AOT backward symint {self.index}"
         el = "" if self.index < 0 else f"[{self.index}]"
         return f"node {self.node} {name}: saved value {self.attr}{el}"
 
@@ -350,6 +353,8 @@ def classify(w, path: tuple, strict: bool = True) -> Site | None:
         if pos == 4 and len(path) == 4 and path[2] in (0, 1):
             return Site("leaf", i, 0, path[2], path[3])
         return no(f"node {i} {name}: leaf state changed")
+    if kind.how == AOT and i not in w.hooks:
+        return _classify_aot(w, i, name, path, no)
     if kind.how != TRACE or i in w.hooks:
         return no(f"node {i} {name}: not traced from its formula ({kind.how}) or has hooks")
     k = pos - 4
@@ -368,6 +373,40 @@ def classify(w, path: tuple, strict: bool = True) -> Site | None:
         s = w.saved_node.index(key)
     except ValueError:
         return no(f"node {i} {name}: saved tensor list changed")
+    return Site("saved", i, s, path[2], path[3])
+
+
+# Note [Dynamic AOT backwards]
+# A `torch.compile`d forward traced with dynamic shapes has one CompiledFunction (one AOT
+# backward class) for every size: its backward module takes the sizes it needs as SymInt
+# arguments first (`ctx.symints`: plain ints at run time, in the signature), then the saved
+# tensors, whose sizes vary with them.  In a dynamic capture the symints that changed become
+# SymInt graph inputs (Site "symint"), handed to the module's prologue instead of the ctx's
+# ints (trace.py _aot_call, aot.trace_aot), and the saved tensors' dims that changed are
+# symbolic like any saved tensor's; the module's ops then compute their sizes from them,
+# and whatever relates them (a view by a symint of a symbolic tensor) is a guard of the
+# graph.  A forward Dynamo recompiled is another class: a static capture, as any other
+# change of structure.
+# An AOT backward's signature entry (walk.py _custom_entry): [i, class, edges, in_meta,
+# is_var, subclass, symints, *saved "tensors" metadata, *saved "novc" metadata]
+_AOT_SYMINTS = 6
+
+
+def _classify_aot(w, i: int, name: str, path: tuple, no) -> Site | None:
+    """A position of an AOT backward's entry: one of its `symints` (a SymInt input of the
+    spliced module, Note [Dynamic AOT backwards]) or a dim of a saved tensor."""
+    pos = path[1]
+    if pos == _AOT_SYMINTS and len(path) == 3:
+        return Site("symint", i, path[2])
+    k = pos - _AOT_SYMINTS - 1
+    if k < 0 or len(path) != 4 or path[2] not in (0, 1):
+        return no(f"node {i} {name}: AOT backward state changed")
+    n = len(w.nodes[i]._raw_saved_tensors)
+    key = (i, "tensors", k) if k < n else (i, "novc", k - n)
+    try:
+        s = w.saved_node.index(key)
+    except ValueError:
+        return no(f"node {i} {name}: AOT backward's saved tensor list changed")
     return Site("saved", i, s, path[2], path[3])
 
 
@@ -438,7 +477,7 @@ class DynSpec:
                 dims = saved_dims.setdefault(s.index, set())
                 if s.part == 0:
                     dims.add(s.dim)
-            elif s.what in ("in", "value"):
+            elif s.what in ("in", "value", "symint"):
                 ints.append(k)
         if not any(saved_dims.values()) and not ints:
             raise NotDynamic("no size the graph reads changed")
@@ -474,10 +513,15 @@ class DynWalk:
         self.dynamic = True
         sym_in: dict = {}
         vals: dict = {}
+        self.aot_symints: dict = {}    # AOT node -> its ctx.symints, SymInts where dynamic
         for k, si in zip(spec.int_inputs, symints, strict=True):
             s = spec.sites[k]
             if s.what == "in":
                 sym_in[(s.node, s.index, s.dim)] = si
+            elif s.what == "symint":
+                if s.node not in self.aot_symints:
+                    self.aot_symints[s.node] = list(w.nodes[s.node].symints)
+                self.aot_symints[s.node][s.index] = si
             else:
                 vals.setdefault(s.node, {})[(s.attr, s.index)] = si
         in_meta = list(w.in_meta)

@@ -440,7 +440,8 @@ def _aot_call(w, i: int, kind, node, buf: list, placeholders: dict, k: int, df):
     graph = get_proxy_mode().tracer.graph
     try:
         out = trace_aot(plan, node, saved, no_vc, custom.materialize(node, info, buf),
-                        f"aot{k}_", graph, passthrough=_FAKE_FAILURES + (TraceFailed,))
+                        f"aot{k}_", graph, passthrough=_FAKE_FAILURES + (TraceFailed,),
+                        symints=getattr(w, "aot_symints", {}).get(i))   # dynamic.py DynWalk
         return _validate(w, i, kind.name, custom.finish(node, info, out), df)
     except _FAKE_FAILURES:
         return None

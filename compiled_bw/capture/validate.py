@@ -48,10 +48,14 @@ def validate_metas(name: str, outs, metas) -> list:
             res.append(g)
             continue
         shape, dtype, device = meta[0], meta[1], meta[2]
-        if len(meta) == 3 and g.dtype == dtype and g.device == device and g.shape == shape:
+        # (ranks first: torch.Size compares elements before lengths, and with symbolic sizes
+        # each comparison is a guard of the graph -- [s0*s1, 64] vs (64,) would guard
+        # s0*s1 == 64 where the two were equal by chance)
+        same_shape = g.dim() == len(shape) and g.shape == shape
+        if len(meta) == 3 and g.dtype == dtype and g.device == device and same_shape:
             res.append(g)           # nothing to check or change (the common case)
             continue
-        if g.shape != shape:
+        if not same_shape:
             if not _expandable(shape, g.shape):
                 raise ValidateError(
                     f"Function {name} returned an invalid gradient at index {i} - got "

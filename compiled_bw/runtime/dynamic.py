@@ -6,9 +6,10 @@ the static path goes on as before.  capture/dynamic.py Note [Dynamic shapes] say
 symbolic and what the guards check.  This first version looks dynamic graphs up in Python: a
 step that misses the static key is walked again by the Python walk (walk.py), whose signature
 is masked at the dynamic positions and looked up; static hits keep the C++ walk and hit path.
-Graphs with user code inside (hooks, custom Functions, nodes run opaquely), leaf hooks,
-tensor subclasses, other backends than "eager" and "inductor", or a changed root grad shape
-stay static.
+Graphs with user code inside (hooks, custom Functions, nodes run opaquely: their output
+shapes are fixed in the capture), leaf hooks, tensor subclasses, other backends than "eager"
+and "inductor", or a changed root grad shape stay static; AOT backwards of compiled forwards
+are spliced with their symints symbolic (capture/dynamic.py Note [Dynamic AOT backwards]).
 """
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ from ..capture.dynamic import (
     size_diff,
 )
 from ..capture.dynamic import values_at as _values_at
-from ..capture.nodes import LEAF, TRACE
+from ..capture.nodes import AOT, LEAF, TRACE
 from ..capture.trace import TraceFailed, trace_backward
 from ..passes import run_passes
 from ..torchapi.dynamo import symbolic_fakes, symint
@@ -35,6 +36,7 @@ from . import background
 from .cache import Compiled
 
 STATIC = None   # step()'s answer (STATIC, slots): the static path, with these Slots
+_DYN_HOW = (TRACE, LEAF, AOT)   # the node kinds a dynamic graph may hold
 
 
 @dataclasses.dataclass
@@ -68,11 +70,11 @@ def step(state, w, root_edges, opts, grad_tensors, key, root_key):
     capture; (STATIC, Slots): a dynamic capture failed, the static path captures with the
     Slots it installed;
     None: the static path goes on as if this module did not exist."""
-    if not _eligible(state, w, key) or any(k.how not in (TRACE, LEAF) for k in w.kinds):
+    if not _eligible(state, w, key) or any(k.how not in _DYN_HOW for k in w.kinds):
         _why_static(state, w, key, root_key)
         return None     # (before a second walk: custom Functions' and hooked nodes' state)
     pw = w.python_walk(root_edges)
-    if pw is None or pw.hooks or any(k.how not in (TRACE, LEAF) for k in pw.kinds):
+    if pw is None or pw.hooks or any(k.how not in _DYN_HOW for k in pw.kinds):
         return None
     base = _base(key)
     cache = state.cache
@@ -129,9 +131,9 @@ def _why_static(state, w, key, root_key) -> None:
         i = min(w.hooks)
         why = f"node {i} {w.kinds[i].name} has hooks"
     else:
-        i = next(k for k, kind in enumerate(w.kinds) if kind.how not in (TRACE, LEAF))
+        i = next(k for k, kind in enumerate(w.kinds) if kind.how not in _DYN_HOW)
         why = (f"node {i} {w.kinds[i].name} is not traced from a formula here ({w.kinds[i].how}:"
-               " an AOT backward, a custom Function or a node run opaquely)")
+               " a custom Function or a node run opaquely)")
     state.log_recompile(f"the graph stays static: {why}")
 
 
@@ -208,6 +210,7 @@ def _trace_and_compile(state, pw, opts, grad_tensors, spec: DynSpec, slots, base
     example = fakes + ints
     fn = compile_eager(gm, example)
     if state.backend == "inductor":
+        state.stats.inductor_compiles += 1
         try:
             fn = state.compile_fn(gm, example)
         except Exception as e:  # noqa: BLE001 -- the eager backend runs it, recorded

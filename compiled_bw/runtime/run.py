@@ -366,6 +366,7 @@ def _run_first_or_hit(state, entry: Compiled, w, opts, grad_tensors: list, slots
     if start is None:
         return _run(state, entry, w, opts, grad_tensors, slots)
     entry.start_compile = None
+    state.stats.inductor_compiles += 1
     try:
         return _run(state, entry, w, opts, grad_tensors, slots)
     finally:
@@ -439,6 +440,8 @@ def _capture(state, w, opts, grad_tensors, slots, observed=False):
         entry.start_compile = background.prepare(entry, gm, plan.opaque_sites,
                                                  state.compiled_in_background(entry))
         return entry
+    if state.backend == "inductor":
+        state.stats.inductor_compiles += 1
     with current_step(Step(w, plan)):   # backends may re-run fake impls
         try:
             fn = state.compile_fn(gm, example)
