@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import weakref
 
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
@@ -64,7 +65,7 @@ _HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_back
 
 @dataclasses.dataclass
 class Region:
-    frame: object
+    frame: weakref.ref          # weak: the frame (and its saved arguments) dies with its nodes
     number: int                 # order of first sight in this walk
     sig: tuple                  # the key part (module tree, metadata)
     traced: torch.fx.GraphModule
@@ -202,12 +203,21 @@ def _region(w, i: int, frame, number: int, tensor_meta) -> Region | None:
             w.saved.append(a)
             j += 1
     w.saved_node.extend(keys)
-    return Region(frame, number, sig, traced, keys, holder_index)
+    return Region(weakref.ref(frame), number, sig, traced, keys, holder_index)
 
 
 def _is_random(node) -> bool:
+    """Whether an op draws random numbers: tagged so, unless its `dropout_p` argument is 0
+    (attention kernels take one; with 0 they draw nothing)."""
     t = node.target
-    return isinstance(t, OpOverload) and torch.Tag.nondeterministic_seeded in t.tags
+    if not (isinstance(t, OpOverload) and torch.Tag.nondeterministic_seeded in t.tags):
+        return False
+    for k, a in enumerate(t._schema.arguments):
+        if a.name == "dropout_p":
+            p = node.args[k] if k < len(node.args) else node.kwargs.get("dropout_p",
+                                                                        a.default_value)
+            return not (isinstance(p, (int, float)) and p == 0)
+    return True
 
 
 def _mutates(node) -> bool:
@@ -313,6 +323,24 @@ def is_checkpointed(node, attrs) -> bool:
     return False
 
 
+def release_regions(w, plan) -> None:
+    """Before a run with retain_graph=False: free the saved variables (holders) of every node
+    of a traced region that the graph computes, as eager frees them after the node ran, so
+    the region's frame and saved arguments die with the Box's last use of them (else they
+    would live until the run is over)."""
+    regions = getattr(w, "regions", None)
+    if not regions:
+        return
+    from .fastwalk import release_node     # fastwalk imports this module
+    computed = set(plan.executed) - {s.node_index for s in plan.opaque_sites}
+    for reg in regions.values():
+        if reg is None:
+            continue
+        for i in reg.nodes:
+            if i in computed:
+                release_node(w.nodes[i])
+
+
 class RegionSlot:
     """The Slot (saved.py Note [Slots]) of a region input: the Box owns the tensor; the node's
     holders are freed with the node (runtime/run.py releases executed nodes)."""
@@ -377,9 +405,9 @@ def tracing(w, placeholders: dict):
     group = _Group()
     prev = ckpt.get_graph_exec_group()
     changed = []
+    frames = [(reg, reg.frame()) for reg in regions]
     try:
-        for reg in regions:
-            frame = reg.frame
+        for reg, frame in frames:
             frame.is_recomputed[group] = True
             frame.recomputed[group] = _Recomputed(reg, placeholders)
             for k, ref in enumerate(frame.weak_holders):
@@ -392,8 +420,8 @@ def tracing(w, placeholders: dict):
         yield
     finally:
         ckpt.set_graph_exec_group(prev)
-        for reg in regions:
-            reg.frame.is_recomputed.pop(group, None)
-            reg.frame.recomputed.pop(group, None)
+        for _, frame in frames:
+            frame.is_recomputed.pop(group, None)
+            frame.recomputed.pop(group, None)
         for h in changed:
             h.handles = {k: v for k, v in h.handles.items() if k is not group}
