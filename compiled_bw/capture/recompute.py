@@ -331,7 +331,7 @@ def release_regions(w, plan) -> None:
     regions = getattr(w, "regions", None)
     if not regions:
         return
-    from .fastwalk import release_node     # fastwalk imports this module
+    from .fastwalk import release_node  # fastwalk imports this module
     computed = set(plan.executed) - {s.node_index for s in plan.opaque_sites}
     for reg in regions.values():
         if reg is None:

@@ -64,8 +64,9 @@ def _filled(cell) -> bool:
     return True
 
 
-# the recompute_fn closure of _checkpoint_without_reentrant_generator: what it reads
-RECOMPUTE_VARS = ("fn", "kwargs", "preserve_rng_state", "had_device_in_fwd",
+# the recompute_fn closure of _checkpoint_without_reentrant_generator: what we read (cells
+# only filled on some paths, e.g. had_device_in_fwd with preserve_rng_state, are left out)
+RECOMPUTE_VARS = ("fn", "kwargs", "preserve_rng_state",
                   "device_autocast_kwargs", "cpu_autocast_kwargs", "recompute_context",
                   "device_ctx", "is_non_strict_tracing")
 
