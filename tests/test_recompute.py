@@ -198,3 +198,18 @@ def test_retain_graph_then_second_backward_raises_as_eager():
         return [*g, None]
     # the third backward raises eager's error from the walk (counted as a fallback each step)
     differential(_build(), step, strict=True, captures=None, fallbacks=3)
+
+
+def test_changing_sizes_recapture_static_graphs():
+    """A traced region's recomputation has static sizes: a new batch size is a new graph
+    (dynamic shapes decline it with a reason), never a graph traced for other sizes."""
+    def step(st):
+        m, head, _, log = st
+        log.append(None)
+        x = torch.randn(3 + 2 * len(log), 6, requires_grad=True)
+        for p in (*m.parameters(), *head.parameters()):
+            p.grad = None
+        head(cp.checkpoint(m, x, use_reentrant=False)).pow(2).sum().backward()
+        return [*grads(m), *grads(head), x.grad]
+    st = differential(_build(), step, strict=True, steps=3, captures=3)
+    assert any("traced checkpoint region" in r for r in st.recompile_reasons), st.recompile_reasons
