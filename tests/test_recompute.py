@@ -103,7 +103,7 @@ class _Traceable(nn.Module):
 
 def test_opted_in_class_is_traced_and_keyed_by_its_attributes():
     def step(st):
-        m, head, x, log = st
+        m, head, x, _ = st
         m.scale += 1.0
         for p in (*m.parameters(), *head.parameters()):
             p.grad = None
