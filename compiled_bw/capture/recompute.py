@@ -88,13 +88,6 @@ def _module_of(fn):
     return None
 
 
-def _global_hooks() -> bool:
-    m = torch.nn.modules.module
-    return any(getattr(m, n, None) for n in (
-        "_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks",
-        "_global_backward_pre_hooks", "_global_forward_hooks_with_kwargs"))
-
-
 def _tree_key(module) -> tuple | None:
     """Per submodule (with duplicates): name, class, plain attributes; None if a class is not
     traceable, a module has a hook, or an attribute is not a plain value."""
@@ -139,8 +132,15 @@ def _frame_ok(frame) -> dict | None:
     return cv
 
 
+def _autocast() -> bool:
+    """Autocast on around the backward: the graph's ops would be cast, eager's recomputation
+    runs with the forward's autocast state (decline rather than reason about both)."""
+    return torch.is_autocast_enabled("cpu") or (
+        torch.cuda.is_available() and torch.is_autocast_enabled("cuda"))
+
+
 def _region(w, i: int, frame, number: int, tensor_meta) -> Region | None:
-    if ckpt.get_graph_exec_group() is not None or _global_hooks():
+    if ckpt.get_graph_exec_group() is not None or ckpt.global_module_hooks() or _autocast():
         return None
     cv = _frame_ok(frame)
     if cv is None:

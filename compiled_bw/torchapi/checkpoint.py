@@ -23,6 +23,10 @@ get_graph_exec_group = C._get_graph_exec_group
 set_graph_exec_group = C._set_graph_exec_group
 noop_context_fn = _cp.noop_context_fn
 
+_MODULE_GLOBAL_HOOKS = ("_global_forward_hooks", "_global_forward_pre_hooks",
+                       "_global_backward_hooks", "_global_backward_pre_hooks",
+                       "_global_forward_hooks_with_kwargs", "_global_forward_hooks_always_called")
+
 USED = {
     "torch.utils.checkpoint._Holder": "capture/recompute.py (a checkpointed saved tensor)",
     "torch.utils.checkpoint._CheckpointFrame": "capture/recompute.py",
@@ -30,6 +34,8 @@ USED = {
     "torch.utils.checkpoint._default_meta_extractor": "capture/recompute.py (determinism check)",
     "torch._C._get_graph_exec_group": "capture/recompute.py (the trace's unpack group)",
     "torch._C._set_graph_exec_group": "capture/recompute.py (the trace's unpack group)",
+    **{f"torch.nn.modules.module.{n}": "capture/recompute.py (global module hooks)"
+       for n in _MODULE_GLOBAL_HOOKS},
 }
 
 
@@ -69,6 +75,12 @@ def _filled(cell) -> bool:
 RECOMPUTE_VARS = ("fn", "kwargs", "preserve_rng_state",
                   "device_autocast_kwargs", "cpu_autocast_kwargs", "recompute_context",
                   "device_ctx", "is_non_strict_tracing")
+
+
+def global_module_hooks() -> bool:
+    """Whether any global nn.Module hook is registered (register_module_forward_hook & co.)."""
+    m = torch.nn.modules.module
+    return any(getattr(m, n) for n in _MODULE_GLOBAL_HOOKS)
 
 
 def is_noop_context(ctx) -> bool:
