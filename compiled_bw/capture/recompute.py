@@ -52,6 +52,7 @@ from .custom import NOT_PLAIN, plain_key
 from .saved import raw_saved
 
 ATTR = "ckpt"       # saved_node keys of region inputs: (node index, ATTR, (region, j, name))
+INPUT_PREFIX = "ckpt"   # their graph placeholders: ckpt<region>_<name>
 
 # module __dict__ entries that are not attributes the forward reads (hooks are checked apart)
 _INTERNAL = frozenset((
@@ -321,6 +322,12 @@ def is_checkpointed(node, attrs) -> bool:
             if raw is not None and ckpt.checkpoint_frame(raw.unpack_hook) is not None:
                 return True
     return False
+
+
+def has_traced_recomputation(gm) -> bool:
+    """Whether a captured graph holds traced region inputs (placeholders named by trace.py's
+    _name_inputs with INPUT_PREFIX)."""
+    return any(n.name.startswith(INPUT_PREFIX) for n in gm.graph.find_nodes(op="placeholder"))
 
 
 def release_regions(w, plan) -> None:

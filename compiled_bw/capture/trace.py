@@ -498,7 +498,7 @@ def _name_inputs(gm, w, n_roots: int, in_layouts, n_ints: int = 0) -> None:
     for i, attr, pos in w.saved_node:
         op = w.kinds[i].name.removesuffix("Backward0").lower()
         if attr == recompute.ATTR:      # a checkpoint region's input (recompute.py)
-            names.append(f"ckpt{pos[0]}_{pos[2].replace('.', '_')}")
+            names.append(f"{recompute.INPUT_PREFIX}{pos[0]}_{pos[2].replace('.', '_')}")
             continue
         if type(pos) is tuple:      # tensor j of a traceable hook's packed object (packed.py)
             pos = f"{pos[0]}_packed{pos[1]}" if pos[0] >= 0 else f"packed{pos[1]}"
