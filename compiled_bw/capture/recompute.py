@@ -307,7 +307,8 @@ def checkpoint_entry(w, i: int, node, attrs, entry: list, tensor_meta) -> bool:
     ks = tuple(None if h is None else reg.holder_index.get(id(h)) for h in holders)
     if any(k is None and h is not None for k, h in zip(ks, holders, strict=True)):
         return False
-    entry.append((ATTR, reg.number, reg.sig, ks))
+    # the region's key once, on its first node (walk order is fixed by the signature)
+    entry.append((ATTR, reg.number, None if reg.nodes else reg.sig, ks))
     reg.nodes.append(i)
     w.slot_only.append((i, ATTR, -1))   # released after the run when executed (holders)
     return True
