@@ -45,14 +45,15 @@ def _unpack_code():
 
 
 UNPACK_CODE = _unpack_code()
+_FRAME_CELL = UNPACK_CODE.co_freevars.index("frame")
 
 
 def checkpoint_frame(hook):
     """The _CheckpointFrame of non-reentrant checkpoint's unpack hook (without debug's error
-    callback), or None for any other hook."""
+    callback), or None for any other hook (every walk asks, per hooked saved tensor)."""
     if getattr(hook, "__code__", None) is not UNPACK_CODE:
         return None
-    return closure_vars(hook).get("frame")
+    return hook.__closure__[_FRAME_CELL].cell_contents
 
 
 def closure_vars(fn) -> dict:
