@@ -9,7 +9,8 @@ custom_hooks  custom autograd.Functions and module full backward hooks between L
 custom_ops    Linear layers joined by a torch.library custom op with register_autograd.
 lora      frozen Linear layers with rank-8 adapters written as custom autograd.Functions.
 ckpt_transformer  4 pre-norm transformer layers (D=256, 1024 tokens), each checkpointed
-          (torch.utils.checkpoint, non-reentrant); ckpt_sac the same with selective
+          (torch.utils.checkpoint, non-reentrant); ckpt_traced the same with the layer class
+          opted in to traced recomputation; ckpt_sac the same with selective
           checkpointing that saves the matmuls; save_on_cpu an MLP whose saved tensors go
           through torch.autograd.graph.save_on_cpu.
 GPU_MODELS (`python -m benchmarks --device cuda`): GPU-sized versions, built on the device:
@@ -304,9 +305,15 @@ class Checkpointed(nn.Module):
         return x
 
 
-def ckpt_transformer(selective: bool = False):
+class TracedPreNormLayer(PreNormLayer):
+    """PreNormLayer opted in to traced recomputation (capture/recompute.py): its forward reads
+    only its input, parameters and plain attributes."""
+    compiled_bw_traceable = True
+
+
+def ckpt_transformer(selective: bool = False, traced: bool = False):
     torch.manual_seed(0)
-    layers = [PreNormLayer(256) for _ in range(4)]
+    layers = [(TracedPreNormLayer if traced else PreNormLayer)(256) for _ in range(4)]
     return Checkpointed(layers, selective), torch.randn(4, 256, 256)
 
 
@@ -326,6 +333,7 @@ def save_on_cpu():
 
 MODELS.update({"ckpt_transformer": ckpt_transformer,
                "ckpt_sac": lambda: ckpt_transformer(selective=True),
+               "ckpt_traced": lambda: ckpt_transformer(traced=True),
                "save_on_cpu": save_on_cpu})
 
 

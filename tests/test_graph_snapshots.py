@@ -223,3 +223,36 @@ class <lambda>(torch.nn.Module):
         getitem_1: "f32[3]" = opaque_1[0];  opaque_1 = None
         deliver = torch.ops.compiled_bw.deliver.default(2, getitem_1, 'leaf AccumulateGrad');  getitem_1 = deliver = None
         return []""")
+
+    def test_checkpointed_mlp_recompute_is_in_the_graph(self):
+        """Non-reentrant checkpoint: the region's recomputed addmm and gelu are graph ops fed by
+        its parameters and saved argument (capture/recompute.py), not an opaque call."""
+        import torch.utils.checkpoint as cp
+        m = nn.Sequential(nn.Linear(4, 8), nn.GELU(), nn.Linear(8, 2))
+        x = torch.randn(3, 4)
+        self.assertExpectedInline(captured(
+            lambda: cp.checkpoint(m, x, use_reentrant=False).sum().backward()), """\
+class <lambda>(torch.nn.Module):
+    def forward(self, grad_root0: "f32[]", ckpt0_0_weight: "f32[8, 4]", ckpt0_0_bias: "f32[8]", ckpt0_2_weight: "f32[2, 8]", ckpt0_2_bias: "f32[2]", ckpt0_arg0: "f32[3, 4]"):
+        # No stacktrace found for following nodes
+        t: "f32[4, 8]" = torch.ops.aten.t.default(ckpt0_0_weight);  ckpt0_0_weight = None
+        t_1: "f32[8, 2]" = torch.ops.aten.t.default(ckpt0_2_weight);  ckpt0_2_weight = None
+        expand: "f32[3, 2]" = torch.ops.aten.expand.default(grad_root0, [3, 2]);  grad_root0 = None
+        t_3: "f32[2, 3]" = torch.ops.aten.t.default(expand)
+        addmm: "f32[3, 8]" = torch.ops.aten.addmm.default(ckpt0_0_bias, ckpt0_arg0, t);  ckpt0_0_bias = t = None
+        gelu: "f32[3, 8]" = torch.ops.aten.gelu.default(addmm)
+        t_2: "f32[2, 8]" = torch.ops.aten.t.default(t_1);  t_1 = None
+        mm: "f32[3, 8]" = torch.ops.aten.mm.default(expand, t_2);  t_2 = None
+        mm_1: "f32[2, 8]" = torch.ops.aten.mm.default(t_3, gelu);  t_3 = gelu = None
+        t_4: "f32[8, 2]" = torch.ops.aten.t.default(mm_1);  mm_1 = None
+        t_5: "f32[2, 8]" = torch.ops.aten.t.default(t_4);  t_4 = None
+        sum_1: "f32[1, 2]" = torch.ops.aten.sum.dim_IntList(expand, [0], True);  expand = None
+        view: "f32[2]" = torch.ops.aten.view.default(sum_1, [2]);  sum_1 = None
+        gelu_backward: "f32[3, 8]" = torch.ops.aten.gelu_backward.default(mm, addmm);  mm = addmm = None
+        t_6: "f32[8, 3]" = torch.ops.aten.t.default(gelu_backward)
+        mm_2: "f32[8, 4]" = torch.ops.aten.mm.default(t_6, ckpt0_arg0);  t_6 = ckpt0_arg0 = None
+        t_7: "f32[4, 8]" = torch.ops.aten.t.default(mm_2);  mm_2 = None
+        t_8: "f32[8, 4]" = torch.ops.aten.t.default(t_7);  t_7 = None
+        sum_2: "f32[1, 8]" = torch.ops.aten.sum.dim_IntList(gelu_backward, [0], True);  gelu_backward = None
+        view_1: "f32[8]" = torch.ops.aten.view.default(sum_2, [8]);  sum_2 = None
+        return [view, t_5, view_1, t_8]""")

@@ -375,8 +375,9 @@ def test_storage_use_count():
 # --- compiled_bw/torchapi: every private symbol in one of three modules, every patch undoable ---
 
 def _torchapi_modules():
-    from compiled_bw.torchapi import autograd, dynamo, inductor
-    return {"autograd": autograd, "dynamo": dynamo, "inductor": inductor}
+    from compiled_bw.torchapi import autograd, checkpoint, dynamo, inductor
+    return {"autograd": autograd, "checkpoint": checkpoint, "dynamo": dynamo,
+            "inductor": inductor}
 
 
 def _used():
@@ -517,3 +518,33 @@ def test_custom_op_function_is_recognized():
         f"{type(node).__name__}: torch._library.autograd.make_autograd_impl's Function changed "
         "(custom ops' backwards would run as opaque calls)")
     assert not ta.is_custom_op_function(Double.apply(x).grad_fn._forward_cls)
+
+
+def test_checkpoint_frame_state_serves_unpacks():
+    """capture/recompute.py reads non-reentrant checkpoint's frame from its unpack hook's
+    closure and, while tracing, answers unpacks from the frame's per-group state: the unpack
+    hook must still read `GraphExecGroup`, `frame.is_recomputed`, `holder.handles` and
+    `frame.recomputed` as torch 2.13 does."""
+    import torch.utils.checkpoint as cp
+
+    from compiled_bw.torchapi import checkpoint as ckpt
+    lin = torch.nn.Linear(3, 3)
+    y = cp.checkpoint(lin, torch.randn(2, 3, requires_grad=True), use_reentrant=False)
+    raw = y.grad_fn._raw_saved_mat1
+    frame = ckpt.checkpoint_frame(raw.unpack_hook)
+    assert isinstance(frame, ckpt.CheckpointFrame), "checkpoint's unpack hook changed"
+    assert type(raw.data) is ckpt.Holder
+    cv = ckpt.closure_vars(frame.recompute_fn)
+    missing = [n for n in ckpt.RECOMPUTE_VARS if n not in cv]
+    assert not missing, f"checkpoint's recompute_fn no longer closes over {missing}"
+    assert cv["fn"] is lin and frame.metadata_fn is ckpt.default_meta_extractor
+    group, handle, ours = object(), object(), torch.full((2, 3), 7.0)
+    frame.is_recomputed[group] = True
+    frame.recomputed[group] = {handle: ours}
+    raw.data.handles[group] = handle
+    ckpt.set_graph_exec_group(group)
+    try:
+        assert ckpt.get_graph_exec_group() is group
+        assert y.grad_fn._saved_mat1.eq(7).all(), "checkpoint's unpack no longer reads its state"
+    finally:
+        ckpt.set_graph_exec_group(None)

@@ -222,6 +222,13 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
              for (size_t i = 0; i < w.nodes.size(); ++i) out[i] = (int)w.opaque[i];
              return out;
            })
+      .def("hooked",
+           [](CWalk& w) {  // indices of nodes whose saved tensors carry hooks not ours
+             py::list out;
+             for (size_t i = 0; i < w.nodes.size(); ++i)
+               if (w.opaque[i] == 2) out.append(i);
+             return out;
+           })
       .def("saved_keys",
            [](CWalk& w) {  // (node index, attr, list position | -1) per saved
              py::list out(w.saved_src.size());

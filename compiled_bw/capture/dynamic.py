@@ -329,6 +329,12 @@ class Site:
         return f"node {self.node} {name}: saved value {self.attr}{el}"
 
 
+def _checkpointed(w) -> set:
+    """Nodes of traced checkpoint regions (capture/recompute.py)."""
+    return {i for reg in (getattr(w, "regions", None) or {}).values() if reg is not None
+            for i in reg.nodes}
+
+
 def classify(w, path: tuple, strict: bool = True) -> Site | None:
     """The Site of a signature position of walk w, or None (strict: raise NotDynamic) when a
     change there is not a size change we can make symbolic."""
@@ -357,6 +363,9 @@ def classify(w, path: tuple, strict: bool = True) -> Site | None:
         return _classify_aot(w, i, name, path, no)
     if kind.how != TRACE or i in w.hooks:
         return no(f"node {i} {name}: not traced from its formula ({kind.how}) or has hooks")
+    if i in _checkpointed(w):
+        return no(f"node {i} {name}: in a traced checkpoint region (its recomputation is "
+                  "traced with static sizes)")
     k = pos - 4
     if k < len(kind.value_attrs):
         attr = kind.value_attrs[k]

@@ -64,6 +64,7 @@ from .nodes import (
     hooked_kind,
 )
 from .nodes import node_kind as _node_kind
+from .recompute import is_checkpointed
 from .saved import input_meta, input_metadata, install_slots, raw_saved
 from .walk import WalkUnsupported, _as_opaque, _custom_entry, class_info, values_entry, walk_graph
 
@@ -405,6 +406,10 @@ def fast_walk(root_edges: list) -> FastWalk:
     """Raises WalkUnsupported (fallback reason), GiveUp (use the Python walk), RuntimeError."""
     THREAD.walk_kinds = kinds = {}
     cw = _S.ext.walk(root_edges)
+    hooked = cw.hooked()
+    if hooked and any(is_checkpointed(n, _node_kind(type(n)).tensor_attrs)
+                      for n in map(cw.node, hooked)):
+        raise GiveUp("a checkpointed region (recompute.py traces it)")
     w = FastWalk(cw, kinds)
     hook_entries = []
     if len(cw.hook_nodes) and (COUNTS.tensor or COUNTS.node or len(RETAINED)):

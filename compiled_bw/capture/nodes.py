@@ -134,6 +134,9 @@ def hidden_state_unknown(kind: NodeKind, edges: tuple) -> bool:
 # the node's variables after it ran when retain_graph=False (capture/opaque.py).  The
 # signature marks such a node ("hooked"), so a graph traced with it is never reused for a step
 # without hooks there, nor the other way round.  Its saved tensors are not graph inputs.
+# Two kinds of hooks are traced instead: traceable pairs (packed.py Note [Traceable saved-tensor
+# hooks]) and non-reentrant checkpoint regions that qualify (recompute.py Note [Traced
+# recomputation]); their nodes keep their class's kind.
 HOOKED_REASON = "saved tensors carry hooks, unpacked by the node"
 _HOOKED: dict = {}
 

@@ -182,6 +182,10 @@ def install_slots(nodes: list, saved_node: list) -> list:
     for key in saved_node:
         i, attr, pos = key
         node = nodes[i]
+        if attr == "ckpt":          # a checkpoint region's input or node (recompute.py)
+            from .recompute import RegionSlot
+            slots.append(RegionSlot())
+            continue
         if type(pos) is tuple:      # a tensor of a traceable hook's packed object (packed.py):
             from .packed import packed_slot  # no Slot, nothing in node.metadata
             slots.append(packed_slot(node, attr, pos))

@@ -24,7 +24,7 @@ from torch.fx.experimental.symbolic_shapes import (
 
 from ..core.thread import THREAD, current_step
 from ..torchapi.dynamo import FakeTensor, fake_tensor
-from . import custom, defined
+from . import custom, defined, recompute
 from .aot import SpliceFailed, aot_plan, trace_aot
 from .deliver import deliver
 from .dynamic import NotDynamic
@@ -540,6 +540,9 @@ def _name_inputs(gm, w, n_roots: int, in_layouts, n_ints: int = 0) -> None:
     names = [f"grad_root{k}" for k in range(n_roots)]
     for i, attr, pos in w.saved_node:
         op = w.kinds[i].name.removesuffix("Backward0").lower()
+        if attr == recompute.ATTR:      # a checkpoint region's input (recompute.py)
+            names.append(f"{recompute.INPUT_PREFIX}{pos[0]}_{pos[2].replace('.', '_')}")
+            continue
         if type(pos) is tuple:      # tensor j of a traceable hook's packed object (packed.py)
             pos = f"{pos[0]}_packed{pos[1]}" if pos[0] >= 0 else f"packed{pos[1]}"
         names.append(f"saved_{op}{i}_{attr}" + (f"_{pos}" if pos != -1 else ""))
@@ -595,7 +598,8 @@ def trace_backward(w, opts: Options, root_grads: list, slots: list, delivers: bo
         slots.set_placeholders(flat[n_roots:])
         placeholders = dict(zip(w.saved_node, flat[n_roots:], strict=True))
         try:
-            ran = _run_engine(w, opts, grads, opaque_names, placeholders, delivers)
+            with recompute.tracing(w, placeholders):   # Note [Traced recomputation]
+                ran = _run_engine(w, opts, grads, opaque_names, placeholders, delivers)
         finally:
             slots.clear_placeholders()
         try:

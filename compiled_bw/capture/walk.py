@@ -29,6 +29,7 @@ from .nodes import (
     node_kind,
 )
 from .packed import traceable_entry
+from .recompute import checkpoint_entry
 from .saved import SLOTS_KEY, foreign_saved_hooks, input_meta, install_slots, sequence_nr
 from .subclass import PLAIN, SubclassUnsupported, layout_of
 
@@ -71,6 +72,7 @@ class Walk:
         "kinds",
         "leaves",
         "nodes",
+        "regions",
         "root_edges",
         "saved",
         "saved_node",
@@ -90,6 +92,7 @@ class Walk:
         self.hooks: dict = {}          # node index -> NodeHooks
         self.signature: tuple = ()
         self.root_edges: list = []     # (node index, input_nr) per root
+        self.regions: dict = {}        # id(checkpoint frame) -> recompute.Region | None
 
     # ---- the walk interface (capture/fastwalk.py FastWalk implements the same) ----
     # Saved-tensor life cycle: install (Slots, to trace), take_saved (into the Box),
@@ -296,6 +299,13 @@ def values_entry(w, i: int, node, info: tuple, entry: list) -> bool:
     saved, saved_node = w.saved, w.saved_node
     if tget is not None and foreign_hooks(node, kind.tensor_attrs):
         if traceable_entry(w, i, node, kind.tensor_attrs, entry, tensor_meta):
+            values = vget(node) if vget is not None else ()
+            entry.extend(tuple(v) if type(v) is list else v
+                         for v in ((values,) if one_value else values))
+            return False
+        if extension(always=True) is not None and checkpoint_entry(
+                w, i, node, kind.tensor_attrs, entry, tensor_meta):
+            # recompute.py Note [Traced recomputation]: its formula is traced
             values = vget(node) if vget is not None else ()
             entry.extend(tuple(v) if type(v) is list else v
                          for v in ((values,) if one_value else values))

@@ -82,6 +82,7 @@ from ..capture.custom import _orig_apply as _raw_apply
 from ..capture.defined import evaluate
 from ..capture.nodes import CUSTOM
 from ..capture.opaque import NotDense, relayout
+from ..capture.recompute import release_regions
 from ..capture.saved import SavedHooksInUse, gradient_edge
 from ..capture.subclass import flatten, rebuild
 from ..capture.trace import Options, TraceFailed, trace_backward
@@ -512,6 +513,7 @@ def _run(state, entry: Compiled, w, opts, grad_tensors, slots):
     if not opts.retain_graph:           # Note [Box ownership]
         if slots is not None:
             slots.release_positions(entry.box_owned)
+            release_regions(w, plan)    # Note [Traced recomputation] (capture/recompute.py)
         elif entry.box_owned:
             # cache hit without Slots (C++ walk): the nodes themselves drop the saved tensors
             # the graph computes with (what eager does after each node, done before the run).

@@ -1,0 +1,435 @@
+"""Non-reentrant checkpoint regions traced into the backward graph (their recomputation).
+
+Consumes, at walk time, built-in nodes whose saved tensors are non-reentrant
+torch.utils.checkpoint holders; produces per checkpointed region (one _CheckpointFrame) a
+Region: its signature part, its inputs (the module's parameters and buffers and the region's
+saved arguments) as Box inputs, and the region's recomputation traced once (make_fx of a
+functional_call) into a small aten graph whose outputs are the tensors the region saves, in
+pack order.  While the backward is traced, the first unpack of a region's saved tensor runs
+that graph on the region's placeholders, so its ops land in the backward graph right before
+their first use, and every holder unpacks to its recomputed tensor.
+
+Note [Traced recomputation]
+Eager recomputes a region at the first unpack of any of its saved tensors (checkpoint's unpack
+hook runs `fn(*args)` again under enable_grad, with its saved-tensor pack hook catching the
+k-th saved tensor for the k-th holder) and hands each holder its tensor.  We do the same at
+trace time, on placeholders: the region's parameters, buffers and arguments are graph inputs
+(never constants), and the recomputed tensors are computed by the graph.  This is exact only
+when the recomputation is a function of exactly those inputs and of what the key holds, so a
+region is traced only when (else: its nodes run as hooked opaque calls, nodes.py Note [Hooked
+saved tensors], which recompute as eager does):
+  - fn is an nn.Module (or its bound __call__/forward) whose every submodule's class is
+    torch.nn's own or declares `compiled_bw_traceable = True` (the class states its forward
+    reads nothing but its inputs, parameters, buffers and plain attributes, and has no Python
+    side effect); no module hooks (instance or global);
+  - every plain attribute of every submodule (training included) is in the key, keyed with
+    its type; any other attribute value declines (it could change unseen);
+  - no context_fn (SAC), no autocast, no debug, the default determinism check, no
+    saved_tensors_hooks around the region's saved arguments, no GraphExecGroup;
+  - the trace (fake tensors) succeeds, draws no random numbers (dropout declines: eager
+    restores the forward's RNG state, the graph would draw new numbers), mutates no input
+    (BatchNorm's running stats), leaves the module's attributes as they were, and saves as
+    many tensors as the forward did, with the forward's shapes, dtypes and devices (what
+    checkpoint's own determinism check compares).
+The verdict and the traced region are cached by the region's key (module tree, parameter,
+buffer and argument metadata, the forward's saved metadata).  Eager's recomputation has no
+effect outside the frame (RNG forked and restored, no side effects by the rules above), so
+skipping it at run time is unobservable; with retain_graph=False the nodes' saved variables
+(holders, frame, saved arguments) are freed after the run, as eager frees them.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import weakref
+
+import torch
+from torch.fx.experimental.proxy_tensor import make_fx
+
+from ..torchapi import checkpoint as ckpt
+from ..torchapi.dynamo import OpOverload
+from .custom import NOT_PLAIN, plain_key
+from .saved import raw_saved
+
+ATTR = "ckpt"       # saved_node keys of region inputs: (node index, ATTR, (region, j, name))
+INPUT_PREFIX = "ckpt"   # their graph placeholders: ckpt<region>_<name>
+
+# module __dict__ entries that are not attributes the forward reads (hooks are checked apart)
+_INTERNAL = frozenset((
+    "_parameters", "_buffers", "_modules", "_non_persistent_buffers_set",
+    "_state_dict_hooks", "_state_dict_pre_hooks", "_load_state_dict_pre_hooks",
+    "_load_state_dict_post_hooks", "_is_full_backward_hook", "_forward_hooks_always_called",
+))
+_HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks",
+               "_forward_hooks_with_kwargs", "_forward_pre_hooks_with_kwargs")
+
+
+@dataclasses.dataclass
+class Region:
+    frame: weakref.ref          # weak: the frame (and its saved arguments) dies with its nodes
+    number: int                 # order of first sight in this walk
+    sig: tuple                  # the key part (module tree, metadata)
+    traced: torch.fx.GraphModule
+    keys: list                  # saved_node keys of its inputs, in `traced`'s input order
+    holder_index: dict          # id(holder) -> position in frame.weak_holders
+    nodes: list = dataclasses.field(default_factory=list)
+
+
+_TRACED: dict = {}      # region key -> traced GraphModule | None (declined)
+_MAX_TRACED = 256
+
+
+def _module_of(fn):
+    if isinstance(fn, torch.nn.Module):
+        return fn
+    owner = getattr(fn, "__self__", None)
+    if isinstance(owner, torch.nn.Module) and getattr(fn, "__func__", None) in (
+            type(owner).__call__, type(owner).forward):
+        return owner
+    return None
+
+
+def _tree_key(module) -> tuple | None:
+    """Per submodule (with duplicates): name, class, plain attributes; None if a class is not
+    traceable, a module has a hook, or an attribute is not a plain value."""
+    out = []
+    for name, m in module.named_modules(remove_duplicate=False):
+        cls = type(m)
+        if not (cls.__module__.startswith("torch.nn.modules.")
+                or cls.__dict__.get("compiled_bw_traceable", False) is True):
+            return None
+        d = vars(m)
+        if any(d.get(h) for h in _HOOK_DICTS):
+            return None
+        attrs = []
+        for k, v in d.items():
+            if k in _INTERNAL or k in _HOOK_DICTS:
+                continue
+            pk = plain_key(v)
+            if pk is NOT_PLAIN:
+                return None
+            attrs.append((k, pk))
+        out.append((name, cls, tuple(attrs)))
+    return tuple(out)
+
+
+def _frame_ok(frame) -> dict | None:
+    """The recompute closure's variables if its settings allow tracing, else None."""
+    if frame.unpack_error_cb is not None or frame.metadata_fn is not ckpt.default_meta_extractor:
+        return None
+    cv = ckpt.closure_vars(frame.recompute_fn)
+    if not all(n in cv for n in ckpt.RECOMPUTE_VARS):
+        return None
+    if cv["kwargs"] or cv["is_non_strict_tracing"]:
+        return None
+    if not ckpt.is_noop_context(cv["recompute_context"]) or \
+            not ckpt.is_noop_context(cv["device_ctx"]):
+        return None
+    if cv["cpu_autocast_kwargs"]["enabled"]:
+        return None
+    dev = cv["device_autocast_kwargs"]
+    if dev is not None and dev["enabled"]:
+        return None
+    return cv
+
+
+def _autocast() -> bool:
+    """Autocast on around the backward: the graph's ops would be cast, eager's recomputation
+    runs with the forward's autocast state (decline rather than reason about both)."""
+    return torch.is_autocast_enabled("cpu") or (
+        torch.cuda.is_available() and torch.is_autocast_enabled("cuda"))
+
+
+def _region(w, i: int, frame, number: int, tensor_meta) -> Region | None:
+    if ckpt.get_graph_exec_group() is not None or ckpt.global_module_hooks() or _autocast():
+        return None
+    cv = _frame_ok(frame)
+    if cv is None:
+        return None
+    module = _module_of(cv["fn"])
+    if module is None:
+        return None
+    tree = _tree_key(module)
+    if tree is None:
+        return None
+    args, arg_sig = [], []
+    for a in frame.saved_args:
+        if isinstance(a, torch.Tensor) or not hasattr(a, "unpack"):
+            pk = plain_key(a)
+            if pk is NOT_PLAIN:
+                return None
+            args.append(a)
+            arg_sig.append(pk)
+            continue
+        if a.unpack_hook is not None:       # saved under user hooks: their unpack runs
+            return None
+        try:
+            t = a.unpack()
+        except RuntimeError:                # freed or modified: eager's unpack says so
+            return None
+        args.append(t)
+        arg_sig.append((tensor_meta(t), t.requires_grad))
+    params = list(module.named_parameters())
+    buffers = list(module.named_buffers())
+    state = [(n, t) for n, t in params + buffers]
+    sig = (tree, tuple((n, tensor_meta(t), t.requires_grad) for n, t in state),
+           len(params), tuple(arg_sig), len(frame.weak_holders),
+           tuple(tuple(sorted(m.items())) for m in frame.x_metadatas))
+    try:
+        hash(sig)
+    except TypeError:
+        return None
+    if sig in _TRACED:
+        traced = _TRACED[sig]
+    else:
+        traced = _trace_region(module, state, args, frame)
+        if len(_TRACED) >= _MAX_TRACED:
+            _TRACED.clear()
+        _TRACED[sig] = traced
+    if traced is None:
+        return None
+    holder_index = {}
+    for k, ref in enumerate(frame.weak_holders):
+        h = ref()
+        if h is not None:
+            holder_index[id(h)] = k
+    keys = []
+    for j, (n, t) in enumerate(state):
+        keys.append((i, ATTR, (number, j, n)))
+        w.saved.append(t)
+    j = len(state)
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            keys.append((i, ATTR, (number, j, f"arg{j - len(state)}")))
+            w.saved.append(a)
+            j += 1
+    w.saved_node.extend(keys)
+    return Region(weakref.ref(frame), number, sig, traced, keys, holder_index)
+
+
+def _is_random(node) -> bool:
+    """Whether an op draws random numbers: tagged so, unless its `dropout_p` argument is 0
+    (attention kernels take one; with 0 they draw nothing)."""
+    t = node.target
+    if not (isinstance(t, OpOverload) and torch.Tag.nondeterministic_seeded in t.tags):
+        return False
+    for k, a in enumerate(t._schema.arguments):
+        if a.name == "dropout_p":
+            p = node.args[k] if k < len(node.args) else node.kwargs.get("dropout_p",
+                                                                        a.default_value)
+            return not (isinstance(p, (int, float)) and p == 0)
+    return True
+
+
+def _mutates(node) -> bool:
+    t = node.target
+    return isinstance(t, OpOverload) and t._schema.is_mutable
+
+
+def _trace_region(module, state: list, args: list, frame):
+    """The region's recomputation as an aten graph: inputs (state tensors, tensor args), outputs
+    the tensors it saves in pack order; None where Note [Traced recomputation] declines."""
+    names = [n for n, _ in state]
+    tensors = [t for _, t in state] + [a for a in args if isinstance(a, torch.Tensor)]
+    rgs = [t.requires_grad for t in tensors]
+    recorded: list = []
+
+    def pack(x):
+        recorded.append(x.detach() if x.requires_grad else x)
+
+    def unpack(_x):
+        raise RuntimeError("compiled_bw: a tensor saved while tracing a checkpointed region "
+                           "was unpacked (a backward inside the region)")
+
+    def f(*flat):
+        flat = [t.requires_grad_() if rg else t for t, rg in zip(flat, rgs, strict=True)]
+        params = dict(zip(names, flat[:len(names)], strict=True))
+        it = iter(flat[len(names):])
+        call = tuple(next(it) if isinstance(a, torch.Tensor) else a for a in args)
+        recorded.clear()
+        with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+            torch.func.functional_call(module, params, call)
+        return list(recorded)
+
+    before = _tree_key(module)
+    try:
+        gm = make_fx(f, tracing_mode="fake")(*[t.detach() for t in tensors])
+    except Exception:  # noqa: BLE001 -- data-dependent, unsupported: the region runs eagerly
+        return None
+    if _tree_key(module) != before:
+        return None
+    out = gm.graph.find_nodes(op="output")[0].args[0]
+    if len(out) != len(frame.weak_holders):
+        return None
+    for o, meta in zip(out, frame.x_metadatas, strict=True):
+        v = o.meta.get("val")
+        if v is None or (tuple(v.shape), v.dtype, v.device) != (
+                tuple(meta["shape"]), meta["dtype"], meta["device"]):
+            return None
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and (_is_random(node) or _mutates(node)):
+            return None
+    gm.graph.eliminate_dead_code()
+    gm.recompile()
+    return gm
+
+
+def checkpoint_entry(w, i: int, node, attrs, entry: list, tensor_meta) -> bool:
+    """If every hooked saved tensor of built-in node i is a holder of one traceable checkpoint
+    region: its signature part into `entry` (the region's inputs into w.saved on its first
+    node), True; else False (the node runs hooked)."""
+    regions = getattr(w, "regions", None)
+    if regions is None:
+        return False
+    frame, holders = None, []
+    for a in attrs:
+        r = raw_saved(node, a)
+        for raw in (r if isinstance(r, (list, tuple)) else (r,)):
+            if raw is None:
+                holders.append(None)
+                continue
+            hook, p = raw.unpack_hook, raw.data
+            if hook is None and p is None:
+                holders.append(None)
+                continue
+            f = ckpt.checkpoint_frame(hook)
+            if f is None or (frame is not None and f is not frame) or type(p) is not ckpt.Holder:
+                return False
+            frame = f
+            holders.append(p)
+    if frame is None:
+        return False
+    reg = regions.get(id(frame), False)
+    if reg is False:
+        reg = regions[id(frame)] = _region(w, i, frame, len(regions), tensor_meta)
+    if reg is None:
+        return False
+    ks = tuple(None if h is None else reg.holder_index.get(id(h)) for h in holders)
+    if any(k is None and h is not None for k, h in zip(ks, holders, strict=True)):
+        return False
+    # the region's key once, on its first node (walk order is fixed by the signature)
+    entry.append((ATTR, reg.number, None if reg.nodes else reg.sig, ks))
+    reg.nodes.append(i)
+    w.slot_only.append((i, ATTR, -1))   # released after the run when executed (holders)
+    return True
+
+
+def is_checkpointed(node, attrs) -> bool:
+    """Whether a node's saved tensors are non-reentrant checkpoint holders (the C++ walk then
+    gives the step to the Python walk, which traces regions)."""
+    for a in attrs:
+        r = raw_saved(node, a)
+        for raw in (r if isinstance(r, (list, tuple)) else (r,)):
+            if raw is not None and ckpt.checkpoint_frame(raw.unpack_hook) is not None:
+                return True
+    return False
+
+
+def has_traced_recomputation(gm) -> bool:
+    """Whether a captured graph holds traced region inputs (placeholders named by trace.py's
+    _name_inputs with INPUT_PREFIX)."""
+    return any(n.name.startswith(INPUT_PREFIX) for n in gm.graph.find_nodes(op="placeholder"))
+
+
+def release_regions(w, plan) -> None:
+    """Before a run with retain_graph=False: free the saved variables (holders) of every node
+    of a traced region that the graph computes, as eager frees them after the node ran, so
+    the region's frame and saved arguments die with the Box's last use of them (else they
+    would live until the run is over)."""
+    regions = getattr(w, "regions", None)
+    if not regions:
+        return
+    from .fastwalk import release_node  # fastwalk imports this module
+    computed = set(plan.executed) - {s.node_index for s in plan.opaque_sites}
+    for reg in regions.values():
+        if reg is None:
+            continue
+        for i in reg.nodes:
+            if i in computed:
+                release_node(w.nodes[i])
+
+
+class RegionSlot:
+    """The Slot (saved.py Note [Slots]) of a region input: the Box owns the tensor; the node's
+    holders are freed with the node (runtime/run.py releases executed nodes)."""
+    __slots__ = ("placeholder",)
+
+    def __init__(self) -> None:
+        self.placeholder = None
+
+    def release(self) -> None:
+        pass
+
+
+# ---- while tracing ---------------------------------------------------------------------------
+
+class _Group:
+    """The graph-execution group the trace unpacks under (checkpoint keys its state by it)."""
+    __slots__ = ()
+
+
+class _Handle:
+    __slots__ = ("k",)
+
+    def __init__(self, k: int) -> None:
+        self.k = k
+
+
+class _Handles(dict):
+    """A holder's handles while tracing: the trace's handle stays after an unpack (a formula
+    traced twice unpacks twice; eager unpacks once per node and backward)."""
+
+    def __setitem__(self, key, value) -> None:
+        if value is None and type(key) is _Group:
+            return
+        super().__setitem__(key, value)
+
+
+class _Recomputed:
+    """frame.recomputed[group] while tracing: the first lookup runs the traced region on its
+    placeholders (its ops land in the graph there), every lookup answers holder k's tensor."""
+    __slots__ = ("outs", "placeholders", "region")
+
+    def __init__(self, region: Region, placeholders: dict) -> None:
+        self.region, self.placeholders, self.outs = region, placeholders, None
+
+    def __contains__(self, handle) -> bool:
+        return type(handle) is _Handle
+
+    def __getitem__(self, handle):
+        if self.outs is None:
+            ins = [self.placeholders[k] for k in self.region.keys]
+            self.outs = self.region.traced(*ins)
+        return self.outs[handle.k]
+
+
+@contextlib.contextmanager
+def tracing(w, placeholders: dict):
+    """Around our engine's trace: checkpoint's unpack hook answers from the traced regions."""
+    regions = [r for r in (getattr(w, "regions", None) or {}).values() if r is not None]
+    if not regions:
+        yield
+        return
+    group = _Group()
+    prev = ckpt.get_graph_exec_group()
+    changed = []
+    frames = [(reg, reg.frame()) for reg in regions]
+    try:
+        for reg, frame in frames:
+            frame.is_recomputed[group] = True
+            frame.recomputed[group] = _Recomputed(reg, placeholders)
+            for k, ref in enumerate(frame.weak_holders):
+                h = ref()
+                if h is not None:
+                    h.handles = _Handles(h.handles)
+                    dict.__setitem__(h.handles, group, _Handle(k))
+                    changed.append(h)
+        ckpt.set_graph_exec_group(group)
+        yield
+    finally:
+        ckpt.set_graph_exec_group(prev)
+        for _, frame in frames:
+            frame.is_recomputed.pop(group, None)
+            frame.recomputed.pop(group, None)
+        for h in changed:
+            h.handles = {k: v for k, v in h.handles.items() if k is not group}

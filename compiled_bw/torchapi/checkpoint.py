@@ -1,0 +1,88 @@
+"""torch.utils.checkpoint's private internals (non-reentrant checkpoint), all compiled_bw reads.
+
+Consumes torch.utils.checkpoint; produces: whether a saved tensor's unpack hook is
+non-reentrant checkpoint's (and then its _CheckpointFrame), the state a frame's recompute_fn
+closes over (fn, kwargs, RNG/autocast/context settings), the frame's bookkeeping that its
+unpack hook reads (used by capture/recompute.py to serve traced recomputed tensors during a
+trace), and the graph-execution-group switch.  tests/test_private_api.py resolves `USED`.
+"""
+from __future__ import annotations
+
+import contextlib
+import types
+
+import torch
+import torch.utils.checkpoint as _cp
+
+C = torch._C
+
+Holder = _cp._Holder
+CheckpointFrame = _cp._CheckpointFrame
+default_meta_extractor = _cp._default_meta_extractor
+get_graph_exec_group = C._get_graph_exec_group
+set_graph_exec_group = C._set_graph_exec_group
+noop_context_fn = _cp.noop_context_fn
+
+_MODULE_GLOBAL_HOOKS = ("_global_forward_hooks", "_global_forward_pre_hooks",
+                       "_global_backward_hooks", "_global_backward_pre_hooks",
+                       "_global_forward_hooks_with_kwargs", "_global_forward_hooks_always_called")
+
+USED = {
+    "torch.utils.checkpoint._Holder": "capture/recompute.py (a checkpointed saved tensor)",
+    "torch.utils.checkpoint._CheckpointFrame": "capture/recompute.py",
+    "torch.utils.checkpoint._checkpoint_hook": "capture/recompute.py (its unpack hook's code)",
+    "torch.utils.checkpoint._default_meta_extractor": "capture/recompute.py (determinism check)",
+    "torch._C._get_graph_exec_group": "capture/recompute.py (the trace's unpack group)",
+    "torch._C._set_graph_exec_group": "capture/recompute.py (the trace's unpack group)",
+    **{f"torch.nn.modules.module.{n}": "capture/recompute.py (global module hooks)"
+       for n in _MODULE_GLOBAL_HOOKS},
+}
+
+
+def _unpack_code():
+    frame = types.SimpleNamespace(unpack_error_cb=None)
+    return _cp._checkpoint_hook(frame).unpack_hook.__code__
+
+
+UNPACK_CODE = _unpack_code()
+_FRAME_CELL = UNPACK_CODE.co_freevars.index("frame")
+
+
+def checkpoint_frame(hook):
+    """The _CheckpointFrame of non-reentrant checkpoint's unpack hook (without debug's error
+    callback), or None for any other hook (every walk asks, per hooked saved tensor)."""
+    if getattr(hook, "__code__", None) is not UNPACK_CODE:
+        return None
+    return hook.__closure__[_FRAME_CELL].cell_contents
+
+
+def closure_vars(fn) -> dict:
+    """The free variables a function closes over, by name (empty if it has none)."""
+    cells = getattr(fn, "__closure__", None) or ()
+    return {n: c.cell_contents for n, c in zip(fn.__code__.co_freevars, cells, strict=True)
+            if _filled(c)}
+
+
+def _filled(cell) -> bool:
+    try:
+        cell.cell_contents  # noqa: B018 -- an empty cell raises
+    except ValueError:
+        return False
+    return True
+
+
+# the recompute_fn closure of _checkpoint_without_reentrant_generator: what we read (cells
+# only filled on some paths, e.g. had_device_in_fwd with preserve_rng_state, are left out)
+RECOMPUTE_VARS = ("fn", "kwargs", "preserve_rng_state",
+                  "device_autocast_kwargs", "cpu_autocast_kwargs", "recompute_context",
+                  "device_ctx", "is_non_strict_tracing")
+
+
+def global_module_hooks() -> bool:
+    """Whether any global nn.Module hook is registered (register_module_forward_hook & co.)."""
+    m = torch.nn.modules.module
+    return any(getattr(m, n) for n in _MODULE_GLOBAL_HOOKS)
+
+
+def is_noop_context(ctx) -> bool:
+    return type(ctx) is contextlib.nullcontext

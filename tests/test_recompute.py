@@ -1,0 +1,215 @@
+"""Non-reentrant checkpoint regions whose recomputation is traced into the backward graph.
+
+Consumes programs that checkpoint nn.Modules with torch.utils.checkpoint(use_reentrant=False);
+produces eager vs compiled_bw comparisons (tests/differential.py, strict=True) and checks of
+which regions were traced (their recomputed ops are graph nodes, no opaque call) and which
+were declined (their nodes stay hooked opaque calls, eager's grads and side effects):
+capture/recompute.py Note [Traced recomputation].  Runs on both backends.
+"""
+import pytest
+import torch
+import torch.utils.checkpoint as cp
+from differential import differential, grads
+from torch import nn
+
+import compiled_bw
+
+pytestmark = pytest.mark.both_backends
+
+
+def _mlp():
+    return nn.Sequential(nn.Linear(6, 8), nn.GELU(), nn.Linear(8, 6))
+
+
+def _build(region=_mlp):
+    def build():
+        return [region(), nn.Linear(6, 2), torch.randn(5, 6), []]
+    return build
+
+
+def _step(**kw):
+    def step(st):
+        m, head, x, log = st
+        for p in (*m.parameters(), *head.parameters()):
+            p.grad = None
+        log.clear()
+        xr = x.detach().requires_grad_()
+        h = cp.checkpoint(m, xr, use_reentrant=False, **kw)
+        head(h).pow(2).sum().backward()
+        return [*grads(m), *grads(head), xr.grad, list(log)]
+    return step
+
+
+def _opaque_nodes() -> str:
+    line = [ln for ln in compiled_bw.explain().splitlines() if "opaque nodes" in ln]
+    return line[0] if line else ""
+
+
+def test_checkpointed_mlp_is_traced():
+    differential(_build(), _step(), strict=True)
+    gm = compiled_bw.last_graph()
+    ops = {n.target for n in gm.graph.nodes if n.op == "call_function"}
+    assert torch.ops.aten.addmm.default in ops and torch.ops.aten.gelu.default in ops, gm.code
+    assert "carry hooks" not in _opaque_nodes(), _opaque_nodes()
+    phs = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
+    assert "ckpt0_0_weight" in phs and "ckpt0_arg0" in phs, phs   # parameters are inputs
+
+
+def test_two_checkpointed_regions_and_preserve_rng_state_false():
+    def build():
+        return [nn.Sequential(_mlp(), _mlp()), nn.Linear(6, 2), torch.randn(5, 6), []]
+
+    def step(st):
+        m, head, x, _ = st
+        for p in (*m.parameters(), *head.parameters()):
+            p.grad = None
+        h = cp.checkpoint(m[0], x, use_reentrant=False, preserve_rng_state=False)
+        h = cp.checkpoint(m[1], h, use_reentrant=False)
+        head(h).sum().backward()
+        return [*grads(m), *grads(head)]
+    differential(build, step, strict=True)
+    assert "carry hooks" not in _opaque_nodes(), _opaque_nodes()
+
+
+def test_new_weights_and_attributes_are_inputs_or_keys():
+    """A changed parameter value is a graph input (never baked in); a changed attribute
+    (GELU's approximate, the training flag) is a new graph."""
+    def step(st):
+        m, head, x, _ = st
+        k = st[3].count(None)
+        st[3].append(None)
+        with torch.no_grad():
+            m[0].weight.add_(0.5)
+        m[1].approximate = "tanh" if k % 2 else "none"
+        for p in (*m.parameters(), *head.parameters()):
+            p.grad = None
+        h = cp.checkpoint(m, x, use_reentrant=False)
+        head(h).pow(2).sum().backward()
+        return [*grads(m), *grads(head)]
+    differential(_build(), step, strict=True, steps=4, captures=2)
+
+
+class _Traceable(nn.Module):
+    compiled_bw_traceable = True
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(6, 6)
+        self.scale = 2.0
+
+    def forward(self, x):
+        return torch.tanh(self.lin(x)) * self.scale
+
+
+def test_opted_in_class_is_traced_and_keyed_by_its_attributes():
+    def step(st):
+        m, head, x, _ = st
+        m.scale += 1.0
+        for p in (*m.parameters(), *head.parameters()):
+            p.grad = None
+        h = cp.checkpoint(m, x, use_reentrant=False)
+        head(h).sum().backward()
+        return [*grads(m), *grads(head)]
+    differential(_build(_Traceable), step, strict=True, steps=3, captures=3)
+    assert "carry hooks" not in _opaque_nodes(), _opaque_nodes()
+
+
+# ---- declined: the region's nodes stay hooked opaque calls, eager's grads and effects ----
+
+class _Counting(nn.Module):
+    """Not opted in: its forward has a Python side effect (eager counts the recomputation)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(6, 6)
+        self.calls = []
+
+    def forward(self, x):
+        self.calls.append(1)
+        return torch.tanh(self.lin(x))
+
+
+class _DataDependent(nn.Module):
+    compiled_bw_traceable = True
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(6, 6)
+
+    def forward(self, x):
+        y = self.lin(x)
+        return torch.tanh(y) if y.sum() > 0 else torch.sigmoid(y)
+
+
+def _with_dropout():
+    return nn.Sequential(nn.Linear(6, 8), nn.GELU(), nn.Dropout(0.3), nn.Linear(8, 6))
+
+
+def _with_hook():
+    m = _mlp()
+    m.seen = []
+    m[1].register_forward_hook(lambda mod, i, o: m.seen.append(tuple(o.shape)))
+    return m
+
+
+@pytest.mark.parametrize("region", [_with_dropout, _with_hook, _Counting, _DataDependent,
+                                    lambda: nn.Sequential(nn.Linear(6, 6), nn.BatchNorm1d(6))])
+def test_declined_regions_run_as_eager(region):
+    def step(st):
+        out = _step()(st)
+        m = st[0]
+        seen = list(getattr(m, "seen", [])) + [len(getattr(m, "calls", []))]
+        if isinstance(m, nn.Sequential) and isinstance(m[-1], nn.BatchNorm1d):
+            seen.append(m[-1].running_mean.clone())
+        return [out, seen]
+    differential(_build(region), step, strict=True)
+    assert "carry hooks" in _opaque_nodes(), "the region should have been declined"
+
+
+def test_function_region_is_declined():
+    """A plain function (a closure may read anything) keeps the hooked path."""
+    def step(st):
+        m, head, x, log = st
+        for p in (*m.parameters(), *head.parameters()):
+            p.grad = None
+
+        def f(inp):
+            log.append("run")
+            return m(inp)
+        head(cp.checkpoint(f, x, use_reentrant=False)).sum().backward()
+        return [*grads(m), list(log)]
+    differential(_build(), step, strict=True)
+    assert "carry hooks" in _opaque_nodes()
+
+
+def test_retain_graph_then_second_backward_raises_as_eager():
+    def step(st):
+        m, head, x, _ = st
+        for p in (*m.parameters(), *head.parameters()):
+            p.grad = None
+        loss = head(cp.checkpoint(m, x, use_reentrant=False)).sum()
+        loss.backward(retain_graph=True)
+        loss.backward()
+        g = grads(m)
+        try:
+            loss.backward()
+        except RuntimeError as e:
+            return [*g, str(e)[:40]]
+        return [*g, None]
+    # the third backward raises eager's error from the walk (counted as a fallback each step)
+    differential(_build(), step, strict=True, captures=None, fallbacks=3)
+
+
+def test_changing_sizes_recapture_static_graphs():
+    """A traced region's recomputation has static sizes: a new batch size is a new graph
+    (dynamic shapes decline it with a reason), never a graph traced for other sizes."""
+    def step(st):
+        m, head, _, log = st
+        log.append(None)
+        x = torch.randn(3 + 2 * len(log), 6, requires_grad=True)
+        for p in (*m.parameters(), *head.parameters()):
+            p.grad = None
+        head(cp.checkpoint(m, x, use_reentrant=False)).pow(2).sum().backward()
+        return [*grads(m), *grads(head), x.grad]
+    st = differential(_build(), step, strict=True, steps=3, captures=3)
+    assert any("traced checkpoint region" in r for r in st.recompile_reasons), st.recompile_reasons
