@@ -62,20 +62,19 @@ def modified_message(t: torch.Tensor, expected: int) -> str:
 
 def check_versions(pending: list) -> None:
     """Note [Saved tensors modified during the backward] (capture/trace.py): raise eager's error
-    for the first of `pending` -- (tensor, version when the graph started, None or the name of
-    the node whose traceable unpack reads it) -- modified in place since."""
-    for t, version, packed in pending:
+    for the first of `pending` -- (tensor, version when the graph started, None or what traced
+    code reads it) -- modified in place since."""
+    for t, version, reader in pending:
         if t._version == version:
             continue
-        if packed is None:
+        if reader is None:
             raise RuntimeError(modified_message(t, version))
         raise RuntimeError(
             f"compiled_bw: user code run during this backward modified in place a tensor that "
-            f"the traceable saved-tensor unpack of {packed} reads (traceable_saved_tensors_hooks): "
-            f"it is at version {t._version}, {version} when the backward started.  Eager "
-            "autograd would unpack the modified tensor; the compiled graph may have read it "
-            "before.  Run this backward without compiled_bw.enable(), or pack these tensors "
-            "with torch.autograd.graph.saved_tensors_hooks.")
+            f"the traced {reader} reads: it is at version {t._version}, {version} when the "
+            "backward started.  Eager autograd would read the modified tensor there; the "
+            "compiled graph may have read it before.  Run this backward without "
+            "compiled_bw.enable().")
 
 
 def raw_saved(node, attr: str):

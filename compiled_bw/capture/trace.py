@@ -75,7 +75,7 @@ class Plan:
     out_defined: tuple | None = None  # per output: its defined.py formula; None: all defined
     delivers: bool = False           # leaf grads delivered inside (Note [Delivery points])
     relayout: tuple = ()             # grad() results to put in eager's layout: opaque.view_chains
-    version_checks: tuple = ()       # (site, ((saved position, packed node name | None), ...)):
+    version_checks: tuple = ()       # (site, ((saved position, traced reader | None), ...)):
     #                                  Note [Saved tensors modified during the backward]
 
     # leaf_outputs split, for every step's delivery (runtime/run.py): computed once per plan
@@ -101,9 +101,10 @@ class Plan:
 # and the node, so eager's error (saved.modified_message) is raised at eager's point.  Kernels
 # Inductor runs ahead of the call (backends/inductor.py Note [Inductor: call order]) read the
 # unmodified values only in a backward that then raises.  Not checked, as in eager: the
-# no-version-check tensors of AOT backwards.  Tensors packed by traceable saved-tensor hooks
-# are checked too (eager has no check there; a modified one raises compiled_bw's error, as the
-# graph may have read it before).  Nodes run opaquely unpack through their Slots at run time,
+# no-version-check tensors of AOT backwards.  Tensors packed by traceable saved-tensor hooks and
+# the inputs of traced checkpoint regions (recompute.py) are checked too: eager has no check
+# there and reads them modified, but the graph may have read them before, so a modified one
+# raises compiled_bw's error naming what reads it.  Nodes run opaquely unpack through their Slots at run time,
 # which check.  A traced custom backward's saved tensors are checked even if it does not read
 # them (eager then would not).  Cost: one version read per checked tensor per step, only in
 # graphs with calls.
@@ -220,12 +221,18 @@ class _Engine:
         self.out_defined: list = []
         # Note [Saved tensors modified during the backward]: node -> positions in w.saved
         # whose version eager checks when the node unpacks them; site -> positions to check
-        # (a packed tensor of traceable hooks, capture/packed.py, carries its node's name)
+        # (a packed tensor of traceable hooks, capture/packed.py, or an input of a traced
+        # checkpoint region, capture/recompute.py, carries what reads it)
         self.checked_saved: dict = {}
         for k, (i, attr, pos) in enumerate(w.saved_node):
             if attr != "novc":              # eager does not check these (aot.py)
-                packed = w.kinds[i].name if type(pos) is tuple else None
-                self.checked_saved.setdefault(i, []).append((k, packed))
+                reader = None
+                if type(pos) is tuple:
+                    reader = (f"checkpoint recomputation before {w.kinds[i].name}"
+                              if attr == recompute.ATTR else
+                              f"saved-tensor unpack (traceable_saved_tensors_hooks) of "
+                              f"{w.kinds[i].name}")
+                self.checked_saved.setdefault(i, []).append((k, reader))
         self.version_checks: dict = {}
 
     def start(self, root_grads: list) -> None:
