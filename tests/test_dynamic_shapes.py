@@ -9,6 +9,7 @@ graph reused for sizes it baked in.
 import pytest
 import torch
 from differential import differential, grads, selected_backend
+from functions import Double
 
 import compiled_bw
 
@@ -403,16 +404,6 @@ def test_another_graph_of_the_same_length_after_a_dynamic_one():
     differential(build, step, steps=1, captures=None)
 
 
-class _Scale(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x):
-        return x * 2
-
-    @staticmethod
-    def backward(ctx, g):
-        return g * 2
-
-
 def user_code(kind):
     def make(state, n):
         if state is None:
@@ -421,7 +412,7 @@ def user_code(kind):
         w.grad = None
         h = torch.randn(n, 4) * w
         if kind == "custom":
-            h = _Scale.apply(h)
+            h = Double.apply(h)
         else:
             h.register_hook(lambda g: g * 3)
         h.sin().sum().backward()
