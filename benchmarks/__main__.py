@@ -80,7 +80,8 @@ def main(argv=None) -> int:
     t_start = time.perf_counter()
     try:
         for k, name in enumerate(models, 1):
-            print(f"[{k}/{len(models)} {name}] {len(names)} modes x {steps} steps ...",
+            n_steps = (QUICK if a.quick else FULL).steps if name in VARYING and not gpu else steps
+            print(f"[{k}/{len(models)} {name}] {len(names)} modes x {n_steps} steps ...",
                   end="", file=sys.stderr, flush=True)
             t_model = time.perf_counter()
             if name in VARYING and not gpu:     # (--quick: without cbw-eager's captures)
