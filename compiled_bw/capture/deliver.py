@@ -17,7 +17,7 @@ import torch
 from ..core import dispatch_tls
 from ..core.thread import THREAD
 from . import defined, fastwalk
-from .saved import check_versions
+from .saved import check_after_call
 
 _LIB = torch.library.Library("compiled_bw", "FRAGMENT")
 _LIB.define("deliver(int site, Tensor? grad, str label) -> ()")
@@ -44,9 +44,7 @@ def _deliver_impl(site: int, grad, label: str) -> None:
         dispatch_tls.undo(changed)
         step.current = prev
     if step.checks:     # capture/trace.py Note [Saved tensors modified during the backward]
-        pending = step.checks.pop(site, None)
-        if pending is not None:
-            check_versions(pending)
+        check_after_call(step.checks, site)
 
 
 # Inductor's generated code calls it directly (backends/inductor.py Note [Inductor: direct

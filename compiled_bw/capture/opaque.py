@@ -31,7 +31,7 @@ from ..torchapi import autograd as torch_autograd
 from ..torchapi.dynamo import OpOverload
 from . import custom, defined, hooks
 from .fastwalk import release_node
-from .saved import check_versions
+from .saved import check_after_call
 from .subclass import python_dispatch
 from .validate import ValidateError, validate_metas, validate_outputs
 
@@ -289,9 +289,7 @@ def opaque_direct(site: int, grads: list, label: str) -> list:
     finally:
         step.current = prev
     if step.checks:     # capture/trace.py Note [Saved tensors modified during the backward]
-        pending = step.checks.pop(site, None)
-        if pending is not None:
-            check_versions(pending)
+        check_after_call(step.checks, site)
     if type(outs) is not list:
         outs = list(outs)
     specs = s.out_specs

@@ -43,8 +43,7 @@ _LEGACY_TYPES = {torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
 def modified_message(t: torch.Tensor, expected: int) -> str:
     """Eager's error text (SavedVariable::unpack, torch 2.13, anomaly mode off: compiled_bw
     runs eager autograd under anomaly mode; _fastwalk_slots.cpp slot_unpack says the same) for
-    saved tensor `t`, saved at version `expected`
-    and modified in place since.  Its grad_fn is what eager names: the tensor's own for a saved
+    saved tensor `t`, saved at version `expected` and modified in place since.  Its grad_fn is what eager names: the tensor's own for a saved
     input (a view's regenerated one), the node's for a saved output (the unpacked tensor
     carries it); none for a leaf."""
     fn = t.grad_fn
@@ -60,11 +59,11 @@ def modified_message(t: torch.Tensor, expected: int) -> str:
             "torch.autograd.set_detect_anomaly(True, check_nan=False).")
 
 
-def check_versions(pending: list) -> None:
-    """Note [Saved tensors modified during the backward] (capture/trace.py): raise eager's error
-    for the first of `pending` -- (tensor, version when the graph started, None or what traced
-    code reads it) -- modified in place since."""
-    for t, version, reader in pending:
+def check_after_call(checks: dict, site: int) -> None:
+    """Note [Saved tensors modified during the backward] (capture/trace.py), once call `site`
+    ran: raise eager's error for the first tensor it checks -- (tensor, version when the graph
+    started, None or what traced code reads it) -- that was modified in place since."""
+    for t, version, reader in checks.pop(site, ()):
         if t._version == version:
             continue
         if reader is None:
