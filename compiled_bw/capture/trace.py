@@ -104,9 +104,9 @@ class Plan:
 # no-version-check tensors of AOT backwards.  Tensors packed by traceable saved-tensor hooks and
 # the inputs of traced checkpoint regions (recompute.py) are checked too: eager has no check
 # there and reads them modified, but the graph may have read them before, so a modified one
-# raises compiled_bw's error naming what reads it.  Nodes run opaquely unpack through their Slots at run time,
-# which check.  A traced custom backward's saved tensors are checked even if it does not read
-# them (eager then would not).  Cost: one version read per checked tensor per step, only in
+# raises compiled_bw's error naming what reads it.  Nodes run opaquely unpack through their
+# Slots at run time, which check.  A traced custom backward's saved tensors are checked even if
+# it does not read them (eager then would not).  Cost: one version read per checked tensor per step, only in
 # graphs with calls.
 
 
