@@ -89,6 +89,24 @@ def test_new_weights_and_attributes_are_inputs_or_keys():
     differential(_build(), step, strict=True, steps=4, captures=2)
 
 
+def test_forward_patched_on_the_class_between_steps_is_a_new_graph():
+    """Eager's recomputation calls the class's forward as it is at backward time."""
+    original = nn.GELU.forward
+    steps = []
+
+    def patched(self, x):
+        return torch.sigmoid(x)
+
+    def step(st):
+        steps.append(None)
+        nn.GELU.forward = patched if len(steps) % 2 else original
+        try:
+            return _step()(st)
+        finally:
+            nn.GELU.forward = original
+    differential(_build(), step, strict=True, steps=4, captures=2)
+
+
 class _Traceable(nn.Module):
     compiled_bw_traceable = True
 

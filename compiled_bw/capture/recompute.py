@@ -23,7 +23,8 @@ saved tensors], which recompute as eager does):
     reads nothing but its inputs, parameters, buffers and plain attributes, and has no Python
     side effect); no module hooks (instance or global);
   - every plain attribute of every submodule (training included) is in the key, keyed with
-    its type; any other attribute value declines (it could change unseen);
+    its type; any other attribute value declines (it could change unseen); so is each class's
+    `forward` (by identity: a forward patched on the class between steps is a new graph);
   - no context_fn (SAC), no autocast, no debug, the default determinism check, no
     saved_tensors_hooks around the region's saved arguments, no GraphExecGroup;
   - the trace (fake tensors) succeeds, draws no random numbers (dropout declines: eager
@@ -109,7 +110,9 @@ def _tree_key(module) -> tuple | None:
             if pk is NOT_PLAIN:
                 return None
             attrs.append((k, pk))
-        out.append((name, cls, tuple(attrs)))
+        # the class's forward by identity: one patched on the class between steps (the
+        # instance's own `forward` attribute is not a plain value, so it declines above)
+        out.append((name, cls, cls.forward, tuple(attrs)))
     return tuple(out)
 
 
