@@ -349,6 +349,32 @@ def test_custom_function_compiles_as_opaque_call():
     assert "compiled_bw.opaque" in compiled_bw.last_graph().code
 
 
+class _ExpandedGrad(torch.autograd.Function):
+    """sum(0) whose backward returns the grad expanded (stride 0: overlapping memory)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.sum(0)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g.expand(3, 4)
+
+
+def test_opaque_output_with_overlapping_layout_returned_by_grad():
+    # grad() hands back the expanded tensor itself in eager (stride 0); no copy can have that
+    # layout (copy_ into it raised "more than one element of the written-to tensor ...").
+    def build():
+        return [torch.randn(3, 4, requires_grad=True)]
+
+    def step(st):
+        (x,) = st
+        (g,) = torch.autograd.grad((_ExpandedGrad.apply(x) * 2).sum(), [x])
+        (gv,) = torch.autograd.grad(_ExpandedGrad.apply(x).sum(), [x])
+        return [g, gv]
+    differential(build, step, captures=2)       # two backwards, two graphs
+
+
 def test_no_reference_to_the_graph_or_activations_survives_the_backward():
     import gc
     import weakref

@@ -66,7 +66,9 @@ class OpaqueSite:
 # output by view ops only (e.g. a Linear weight's grad: TBackward's `t()` of a node's output)
 # would then come out in another layout than eager's: after the run it is copied into the
 # layout those view ops give on the real layout (`relayout`, e.g. a checkpointed weight's
-# grad() is contiguous, as eager's).  Where other ops lie between, the guess stands.
+# grad() is contiguous, as eager's); an overlapping real output (an expanded grad: no copy
+# has its layout) is kept for this, and the result is those view ops applied to it, eager's
+# own tensor.  Where other ops lie between, the guess stands.
 
 
 def dense(t: torch.Tensor) -> bool:
@@ -115,6 +117,13 @@ def relayout(chains: tuple, results: list, real_layouts: dict) -> None:
                 t = op(t, *args, **kwargs)
             except RuntimeError:        # eager's reshape copies where a view cannot be
                 t = torch.empty(shape, dtype=g.dtype, device="meta")
+        if real[2] is not None and t.shape == g.shape and not dense(t) and t.numel():
+            # overlapping (e.g. an expanded grad): eager's result is that view of the output
+            v = real[2]
+            for op, args, kwargs, _ in chain:
+                v = op(v, *args, **kwargs)
+            results[j] = v
+            continue
         if t.shape == g.shape and not _same_layout(g, t.stride()):
             results[j] = torch.empty_strided(g.shape, t.stride(), dtype=g.dtype,
                                              device=g.device).copy_(g)
@@ -326,7 +335,9 @@ def opaque_direct(site: int, grads: list, label: str) -> list:
         # layout: Note [Opaque output layout]; views of inputs are copied (custom op outputs)
         if not _same_layout(o, want) or _views_input(o, grads):
             if not _same_layout(o, want):
-                step.real_layouts[(site, len(res))] = (tuple(o.shape), tuple(o.stride()))
+                # an overlapping output (an expanded grad) is kept: no copy can have its layout
+                step.real_layouts[(site, len(res))] = (tuple(o.shape), tuple(o.stride()),
+                                                       None if dense(o) else o)
             o = torch.empty_strided(o.shape, want, dtype=o.dtype, device=o.device).copy_(o)
             unreferenced = True
         if unreferenced:
