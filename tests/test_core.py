@@ -375,6 +375,38 @@ def test_opaque_output_with_overlapping_layout_returned_by_grad():
     differential(build, step, captures=2)       # two backwards, two graphs
 
 
+def _layout_seen_by_user_code(first_step_strides: bool):
+    """A custom backward returns a transposed-layout grad; a hook and a grad() result see the
+    layout after other ops (`* 1`'s MulBackward0, not a view)."""
+    def build():
+        return [torch.randn(3, 4, requires_grad=True), []]
+
+    def step(st):
+        x, calls = st
+        calls.append(None)
+        log = []
+        h = x * 1
+        h.register_hook(lambda g: log.append(g.stride()))
+        y = _TransposedGrad.apply(x * 1).t() * 2
+        (g,) = torch.autograd.grad(y.sum() + _TransposedGrad.apply(h).sum(), [x])
+        if len(calls) == 1 and not first_step_strides:
+            return [g.contiguous()]
+        return [g, log]
+    return build, step
+
+
+def test_opaque_output_layout_seen_by_user_code_is_eagers_from_the_second_step():
+    # Note [Opaque output layout]: the first run finds the layout; the next hit recaptures
+    # with it, and every later step gives eager's strides to the hook and to grad().
+    differential(*_layout_seen_by_user_code(False), steps=3, captures=2)
+
+
+@pytest.mark.xfail(strict=True, reason="README known deviation: the run that first meets an "
+                   "opaque call's unpredicted output layout shows user code the promised one")
+def test_opaque_output_layout_seen_by_user_code_on_the_first_step():
+    differential(*_layout_seen_by_user_code(True), steps=1)
+
+
 def test_no_reference_to_the_graph_or_activations_survives_the_backward():
     import gc
     import weakref
@@ -431,5 +463,5 @@ def test_opaque_output_layout_feeds_a_traced_view():
         base.grad = None
         _TransposedGrad.apply(base.view(4, 6)).pow(2).sum().backward()
         return [base.grad]
-    differential(build, step)
+    differential(build, step)      # a leaf's .grad only: the layout is not observed
     assert "compiled_bw.opaque" in compiled_bw.last_graph().code

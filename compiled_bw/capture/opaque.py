@@ -68,7 +68,13 @@ class OpaqueSite:
 # layout those view ops give on the real layout (`relayout`, e.g. a checkpointed weight's
 # grad() is contiguous, as eager's); an overlapping real output (an expanded grad: no copy
 # has its layout) is kept for this, and the result is those view ops applied to it, eager's
-# own tensor.  Where other ops lie between, the guess stands.
+# own tensor.  Where other ops lie between, or a hook is given the output, that run keeps
+# the guess; if user code can see that layout (`observed_layouts`: a hook, a custom backward,
+# a grad() result; not a leaf's `.grad`, which takes the parameter's layout either way), the
+# run records the (dense) layouts it found on the cache entry, and the next hit recaptures
+# the graph with them as the promise (LAYOUT_HINTS; run.py `_relayout_recapture`), once per
+# new layout, so from then on every op after the call sees eager's layout.  A layout that
+# changes from step to step keeps the last promise.
 
 
 def dense(t: torch.Tensor) -> bool:
@@ -101,6 +107,44 @@ def view_chains(gm, capture_outputs: tuple) -> tuple:
                 and node.args[0].op == "call_function" and node.args[0].target is opaque):
             chains.append((j, node.args[0].args[0], node.args[1], tuple(reversed(chain))))
     return tuple(chains)
+
+
+def observed_layouts(gm, capture_outputs: tuple, chains: tuple, sites: tuple,
+                     hooked) -> frozenset:
+    """Note [Opaque output layout]: the (site, kept output) whose layout user code can see --
+    through any ops, an argument of another opaque call, of a delivery point whose leaf has
+    hooks, or a grad() result (one `relayout` does not fix); a layout reaching only leaf
+    `.grad`s is not (AccumulateGrad gives `.grad` the parameter's layout either way)."""
+    deliver = torch.ops.compiled_bw.deliver.default
+    outs = gm.graph.find_nodes(op="output")[0].args[0]
+    fixed = {capture_outputs[j] for j, *_ in chains}
+    seen_by_user = {p for p in capture_outputs if p is not None} - fixed
+
+    def reaches(start) -> bool:
+        todo, seen = [start], {start}
+        while todo:
+            node = todo.pop()
+            for u in node.users:
+                if u.op == "output":
+                    if any(a is node and p in seen_by_user for p, a in enumerate(outs)):
+                        return True
+                elif u.target is opaque:
+                    return True
+                elif u.target is deliver:
+                    if sites[u.args[0]].node_index in hooked:
+                        return True
+                elif u.op == "call_function" and u not in seen:
+                    seen.add(u)
+                    todo.append(u)
+        return False
+
+    found = set()
+    for node in gm.graph.nodes:
+        if (node.op == "call_function" and node.target is operator.getitem
+                and isinstance(node.args[0], torch.fx.Node)
+                and node.args[0].target is opaque and reaches(node)):
+            found.add((node.args[0].args[0], node.args[1]))
+    return frozenset(found)
 
 
 def relayout(chains: tuple, results: list, real_layouts: dict) -> None:
@@ -386,11 +430,26 @@ _LIB.impl("opaque", _opaque_impl, "CompositeExplicitAutograd")
 opaque = torch.ops.compiled_bw.opaque.default
 
 
+LAYOUT_HINTS: dict = {}     # (site, kept output) -> strides, set while a graph is recaptured
+#                             with the layouts a run found (Note [Opaque output layout])
+
+
+def found_layouts(real_layouts: dict, observed: frozenset) -> dict:
+    """The dense real layouts a run found where the graph promised others, where user code
+    can see them (`observed_layouts`)."""
+    return {k: v[1] for k, v in real_layouts.items() if v[2] is None and k in observed}
+
+
 @torch.library.register_fake("compiled_bw::opaque", lib=_LIB)
 def _opaque_fake(site: int, grads: list[torch.Tensor | None], label: str) -> list[torch.Tensor]:
     s = THREAD.step.sites[site]
     if s.out_strides is None:
         s.out_strides = _guess_strides(s.out_specs, grads)
+        if LAYOUT_HINTS:
+            shapes = [sp[0] for sp in s.out_specs if sp is not None]
+            s.out_strides = tuple(
+                LAYOUT_HINTS.get((site, j), st) if len(LAYOUT_HINTS.get((site, j), st)) ==
+                len(shapes[j]) else st for j, st in enumerate(s.out_strides))
     specs = (sp for sp in s.out_specs if sp is not None)
     return [torch.empty_strided(shape, strides, dtype=dtype, device=device)
             for (shape, dtype, device), strides in zip(specs, s.out_strides, strict=True)]

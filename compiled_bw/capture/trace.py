@@ -30,7 +30,7 @@ from .deliver import deliver
 from .dynamic import NotDynamic
 from .heap import StdHeap
 from .nodes import AOT, CUSTOM, LEAF, TRACE, TRACE_CUSTOM
-from .opaque import OpaqueSite, as_list, opaque, register_site, view_chains
+from .opaque import OpaqueSite, as_list, observed_layouts, opaque, register_site, view_chains
 from .opaque import label as opaque_label
 from .saved import sequence_nr
 from .subclass import Layout, SubclassUnsupported, flatten, layouts_of, rebuild
@@ -75,6 +75,7 @@ class Plan:
     out_defined: tuple | None = None  # per output: its defined.py formula; None: all defined
     delivers: bool = False           # leaf grads delivered inside (Note [Delivery points])
     relayout: tuple = ()             # grad() results to put in eager's layout: opaque.view_chains
+    layout_observed: frozenset = frozenset()  # opaque outputs whose layout user code sees
     version_checks: tuple = ()       # (site, ((saved position, traced reader | None), ...)):
     #                                  Note [Saved tensors modified during the backward]
 
@@ -634,4 +635,7 @@ def trace_backward(w, opts: Options, root_grads: list, slots: list, delivers: bo
                 version_checks=ran.version_checks)
     if sites and not opts.accumulate and plan.out_layouts is None:
         plan.relayout = view_chains(gm, plan.capture_outputs)
+    if sites:
+        plan.layout_observed = observed_layouts(gm, plan.capture_outputs, plan.relayout,
+                                                plan.opaque_sites, w.hooks)
     return gm, plan

@@ -49,6 +49,10 @@ class Compiled:
     n_inputs: int = 0               # how many Box entries fn takes
     devices: frozenset = frozenset()    # non-CPU device types it touches (streams.py)
     replay: Any = None              # its CUDA graph, when enable(cudagraphs=True) (cudagraphs.py)
+    # capture/opaque.py Note [Opaque output layout]: the layouts its opaque calls were traced
+    # with (hints), and those a run found instead (recapture with them on the next hit)
+    layout_hints: dict = dataclasses.field(default_factory=dict)
+    layout_found: dict | None = None
 
 
 @dataclasses.dataclass

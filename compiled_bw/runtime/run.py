@@ -81,7 +81,7 @@ from ..capture import fastwalk
 from ..capture.custom import _orig_apply as _raw_apply
 from ..capture.defined import evaluate
 from ..capture.nodes import CUSTOM
-from ..capture.opaque import NotDense, relayout
+from ..capture.opaque import LAYOUT_HINTS, NotDense, found_layouts, relayout
 from ..capture.recompute import release_regions
 from ..capture.saved import SavedHooksInUse, gradient_edge
 from ..capture.subclass import flatten, rebuild
@@ -319,7 +319,10 @@ def _lookup_or_capture(state, w, opts, grad_tensors, key: CacheKey, root_key: Ro
     """The cache entry for `key` (Compiled; a Fallback raises), captured on a miss; and the
     Slots installed for the capture (None on a hit).  slots: already installed on w."""
     entry = state.cache.get(key)
-    if entry is None:
+    if isinstance(entry, Compiled) and entry.layout_found is not None:
+        entry, slots = _relayout_recapture(state, w, opts, grad_tensors, key, root_key, entry,
+                                           slots)
+    elif entry is None:
         entry, slots = _miss(state, w, opts, grad_tensors, key, root_key, slots)
     else:
         state.cache.last[root_key] = key
@@ -357,6 +360,45 @@ def _miss(state, w, opts, grad_tensors, key: CacheKey, root_key: RootKey, slots=
             if "(" in name:         # run opaquely for a reason worth knowing
                 state.note(f"opaque call: {name}")
         state.record_capture(entry)
+    return entry, slots
+
+
+def _record_layouts(entry: Compiled, real_layouts: dict) -> None:
+    """capture/opaque.py Note [Opaque output layout]: layouts an opaque call returned that
+    its graph did not promise; the next hit recaptures with them, unless they were the
+    promise already (a layout that changes from step to step: no recapture storm)."""
+    found = found_layouts(real_layouts, entry.plan.layout_observed)
+    if not found:
+        return
+    merged = {**entry.layout_hints, **found}
+    if merged != entry.layout_hints:
+        entry.layout_found = merged
+
+
+def _relayout_recapture(state, w, opts, grad_tensors, key: CacheKey, root_key: RootKey,
+                        old: Compiled, slots=None):
+    """The entry again, traced with the opaque outputs' layouts a run found (same key)."""
+    hints, old.layout_found = old.layout_found, None
+    state.cache.last[root_key] = key
+    if slots is None:
+        slots = _install(w)
+    t0 = time.perf_counter()
+    with background.trace_lock():
+        state.log_recompile(f"an opaque call returned another layout than its graph promised "
+                            f"(site, output: strides) {hints}")
+        LAYOUT_HINTS.update(hints)
+        try:
+            entry = _capture(state, w, opts, list(grad_tensors), slots,
+                             key.options.leaf_observed)
+        finally:
+            LAYOUT_HINTS.clear()
+        state.stats.compile_seconds += time.perf_counter() - t0
+    if not isinstance(entry, Compiled):
+        return old, slots
+    entry.layout_hints = hints
+    state.cache.entries[key] = entry        # replaces it: not one more entry for the limit
+    state.stats.captures += 1
+    state.record_capture(entry)
     return entry, slots
 
 
@@ -645,6 +687,8 @@ def _run_in_engine(state, entry: Compiled, w, opts, box: list, checks: dict | No
         with current_step(step, running=True):
             outs = entry.fn(box)
         picked = _pick_outputs(plan, outs, opts.accumulate, step)
+        if step.real_layouts:
+            _record_layouts(entry, step.real_layouts)
         if opts.accumulate:
             return picked
         if plan.relayout and step.real_layouts:
