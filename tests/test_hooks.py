@@ -342,3 +342,75 @@ def test_no_reference_to_the_graph_after_backward():
     assert compiled_bw.stats().cache_hits == 1
     gc.collect()
     assert [r() for r in refs] == [None] * len(refs)
+
+
+# ---- hooks registered while the backward runs (capture/hooks.py Note [Hooks registered
+# during the backward]) ----
+
+def _register_midway(kind):
+    """A hook on `c` registers, on a node that has not run yet, what `kind` says."""
+    def step(x):
+        log = []
+        a = x * 2
+        b = a.exp()
+        c = b * 3
+
+        def on_c(g):
+            log.append("c")
+            if kind == "tensor_hook":
+                a.register_hook(lambda ga: (log.append("a"), ga * 10)[1])
+            elif kind == "retain_grad":
+                a.retain_grad()
+            elif kind == "node_post_hook":
+                b.grad_fn.register_hook(lambda gi, go: log.append(("post", round(gi[0].sum().item(), 4))))
+            elif kind == "node_pre_hook":
+                b.grad_fn.register_prehook(lambda go: (go[0] * 0,))
+        c.register_hook(on_c)
+        c.sum().backward()
+        g, x.grad = x.grad, None
+        return [g, a.grad if kind == "retain_grad" else None, log]
+    return step
+
+
+@pytest.mark.parametrize("kind", ["tensor_hook", "retain_grad", "node_post_hook", "node_pre_hook"])
+def test_hook_registered_on_a_node_still_to_run_raises_then_runs_eager(kind):
+    # Eager calls it; the compiled graph, traced without it, cannot: it must not give eager's
+    # grads without the hook's effect.  The first backward raises naming the node; the later
+    # ones run eager autograd (a fallback with its reason) and give eager's results.
+    from differential import _run, compare_runs
+
+    def build():
+        return torch.randn(4, requires_grad=True)
+    eager = _run(build, _register_midway(kind), 3, 0)
+    compiled_bw.reset()
+    with compiled_bw.enable(backend="eager"):
+        ours = _run(build, _register_midway(kind), 3, 0)
+    assert ours[0][0] == "raised" and "has not run yet" in ours[0][1][1], ours[0]
+    compare_runs(eager[1:], ours[1:])
+    assert compiled_bw.stats().fallbacks == 2, compiled_bw.stats().fallback_reasons
+
+
+def test_hooks_registered_where_eager_would_not_call_them_change_nothing():
+    # on a node that already ran, on another graph's tensor, and one more hook in a dict the
+    # graph already calls (read when its node runs, as eager reads it)
+    def build():
+        return [torch.randn(4, requires_grad=True), []]
+
+    def step(st):
+        x, log = st
+        log.clear()
+        a = x * 2
+        a.register_hook(lambda g: log.append("a0"))
+        b = a.exp()
+        c = b * 3
+        other = torch.ones(2, requires_grad=True) * 2
+
+        def on_c(g):
+            c.register_hook(lambda gc: log.append("late"))            # c's node ran
+            other.register_hook(lambda go: log.append("other"))       # not in this graph
+            a.register_hook(lambda ga: (log.append("a1"), ga * 2)[1])  # dict already called
+        c.register_hook(on_c)
+        c.sum().backward()
+        g, x.grad = x.grad, None
+        return [g, list(log)]
+    differential(build, step)

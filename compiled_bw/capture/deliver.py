@@ -16,7 +16,7 @@ import torch
 
 from ..core import dispatch_tls
 from ..core.thread import THREAD
-from . import defined, fastwalk
+from . import defined, fastwalk, hooks
 from .saved import check_after_call
 
 _LIB = torch.library.Library("compiled_bw", "FRAGMENT")
@@ -43,6 +43,8 @@ def _deliver_impl(site: int, grad, label: str) -> None:
     finally:
         dispatch_tls.undo(changed)
         step.current = prev
+    if step.hooks_changed:      # hooks.py Note [Hooks registered during the backward]
+        hooks.check_registered(step, s, fastwalk.hook_dicts())
     if step.checks:     # capture/trace.py Note [Saved tensors modified during the backward]
         check_after_call(step.checks, site)
 

@@ -96,6 +96,12 @@ class _State:
 _S = _State()
 
 
+def hook_dicts():
+    """The C++ reader of a node's (pre-hook, post-hook) dicts (hooks.node_hooks' `dicts`),
+    None without the extension."""
+    return _S.ext.hook_dicts if _S.ext is not None else None
+
+
 def build_key() -> str:
     """Everything the built extension depends on besides its source (source_hash, a compiler
     flag): torch's release, commit, CUDA version and install location (its headers

@@ -17,6 +17,7 @@ import weakref
 
 import torch
 
+from ..core.thread import THREAD
 from ..torchapi import autograd as torch_autograd
 
 # node.metadata: list of (slot, weakref to the OrderedDict).  Weak: the node's C++ pre-hook owns
@@ -50,7 +51,23 @@ _orig_retain_grad = torch_autograd.original("retain_grad")
 _orig_node_register = torch_autograd.original("node_register_hook")
 
 
+def _registered(node=None) -> None:
+    """Note [Hooks registered during the backward]: a registration while a graph runs, on
+    `node` (None: some node)."""
+    step = THREAD.running
+    if step is None:
+        return
+    if node is None or step.hooks_changed is True:
+        step.hooks_changed = True
+    elif step.hooks_changed is False:
+        step.hooks_changed = [node]
+    else:
+        step.hooks_changed.append(node)
+
+
 def register_hook(self, hook):
+    if self.grad_fn is not None:
+        _registered(self.grad_fn)
     fresh = self._backward_hooks is None
     handle = _orig_register_hook(self, hook)
     fn = self.grad_fn
@@ -66,6 +83,8 @@ def register_hook(self, hook):
 
 
 def retain_grad(self):
+    if self.grad_fn is not None:
+        _registered(self.grad_fn)
     _orig_retain_grad(self)
     if self.grad_fn is not None:
         RETAINED[id(self)] = self
@@ -75,6 +94,7 @@ def _node_register(backward_hooks, hook):
     if hook is _probe_hook:
         raise _Probe(backward_hooks)
     COUNTS.node += 1
+    _registered()
     return _orig_node_register(backward_hooks, hook)
 
 
@@ -161,6 +181,63 @@ def node_hooks(node, retained: dict | None, dicts=None) -> NodeHooks | None:
     if h is not None and not (h.tensor or h.retains or h.pre or h.post):
         return None
     return h
+
+
+# Note [Hooks registered during the backward]
+# Eager reads a node's hooks when the node runs, so user code running inside the backward (a
+# hook, a custom backward) may register a hook, a retain_grad or a node hook on a node that
+# has not run yet, and eager calls it.  A captured graph holds the hook calls the walk saw:
+# a node traced without hooks would never call the new one (a silent wrong grad).  Every
+# registration entry point (wrapped above) marks the running step; right after the call
+# that ran the user code (opaque call or delivery point), `check_registered` compares the
+# hooks of the nodes still to run in eager's order with what the walk saw -- which hook
+# dicts exist, per kind and slot (hooks added to a dict the graph already calls are seen
+# live, as in eager).  A difference raises HookRegisteredDuringBackward (no later node has
+# run; grads delivered before stay, as eager's would); that backward's graph then runs eager
+# autograd from the next call on (runtime/run.py).  Leaves are delivered by their real
+# AccumulateGrad node, which reads its hooks live.
+
+
+class HookRegisteredDuringBackward(RuntimeError):
+    pass
+
+
+def _shape(h):
+    if h is None:
+        return None
+    return (tuple(sorted((s, tuple(id(d) for d in ds)) for s, ds in h.tensor.items())),
+            tuple(sorted(h.retains)), h.pre is not None, h.post is not None)
+
+
+def check_registered(step, site, dicts=None) -> None:
+    """Note [Hooks registered during the backward], after the call of `site`.  dicts: as
+    for node_hooks."""
+    changed, step.hooks_changed = step.hooks_changed, False
+    order = step.plan.executed
+    try:
+        pos = order.index(site.node_index)
+    except ValueError:
+        return
+    if site.kind not in ("pre", "pre-capture"):
+        pos += 1                # its node ran (or runs no more hooks of its own)
+    pending = order[pos:]
+    if changed is not True:     # tensor hooks / retain_grad: only their nodes
+        ids = {id(n) for n in changed}
+        pending = [i for i in pending if id(step.nodes[i]) in ids]
+    leaves = step.walk.leaves
+    retained = retained_by_node() if len(RETAINED) else None
+    for i in pending:
+        if i in leaves:
+            continue
+        node = step.nodes[i]
+        if _shape(node_hooks(node, retained, dicts)) != _shape(step.hooks.get(i)):
+            raise HookRegisteredDuringBackward(
+                f"compiled_bw: user code running inside this backward (at "
+                f"{type(step.nodes[site.node_index]).__name__}) registered a hook on "
+                f"{type(node).__name__}, which has not run yet: eager would call it, the "
+                "compiled graph cannot. Register the hook before calling backward(), or run "
+                "this backward without compiled_bw.enable(); later backwards of this graph "
+                "run eager autograd.")
 
 
 def post_hooks_of(node):

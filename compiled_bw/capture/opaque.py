@@ -29,7 +29,7 @@ from ..core import dispatch_tls
 from ..core.thread import THREAD
 from ..torchapi import autograd as torch_autograd
 from ..torchapi.dynamo import OpOverload
-from . import custom, defined, hooks
+from . import custom, defined, fastwalk, hooks
 from .fastwalk import release_node
 from .saved import check_after_call
 from .subclass import python_dispatch
@@ -341,6 +341,8 @@ def opaque_direct(site: int, grads: list, label: str) -> list:
         outs = _run(s, step, grads)
     finally:
         step.current = prev
+    if step.hooks_changed:      # hooks.py Note [Hooks registered during the backward]
+        hooks.check_registered(step, s, fastwalk.hook_dicts())
     if step.checks:     # capture/trace.py Note [Saved tensors modified during the backward]
         check_after_call(step.checks, site)
     if type(outs) is not list:

@@ -80,6 +80,7 @@ from ..backends.eager import compile_eager
 from ..capture import fastwalk
 from ..capture.custom import _orig_apply as _raw_apply
 from ..capture.defined import evaluate
+from ..capture.hooks import HookRegisteredDuringBackward
 from ..capture.nodes import CUSTOM
 from ..capture.opaque import LAYOUT_HINTS, NotDense, found_layouts, relayout
 from ..capture.recompute import release_regions
@@ -122,9 +123,9 @@ class _Deliver(torch.autograd.Function):
 class Step:
     """What opaque calls and engine-state queries read at run time (capture/opaque.py,
     runtime/engine_state.py): this step's nodes, input metadata and hooks."""
-    __slots__ = ("_will_ids", "captured_ids", "checks", "current", "hooks", "in_meta", "memo",
-                 "nodes", "notes", "plan", "real_layouts", "sites", "stealable", "tls",
-                 "undefined", "walk")
+    __slots__ = ("_will_ids", "captured_ids", "checks", "current", "hooks", "hooks_changed",
+                 "in_meta", "memo", "nodes", "notes", "plan", "real_layouts", "sites",
+                 "stealable", "tls", "undefined", "walk")
 
     def __init__(self, w, plan, opts=None) -> None:
         self.walk = w            # engine_state.py's execution order reads its edges
@@ -134,6 +135,7 @@ class Step:
         self.plan = plan
         self.sites = plan.opaque_sites if plan is not None else []
         self.current = None
+        self.hooks_changed = False  # capture/hooks.py Note [Hooks registered during the backward]
         self.notes: list = []
         self._will_ids = None
         self.tls = None          # dispatch_tls.Restorer of the TLS when the graph starts
@@ -267,6 +269,10 @@ def _call(state, t_outputs, grad_tensors, keep_graph, inputs, allow_unused, accu
     except NotDense as e:   # no leaf was touched; this graph runs eagerly from now on
         state.cache.put(root_key, key, Fallback(f"an opaque call returned a sparse grad: "
                                                 f"{str(e).split(' where ')[0]}"))
+        raise
+    except HookRegisteredDuringBackward:
+        state.cache.put(root_key, key, Fallback("user code inside the backward registered a "
+                                                "hook on a node that had not run yet"))
         raise
 
 
