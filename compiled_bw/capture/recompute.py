@@ -22,8 +22,13 @@ saved tensors], which recompute as eager does):
     torch.nn's own or declares `compiled_bw_traceable = True` (the class states its forward
     reads nothing but its inputs, parameters, buffers and plain attributes, and has no Python
     side effect); no module hooks (instance or global);
-  - every plain attribute of every submodule (training included) is in the key, keyed with
+    every plain attribute of every submodule (training included) is in the key, keyed with
     its type; any other attribute value declines (it could change unseen);
+  - or fn is any other module, bound __call__/forward or functools.partial(function, module,
+    **kwargs) (Hugging Face's) that Dynamo traces whole with no side effect, and whose
+    Dynamo guards hold at this backward: the capture they select is in the key, a tensor in
+    the partial's keywords is a graph input, a tensor read from anywhere else declines
+    (guarded.py Note [Guarded recomputation]); no module hooks;
   - no context_fn (SAC), no autocast, no debug, the default determinism check, no
     saved_tensors_hooks around the region's saved arguments, no GraphExecGroup;
   - the trace (fake tensors) succeeds, draws no random numbers (dropout declines: eager

@@ -124,8 +124,8 @@ def _clean(tx) -> bool:
 def region_guards(fn, args: tuple):
     """Dynamo's verdict on `fn(*args)` under enable_grad: its guard manager (`.check(
     {"fn": fn, "args": args})` says whether a later call would trace the same graph) if
-    Dynamo traces it whole (fullgraph, static shapes) with no effect outside the call
-    (_clean), else None.  Nothing of fn runs: the compiled graph raises before any of it
+    Dynamo traces it whole (fullgraph, static shapes, numbers specialized: each is a value
+    guard, none a graph input) with no effect outside the call (_clean), else None.  Nothing of fn runs: the compiled graph raises before any of it
     would, and a Dynamo that would not compile (disabled, a stance other than the default)
     is not called."""
     import types
@@ -140,7 +140,9 @@ def region_guards(fn, args: tuple):
     verdict = []
 
     def backend(gm, example_inputs):
-        verdict.append(_clean(InstructionTranslator.current_tx()))
+        # every input a tensor: a number Dynamo left unspecialized would have no value guard
+        verdict.append(all(isinstance(x, torch.Tensor) for x in example_inputs)
+                       and _clean(InstructionTranslator.current_tx()))
 
         def never(*_a):
             raise _Captured
@@ -149,7 +151,9 @@ def region_guards(fn, args: tuple):
     code = _region_call.__code__.replace(co_name=f"_region_call_{_region_count[0]}")
     f = types.FunctionType(code, _region_call.__globals__, code.co_name)
     try:
-        with torch.enable_grad():
+        with torch.enable_grad(), dynamo.config.patch(
+                specialize_int=True, specialize_float=True, assume_static_by_default=True,
+                automatic_dynamic_shapes=False):
             dynamo.optimize(backend, nopython=True, dynamic=False)(f)(fn, args)
     except _Captured:
         pass
