@@ -9,8 +9,8 @@ custom_hooks  custom autograd.Functions and module full backward hooks between L
 custom_ops    Linear layers joined by a torch.library custom op with register_autograd.
 lora      frozen Linear layers with rank-8 adapters written as custom autograd.Functions.
 ckpt_transformer  4 pre-norm transformer layers (D=256, 1024 tokens), each checkpointed
-          (torch.utils.checkpoint, non-reentrant); ckpt_traced the same with the layer class
-          opted in to traced recomputation; ckpt_sac the same with selective
+          (torch.utils.checkpoint, non-reentrant; its recomputation traced under Dynamo's
+          guards); ckpt_traced the same with the layer class opted in (no Dynamo); ckpt_sac the same with selective
           checkpointing that saves the matmuls; save_on_cpu an MLP whose saved tensors go
           through torch.autograd.graph.save_on_cpu.
 GPU_MODELS (`python -m benchmarks --device cuda`): GPU-sized versions, built on the device:

@@ -56,6 +56,10 @@ class Stats:
     dynamic_hits: int = 0                   # runs of a dynamic graph for a step's sizes
     inductor_compiles: int = 0              # Inductor compiles started (here or in the
     #                                         background worker; failed ones included)
+    recompute_captures: int = 0             # Dynamo traces of checkpointed regions that did
+    #                                         not opt in (Note [Guarded recomputation])
+    recompute_guard_failures: int = 0       # steps where no such trace's guards held
+    recompute_refused: int = 0              # regions Dynamo refused (side effect, graph break)
 
 
 class _Global:
@@ -311,7 +315,12 @@ def wait_for_compiles(timeout: float | None = None) -> bool:
 
 def stats() -> Stats:
     """Counters since the last reset(): captures, cache_hits, fallbacks (+ reasons), compile time."""
-    return _G.stats
+    from .capture import guarded
+    s = _G.stats
+    s.recompute_captures = guarded.COUNTS["captures"]
+    s.recompute_guard_failures = guarded.COUNTS["guard_failures"]
+    s.recompute_refused = guarded.COUNTS["refused"]
+    return s
 
 
 def reset() -> None:
@@ -321,6 +330,8 @@ def reset() -> None:
     _G.caches.clear()
     _G.states.clear()       # they hold the caches and stats
     _G.stats = Stats()
+    from .capture import guarded
+    guarded.reset()
     _G.last_graph = None
     _G.last_plan = None
     _G.last_fn = None

@@ -548,3 +548,33 @@ def test_checkpoint_frame_state_serves_unpacks():
         assert y.grad_fn._saved_mat1.eq(7).all(), "checkpoint's unpack no longer reads its state"
     finally:
         ckpt.set_graph_exec_group(None)
+
+
+def test_region_guards_check_state_and_refuse_side_effects():
+    # Dynamo's guard manager on a checkpointed region's call (capture/guarded.py): holds for
+    # another instance in the same state, fails when an attribute or grad-relevant metadata
+    # changes; a forward with a side effect gets no guards and never runs
+    from compiled_bw.torchapi.dynamo import region_guards
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(3, 3)
+            self.k = 2
+            self.calls = []
+
+        def forward(self, x):
+            return self.lin(x) * self.k
+
+    class Effect(M):
+        def forward(self, x):
+            self.calls.append(1)
+            return self.lin(x)
+    m, x = M(), torch.randn(2, 3, requires_grad=True)
+    g = region_guards(m, (x,))
+    assert g is not None and g.check(m, (x,)) and g.check(M(), (x,))
+    m.k = 3
+    assert not g.check(m, (x,))
+    assert not g.check(M(), (torch.randn(2, 4),))
+    e = Effect()
+    assert region_guards(e, (x,)) is None and e.calls == []

@@ -231,3 +231,129 @@ def test_changing_sizes_recapture_static_graphs():
         return [*grads(m), *grads(head), x.grad]
     st = differential(_build(), step, strict=True, steps=3, captures=3)
     assert any("traced checkpoint region" in r for r in st.recompile_reasons), st.recompile_reasons
+
+
+# ---- not opted in: traced under Dynamo's guards (Note [Guarded recomputation]) ----------
+
+class _User(nn.Module):
+    """Not opted in: reads a config object's attribute and a global."""
+
+    def __init__(self, cfg=None):
+        super().__init__()
+        self.lin = nn.Linear(6, 6)
+        self.cfg = cfg
+
+    def forward(self, x):
+        y = self.lin(x)
+        y = torch.tanh(y) if self.cfg is None or self.cfg.act == "tanh" else torch.sigmoid(y)
+        return y * _SCALE[0]
+
+
+_SCALE = [2.0]
+
+
+class _Cfg:
+    act = "tanh"
+
+
+def test_unopted_module_is_traced_under_guards():
+    differential(_build(_User), _step(), strict=True)
+    st = compiled_bw.stats()
+    assert "carry hooks" not in _opaque_nodes(), _opaque_nodes()
+    assert (st.recompute_captures, st.recompute_refused) == (1, 0)
+    ops = {n.target for n in compiled_bw.last_graph().graph.nodes if n.op == "call_function"}
+    assert torch.ops.aten.tanh.default in ops and torch.ops.aten.addmm.default in ops
+
+
+@pytest.mark.parametrize("where", ["before_forward", "between_forward_and_backward"])
+def test_config_and_global_read_by_the_forward_are_guarded(where):
+    """A config attribute and a global the forward reads change between steps: eager's
+    recomputation reads them at backward time; the guards are checked then, a failure is a
+    new Dynamo trace (or an earlier one whose guards hold again), never a stale graph."""
+    settings = [("tanh", 2.0), ("sigmoid", 2.0), ("tanh", 3.0), ("tanh", 2.0)]
+
+    def build():
+        return [_User(_Cfg()), nn.Linear(6, 2), torch.randn(5, 6), []]
+
+    def step(st):
+        m, head, x, log = st
+        act, scale = settings[len(log)]
+        log.append(None)
+        for p in (*m.parameters(), *head.parameters()):
+            p.grad = None
+        if where == "before_forward":
+            m.cfg.act, _SCALE[0] = act, scale
+        h = cp.checkpoint(m, x.requires_grad_(), use_reentrant=False)
+        if where != "before_forward":
+            m.cfg.act, _SCALE[0] = act, scale
+        head(h).pow(2).sum().backward()
+        return [*grads(m), *grads(head), x.grad]
+    try:
+        st = differential(build, step, strict=True, steps=4, captures=3)
+    finally:
+        _SCALE[0] = 2.0
+    assert (st.recompute_captures, st.recompute_refused) == (3, 0), st
+    assert st.recompute_guard_failures == 2, st
+    assert "carry hooks" not in _opaque_nodes(), _opaque_nodes()
+
+
+class _GlobalCounter(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(6, 6)
+
+    def forward(self, x):
+        global _COUNT
+        _COUNT = _COUNT + 1
+        return torch.tanh(self.lin(x))
+
+
+_COUNT = 0
+
+
+@pytest.mark.parametrize("region", [_Counting, _GlobalCounter])
+def test_side_effect_declines_and_runs_as_often_as_eager(region):
+    def build():
+        global _COUNT
+        _COUNT = 0      # eager's and our run each count from 0
+        return _build(region)()
+
+    def step(st):
+        out = _step()(st)
+        return [out, len(getattr(st[0], "calls", [])), _COUNT]
+    differential(build, step, strict=True)
+    assert "carry hooks" in _opaque_nodes(), "the region should have been declined"
+    assert compiled_bw.stats().recompute_refused == 1
+
+
+def _gpt2(pdrop):
+    transformers = pytest.importorskip("transformers")
+
+    def build():
+        torch.manual_seed(0)
+        cfg = transformers.GPT2Config(vocab_size=50, n_positions=16, n_embd=16, n_layer=2,
+                                      n_head=2, resid_pdrop=pdrop, embd_pdrop=pdrop,
+                                      attn_pdrop=pdrop)
+        model = transformers.GPT2LMHeadModel(cfg)
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        model.train()
+        return [model, torch.randint(0, 50, (2, 8))]
+
+    def step(st):
+        model, ids = st
+        model.zero_grad(set_to_none=True)
+        model(input_ids=ids, labels=ids).loss.backward()
+        return grads(model)
+    return build, step
+
+
+def test_hf_gpt2_gradient_checkpointing_is_traced():
+    differential(*_gpt2(0.0), strict=True, steps=2)
+    st = compiled_bw.stats()
+    assert "carry hooks" not in _opaque_nodes(), _opaque_nodes()
+    assert st.recompute_captures >= 1 and st.recompute_refused == 0, st
+
+
+def test_hf_gpt2_with_dropout_declines():
+    differential(*_gpt2(0.1), strict=True, steps=2)
+    assert "carry hooks" in _opaque_nodes(), "dropout: eager replays the forward's RNG state"

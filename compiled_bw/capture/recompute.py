@@ -22,9 +22,15 @@ saved tensors], which recompute as eager does):
     torch.nn's own or declares `compiled_bw_traceable = True` (the class states its forward
     reads nothing but its inputs, parameters, buffers and plain attributes, and has no Python
     side effect); no module hooks (instance or global);
-  - every plain attribute of every submodule (training included) is in the key, keyed with
-    its type; any other attribute value declines (it could change unseen); so is each class's
-    `forward` (by identity: a forward patched on the class between steps is a new graph);
+    every plain attribute of every submodule (training included) is in the key, keyed with
+    its type; any other attribute value declines (it could change unseen); so is each
+    class's `forward` (by identity: a forward patched on the class between steps is a new
+    graph);
+  - or fn is any other module, bound __call__/forward or functools.partial(function, module,
+    **kwargs) (Hugging Face's) that Dynamo traces whole with no side effect, and whose
+    Dynamo guards hold at this backward: the capture they select is in the key, a tensor in
+    the partial's keywords is a graph input, a tensor read from anywhere else declines
+    (guarded.py Note [Guarded recomputation]); no module hooks;
   - no context_fn (SAC), no autocast, no debug, the default determinism check, no
     saved_tensors_hooks around the region's saved arguments, no GraphExecGroup;
   - the trace (fake tensors) succeeds, draws no random numbers (dropout declines: eager
@@ -49,6 +55,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 from ..torchapi import checkpoint as ckpt
 from ..torchapi.dynamo import OpOverload
+from . import guarded
 from .custom import NOT_PLAIN, plain_key
 from .saved import raw_saved
 
@@ -149,12 +156,17 @@ def _region(w, i: int, frame, number: int, tensor_meta) -> Region | None:
     cv = _frame_ok(frame)
     if cv is None:
         return None
-    module = _module_of(cv["fn"])
-    if module is None:
-        return None
-    tree = _tree_key(module)
-    if tree is None:
-        return None
+    fn = cv["fn"]
+    module = _module_of(fn)
+    tree = None if module is None else _tree_key(module)
+    call = None
+    if tree is None:                    # not opted in: Note [Guarded recomputation]
+        got = guarded.callee(fn)
+        if got is None:
+            return None
+        module, fkey, call = got
+        if _hooked(module):
+            return None
     args, arg_sig = [], []
     for a in frame.saved_args:
         if isinstance(a, torch.Tensor) or not hasattr(a, "unpack"):
@@ -172,12 +184,20 @@ def _region(w, i: int, frame, number: int, tensor_meta) -> Region | None:
             return None
         args.append(t)
         arg_sig.append((tensor_meta(t), t.requires_grad))
+    extra = {}
+    if call is not None:
+        extra = guarded.partial_tensors(fn)
+        cap = guarded.lookup(fn, fkey, tuple(args))
+        if cap is None:
+            return None
+        tree = ("guarded", cap.number)
     params = list(module.named_parameters())
     buffers = list(module.named_buffers())
     state = [(n, t) for n, t in params + buffers]
     sig = (tree, tuple((n, tensor_meta(t), t.requires_grad) for n, t in state),
            len(params), tuple(arg_sig), len(frame.weak_holders),
-           tuple(tuple(sorted(m.items())) for m in frame.x_metadatas))
+           tuple(tuple(sorted(m.items())) for m in frame.x_metadatas),
+           tuple((k, tensor_meta(t), t.requires_grad) for k, t in extra.items()))
     try:
         hash(sig)
     except TypeError:
@@ -185,7 +205,7 @@ def _region(w, i: int, frame, number: int, tensor_meta) -> Region | None:
     if sig in _TRACED:
         traced = _TRACED[sig]
     else:
-        traced = _trace_region(module, state, args, frame)
+        traced = _trace_region(module, state, args, frame, call, extra)
         if len(_TRACED) >= _MAX_TRACED:
             _TRACED.clear()
         _TRACED[sig] = traced
@@ -206,6 +226,10 @@ def _region(w, i: int, frame, number: int, tensor_meta) -> Region | None:
             keys.append((i, ATTR, (number, j, f"arg{j - len(state)}")))
             w.saved.append(a)
             j += 1
+    for k, t in extra.items():
+        keys.append((i, ATTR, (number, j, f"kw_{k}")))
+        w.saved.append(t)
+        j += 1
     w.saved_node.extend(keys)
     return Region(weakref.ref(frame), number, sig, traced, keys, holder_index)
 
@@ -229,11 +253,33 @@ def _mutates(node) -> bool:
     return isinstance(t, OpOverload) and t._schema.is_mutable
 
 
-def _trace_region(module, state: list, args: list, frame):
-    """The region's recomputation as an aten graph: inputs (state tensors, tensor args), outputs
-    the tensors it saves in pack order; None where Note [Traced recomputation] declines."""
+def _hooked(module) -> bool:
+    """Whether any submodule has an instance hook (Dynamo does not guard them)."""
+    return any(any(vars(m).get(h) for h in _HOOK_DICTS) for m in module.modules())
+
+
+class _Adapter(torch.nn.Module):
+    """A guarded region's call as a module, for functional_call: `target` is the region's
+    module (its parameters and buffers are `target.<name>`)."""
+
+    def __init__(self, target, call) -> None:
+        super().__init__()
+        self.target = target
+        self.call = call
+
+    def forward(self, args, extra):
+        return self.call(self.target, args, extra)
+
+
+def _trace_region(module, state: list, args: list, frame, call=None, extra=None):
+    """The region's recomputation as an aten graph: inputs (state tensors, tensor args, the
+    partial's keyword tensors), outputs the tensors it saves in pack order; None where Note
+    [Traced recomputation] declines.  `call` (a guarded region, guarded.callee) runs it,
+    else the module's __call__."""
+    extra = extra or {}
     names = [n for n, _ in state]
-    tensors = [t for _, t in state] + [a for a in args if isinstance(a, torch.Tensor)]
+    tensors = [t for _, t in state] + [a for a in args if isinstance(a, torch.Tensor)] + \
+        list(extra.values())
     rgs = [t.requires_grad for t in tensors]
     recorded: list = []
 
@@ -248,10 +294,16 @@ def _trace_region(module, state: list, args: list, frame):
         flat = [t.requires_grad_() if rg else t for t, rg in zip(flat, rgs, strict=True)]
         params = dict(zip(names, flat[:len(names)], strict=True))
         it = iter(flat[len(names):])
-        call = tuple(next(it) if isinstance(a, torch.Tensor) else a for a in args)
+        cargs = tuple(next(it) if isinstance(a, torch.Tensor) else a for a in args)
+        kw = {k: next(it) for k in extra}
         recorded.clear()
         with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, unpack):
-            torch.func.functional_call(module, params, call)
+            if call is None:
+                torch.func.functional_call(module, params, cargs)
+            else:
+                torch.func.functional_call(
+                    _Adapter(module, call), {f"target.{n}": t for n, t in params.items()},
+                    (cargs, kw))
         return list(recorded)
 
     before = _tree_key(module)
@@ -272,6 +324,8 @@ def _trace_region(module, state: list, args: list, frame):
     for node in gm.graph.nodes:
         if node.op == "call_function" and (_is_random(node) or _mutates(node)):
             return None
+        if node.op == "get_attr" and call is not None:
+            return None     # a tensor read from elsewhere: its value is not guarded
     gm.graph.eliminate_dead_code()
     gm.recompile()
     return gm

@@ -44,6 +44,12 @@ USED = {
     "torch._dynamo.compiled_autograd.extract_bw_module": "capture/aot.py",
     "torch._dynamo.convert_frame.compile_lock": "runtime/background.py",
     "torch._dynamo.source.ConstantSource": "capture/dynamic.py",
+    "torch._C._dynamo.eval_frame._debug_get_cache_entry_list": "capture/guarded.py",
+    "torch._dynamo.eval_frame._stance": "capture/guarded.py",
+    "torch._dynamo.symbolic_convert.InstructionTranslator.current_tx": "capture/guarded.py",
+    "torch._dynamo.side_effects.SideEffects.is_modified": "capture/guarded.py",
+    "torch._dynamo.variables.base.AttributeMutationNew": "capture/guarded.py",
+    "torch._dynamo.variables.base.ValueMutationNew": "capture/guarded.py",
 }
 
 
@@ -87,3 +93,87 @@ def compile_lock():
     except ImportError:
         return _own_trace_lock
     return lock
+
+
+# ---- Dynamo's guards on a checkpointed region (capture/guarded.py) ----------------------------
+
+class _Captured(Exception):
+    """Raised by the compiled graph Dynamo's bytecode calls: the region never runs."""
+
+
+def _region_call(fn, args):
+    return fn(*args)
+
+
+_region_count = [0]
+
+
+def _clean(tx) -> bool:
+    """Whether Dynamo's trace recorded no effect outside the call: no mutation of an object
+    that existed before it (attributes, lists, dicts, globals), no tensor hooks, no
+    save_for_backward, no Python random draws.  Objects the call creates may change."""
+    from torch._dynamo.variables.base import AttributeMutationNew, ValueMutationNew
+    out = tx.output
+    se = out.side_effects
+    if se.tensor_hooks or se.save_for_backward or out.random_calls:
+        return False
+    return not any(se.is_modified(v) and not isinstance(v.mutation_type, (
+        AttributeMutationNew, ValueMutationNew)) for v in se.id_to_variable.values())
+
+
+def region_guards(fn, args: tuple):
+    """Dynamo's verdict on `fn(*args)` under enable_grad: its guard manager (`.check(
+    {"fn": fn, "args": args})` says whether a later call would trace the same graph) if
+    Dynamo traces it whole (fullgraph, static shapes, numbers specialized: each is a value
+    guard, none a graph input) with no effect outside the call (_clean), else None.  Nothing of fn runs: the compiled graph raises before any of it
+    would, and a Dynamo that would not compile (disabled, a stance other than the default)
+    is not called."""
+    import types
+
+    import torch._dynamo as dynamo
+    from torch._C._dynamo.eval_frame import _debug_get_cache_entry_list
+    from torch._dynamo.eval_frame import _stance
+    from torch._dynamo.symbolic_convert import InstructionTranslator
+
+    if dynamo.config.disable or _stance.stance != "default" or not dynamo.is_dynamo_supported():
+        return None
+    verdict = []
+
+    def backend(gm, example_inputs):
+        # every input a tensor: a number Dynamo left unspecialized would have no value guard
+        verdict.append(all(isinstance(x, torch.Tensor) for x in example_inputs)
+                       and _clean(InstructionTranslator.current_tx()))
+
+        def never(*_a):
+            raise _Captured
+        return never
+    _region_count[0] += 1
+    code = _region_call.__code__.replace(co_name=f"_region_call_{_region_count[0]}")
+    f = types.FunctionType(code, _region_call.__globals__, code.co_name)
+    try:
+        with torch.enable_grad(), dynamo.config.patch(
+                specialize_int=True, specialize_float=True, assume_static_by_default=True,
+                automatic_dynamic_shapes=False):
+            dynamo.optimize(backend, nopython=True, dynamic=False)(f)(fn, args)
+    except _Captured:
+        pass
+    except Exception:  # noqa: BLE001 -- graph break, unsupported: no verdict
+        return None
+    else:
+        return None                 # ran without the graph (no tensor op): nothing to guard
+    entries = _debug_get_cache_entry_list(code)
+    if verdict != [True] or len(entries) != 1:
+        return None
+    return _Guards(entries[0].guard_manager, f)
+
+
+class _Guards:
+    """A region's guard manager (and its code object, which owns the cache entry)."""
+    __slots__ = ("keep", "manager")
+
+    def __init__(self, manager, keep) -> None:
+        self.manager, self.keep = manager, keep
+
+    def check(self, fn, args: tuple) -> bool:
+        with torch.enable_grad():
+            return bool(self.manager.check({"fn": fn, "args": args}))
