@@ -357,3 +357,30 @@ def test_hf_gpt2_gradient_checkpointing_is_traced():
 def test_hf_gpt2_with_dropout_declines():
     differential(*_gpt2(0.1), strict=True, steps=2)
     assert "carry hooks" in _opaque_nodes(), "dropout: eager replays the forward's RNG state"
+
+
+class _Unopted(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(6, 6)
+
+    def forward(self, x):
+        return torch.tanh(self.lin(x))
+
+
+def test_unopted_forward_patched_on_the_class_between_steps_is_a_new_graph():
+    """Dynamo's guards do not cover a class's forward: it is in the region key."""
+    original = _Unopted.forward
+    steps = []
+
+    def patched(self, x):
+        return torch.sigmoid(self.lin(x))
+
+    def step(st):
+        steps.append(None)
+        _Unopted.forward = patched if len(steps) % 2 else original
+        try:
+            return _step()(st)
+        finally:
+            _Unopted.forward = original
+    differential(_build(_Unopted), step, strict=True, steps=4, captures=2)

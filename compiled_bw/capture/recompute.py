@@ -190,7 +190,9 @@ def _region(w, i: int, frame, number: int, tensor_meta) -> Region | None:
         cap = guarded.lookup(fn, fkey, tuple(args))
         if cap is None:
             return None
-        tree = ("guarded", cap.number)
+        # Dynamo guards the module's attributes, not its classes' `forward`s: a forward
+        # patched on a class between steps would reuse the capture (a stale graph)
+        tree = ("guarded", cap.number, tuple(type(m).forward for m in module.modules()))
     params = list(module.named_parameters())
     buffers = list(module.named_buffers())
     state = [(n, t) for n, t in params + buffers]
