@@ -31,7 +31,7 @@ from ..capture.dynamic import values_at as _values_at
 from ..capture.nodes import AOT, LEAF, TRACE
 from ..capture.trace import TraceFailed, trace_backward
 from ..passes import run_passes
-from ..torchapi.dynamo import symbolic_fakes, symint
+from ..torchapi.dynamo import size_oblivious, symbolic_fakes, symint
 from . import background
 from .cache import Compiled
 
@@ -154,7 +154,8 @@ def _capture(state, w, pw, opts, grad_tensors, key, root_key, spec, base, prev):
     slots = _install(w)     # the step's own walk's Slots (C++ ones for the C++ walk)
     with background.trace_lock():
         try:
-            entry = _trace_and_compile(state, pw, opts, grad_tensors, spec, slots, base)
+            with size_oblivious():  # capture/dynamic.py Note [Sizes of one]
+                entry = _trace_and_compile(state, pw, opts, grad_tensors, spec, slots, base)
         except Exception as e:  # noqa: BLE001 -- NotDynamic, TraceFailed, a symbolic-shape
             # failure in torch: the static capture goes on with the Slots installed here
             why = str(e) if isinstance(e, (NotDynamic, TraceFailed)) else \
