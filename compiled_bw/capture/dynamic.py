@@ -21,16 +21,16 @@ before).  The input metadata becomes SymInt graph inputs too, and so do an AOT b
 symints (Note [Dynamic AOT backwards]).  Every other position of the signature is in the
 dynamic key exactly (masked with DYN only at the dynamic positions).
 A step reuses the graph only if (Guards.check): every symbol's value lies in its range (0 is
-specialized; 1 is not: Note [Sizes of one]), every replacement and guard the trace recorded
+specialized; 1 on the Inductor backend too: Note [Sizes of one]), every replacement and guard the trace recorded
 holds, and every size/stride/storage offset of every symbolic input equals what the trace
 assumed.  A guard that fails means a new capture, with its reason.
 
 Note [Sizes of one]
 A size of 1 broadcasts: every elementwise op between two symbolic sizes asks "is it 1?", and
 answered by the traced size that is a guard `Ne(s, 1)` (or, with 0/1 specialized, a range
-[2, oo)): a batch of 1 would always be another capture.  The trace and its Inductor compile
-run with torch's backed size-oblivious reasoning instead (torchapi/dynamo.py
-`size_oblivious`, as torch.export does): size symbols are size-like, range [0, oo), and an
+[2, oo)): a batch of 1 would always be another capture.  The trace runs with torch's backed
+size-oblivious reasoning instead (torchapi/dynamo.py `size_oblivious`, as torch.export
+does): size symbols are size-like, range [0, oo), and an
 undecided "== 1" takes the general, non-broadcasting path with an equality guard instead of a
 1-guard.  That path is right at size 1 too: where both sides are equal, broadcasting and not
 broadcasting give the same values; where only one side is 1 at run time, the equality guard
@@ -39,6 +39,10 @@ unsqueeze_to, expand) decides on it reads it from its saved sizes: a SymInt whos
 test is a guard (sizes that are plain ints in the key are not symbolic).  A size of 0 stays
 specialized (range check): nothing is gained there, and errors eager raises on empty inputs
 would have to be traced.
+Only for the eager backend (it runs the traced aten ops): Inductor's code compiled for such a
+graph gave wrong grads at size 1 (garbage where a size-1 dim was read; tests
+test_a_dimension_going_to_one_and_back and test_size_one_and_back_broadcasting on Inductor),
+so for Inductor 0 and 1 stay specialized (range [2, oo): a batch of 1 is another capture).
 """
 from __future__ import annotations
 
@@ -685,7 +689,7 @@ class Guards:
             r = self.ranges.get(sym)
             if r is not None and not (r[0] <= v and v <= r[1]):
                 return (f"{self.labels.get(sym, sym)} = {v} outside the traced range [{r[0]}, "
-                        f"{r[1]}] (0 is specialized)")
+                        f"{r[1]}] (0 is specialized, on Inductor 1 too)")
         for sym, e in self.replacements.items():
             if sym in b and e.xreplace(b) != b[sym]:
                 return self._failed(f"{sym} == {e}", e.free_symbols | {sym}, b)

@@ -13,6 +13,7 @@ are spliced with their symints symbolic (capture/dynamic.py Note [Dynamic AOT ba
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 
@@ -154,8 +155,7 @@ def _capture(state, w, pw, opts, grad_tensors, key, root_key, spec, base, prev):
     slots = _install(w)     # the step's own walk's Slots (C++ ones for the C++ walk)
     with background.trace_lock():
         try:
-            with size_oblivious():  # capture/dynamic.py Note [Sizes of one]
-                entry = _trace_and_compile(state, pw, opts, grad_tensors, spec, slots, base)
+            entry = _trace_and_compile(state, pw, opts, grad_tensors, spec, slots, base)
         except Exception as e:  # noqa: BLE001 -- NotDynamic, TraceFailed, a symbolic-shape
             # failure in torch: the static capture goes on with the Slots installed here
             why = str(e) if isinstance(e, (NotDynamic, TraceFailed)) else \
@@ -193,13 +193,16 @@ def _trace_and_compile(state, pw, opts, grad_tensors, spec: DynSpec, slots, base
     roots = [g for g in grad_tensors if g is not None]
     reals = roots + list(pw.saved)
     dims = [set() for _ in roots] + [spec.saved_dims.get(s, set()) for s in range(len(pw.saved))]
-    _, env, fakes = symbolic_fakes(reals, dims)
-    vals = _values_at(pw.signature, spec.paths)
-    ints = [symint(env, vals[k], f"size{n}") for n, k in enumerate(spec.int_inputs)]
-    dw = DynWalk(pw, spec, ints)
-    exprs = input_exprs({s: fakes[len(roots) + s] for s in spec.saved_dims}, ints)
-    gm, plan = trace_backward(pw, opts, grad_tensors, slots, delivers=False,
-                              dyn=(dw, fakes, ints))
+    # capture/dynamic.py Note [Sizes of one]: sizes of 1 are not specialized for the eager
+    # backend (the trace decides); Inductor's code is not right for them (specialized)
+    with size_oblivious() if state.backend == "eager" else contextlib.nullcontext():
+        _, env, fakes = symbolic_fakes(reals, dims)
+        vals = _values_at(pw.signature, spec.paths)
+        ints = [symint(env, vals[k], f"size{n}") for n, k in enumerate(spec.int_inputs)]
+        dw = DynWalk(pw, spec, ints)
+        exprs = input_exprs({s: fakes[len(roots) + s] for s in spec.saved_dims}, ints)
+        gm, plan = trace_backward(pw, opts, grad_tensors, slots, delivers=False,
+                                  dyn=(dw, fakes, ints))
     if plan.opaque_sites or plan.in_layouts is not None or plan.out_layouts is not None:
         raise NotDynamic("the graph holds opaque calls or tensor subclasses")
     if not opts.accumulate and not opts.allow_unused and None in plan.capture_outputs:
