@@ -216,7 +216,10 @@ def _trace_and_compile(state, pw, opts, grad_tensors, spec: DynSpec, slots, base
     if state.backend == "inductor":
         state.stats.inductor_compiles += 1
         try:
-            fn = state.compile_fn(gm, example)
+            # 1 is specialized here (range [2, oo)): size-oblivious is exact, and Inductor
+            # then adds no guard for a choice its general path covers (Note [Sizes of one])
+            with size_oblivious():
+                fn = state.compile_fn(gm, example)
         except Exception as e:  # noqa: BLE001 -- the eager backend runs it, recorded
             state.compile_failed(f"Inductor failed to compile a dynamic graph, it runs on the "
                                  f"eager backend: {type(e).__name__}: "
