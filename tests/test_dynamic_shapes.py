@@ -61,12 +61,132 @@ def test_dynamic_false_one_capture_per_shape():
     run([5, 9, 13], mlp, captures=3, dynamic_captures=0, options={"dynamic": False})
 
 
+def one_specialized():   # capture/dynamic.py Note [Sizes of one]
+    return selected_backend() == "inductor"
+
+
 def test_a_dimension_going_to_one_and_back():
-    # size 1 broadcasts: the graph specialized 0/1 away, so 1 is a capture of its own, and the
-    # next larger size reuses the first dynamic graph
-    st = run([8, 16, 1, 24, 1, 32], mlp, captures=3, dynamic_captures=2)
-    assert any("outside the traced range" in r and "self_sym_sizes[0] = 1" in r
-               for r in st.recompile_reasons), st.recompile_reasons
+    # the eager backend's dynamic graph serves a batch of 1 too; on Inductor 1 is specialized:
+    # a capture of its own, and the next larger size reuses the first dynamic graph
+    if one_specialized():
+        st = run([8, 16, 1, 24, 1, 32], mlp, captures=3, dynamic_captures=2)
+        assert any("outside the traced range" in r and "self_sym_sizes[0] = 1" in r
+                   for r in st.recompile_reasons), st.recompile_reasons
+    else:
+        st = run([8, 16, 1, 24, 1, 32], mlp, captures=2, dynamic_captures=1)
+        assert st.dynamic_hits == 4
+
+
+def test_a_size_of_zero_is_specialized():
+    st = run([8, 16, 0, 24, 0], mlp, captures=3, dynamic_captures=1)
+    assert st.dynamic_hits == 1
+
+
+def ones_broadcast(state, n):
+    # a dim that is 1 at some steps and n at others, against parameters whose dim is 1 (they
+    # broadcast: their grads are summed to size 1) and against tensors of the same size n (at
+    # n == 1 neither side broadcasts): sum to a size-1 dim, mean over the dim, addmm with a
+    # batch of n (a forward of the same structure for every n)
+    if state is None:
+        return [torch.randn(1, 4, requires_grad=True), torch.randn(4, 3, requires_grad=True)]
+    a, w = state
+    for p in state:
+        p.grad = None
+    x = torch.randn(n, 4, requires_grad=True)
+    y = torch.randn(n, 1, requires_grad=True)
+    h = x * a + y                       # [n, 4]: a and y broadcast, x does not
+    e = a * h                           # a's grad: summed back to [1, 4] (at n == 1: not)
+    s = e.sum(0, keepdim=True) * e.mean(0, keepdim=True)
+    b = torch.addmm(w[0], h, w)        # a batch of n (mm is in bmm_batch: it still guards)
+    loss = s.pow(2).sum() + b.tanh().mean() + b.mean(0).sum()
+    return list(torch.autograd.grad(loss, [a, w, x, y]))   # the grads' own strides
+
+
+def test_size_one_and_back_broadcasting():
+    # n -> 1 -> n -> 1: every grad and its strides as eager's at 1 (a graph that took size 1
+    # for "not broadcasting" wrongly would differ here)
+    # (y's grad is summed to [n, 1]: sum_to_size asks whether n is 1, a guard `Ne(n, 1)` on
+    # both backends, so 1 is a capture of its own here; the point is the values at 1: Inductor
+    # compiled without that specialization gave wrong ones)
+    run([5, 7, 1, 3, 1, 2], ones_broadcast, captures=3, dynamic_captures=2)
+
+
+def bmm_batch(state, n):
+    # bmm with a batch of n against a [1, 3, 2] parameter: its grad [n, 3, 2] is summed to
+    # [1, 3, 2] where n > 1 and not at n == 1 (validate_outputs compares the shapes: a guard
+    # `Ne(n, 1)`, another capture at 1); an expand to a size of 1 keeps the dim's stride (at
+    # n > 1: 0), so a saved tensor's strides differ there too; mm's backward of an [n, 3]
+    # self asks whether its transpose is contiguous (n == 1?): a guard too
+    if state is None:
+        return [torch.randn(1, 3, 2, requires_grad=True)]
+    (m,) = state
+    m.grad = None
+    x = torch.randn(n, 1, 3, requires_grad=True)
+    b = torch.bmm(x, torch.randn(n, 3, 2) * m) + torch.bmm(x, m.expand(n, 3, 2))
+    b = b + torch.matmul(x, m[0])       # folded to mm of [n, 3]: mm's trace guards n != 1
+    return list(torch.autograd.grad(b.tanh().sum(), [m, x]))
+
+
+def test_bmm_with_a_batch_going_to_one():
+    st = run([5, 7, 1, 3, 1, 2], bmm_batch, captures=3, dynamic_captures=2)
+    assert st.dynamic_hits == 3
+
+
+def sum_to_size_one(state, n):
+    # sum_to_size(1, 4) of [n, 4] is a SumToSize node for n > 1 and none at n == 1 (another
+    # forward structure: another graph); Tensor.expand of [1, 4] to [n, 4] always is one
+    if state is None:
+        return [torch.randn(1, 4, requires_grad=True)]
+    (a,) = state
+    a.grad = None
+    x = torch.randn(n, 4, requires_grad=True)
+    z = (a.expand(n, 4) * x).sum_to_size(1, 4).sin()
+    return list(torch.autograd.grad(z.sum(), [a, x]))
+
+
+def test_sum_to_size_with_a_dim_going_to_one():
+    st = run([3, 5, 1, 7, 1, 4], sum_to_size_one, captures=3, dynamic_captures=1)
+    assert st.dynamic_hits == 2
+
+
+def ones_against_n(state, k):
+    # two dims vary independently, one of them between 1 and larger sizes: at (1, n) the
+    # first broadcasts against the second; the graph traced at (3, 5) took "equal or not
+    # broadcasting": its guards must send (1, n) elsewhere when that is wrong
+    if state is None:
+        return [torch.randn(4, requires_grad=True)]
+    (w,) = state
+    w.grad = None
+    n, m = [(2, 3), (3, 5), (1, 6), (4, 4), (1, 1), (6, 1), (5, 7)][k]
+    x = torch.randn(n, 1, 4) * w
+    y = torch.randn(1, m, 4) * w
+    z = torch.randn(n, m, 4)
+    ((x + y) * z).sum(0).pow(2).mean().backward()
+    return grads(state)
+
+
+def test_independent_dims_one_broadcasting_against_the_other():
+    # (sum's backward expands by a saved size: a guard `Ne(s, 1)` where that size is 1, so
+    # some of these steps recapture; the point is that no step reuses a graph wrongly)
+    build, step = sized(list(range(7)), ones_against_n)
+    st = differential(build, step, steps=7, captures=None)
+    assert st.dynamic_hits >= 1 and st.captures < 7, st.recompile_reasons
+
+
+def squeeze_ones(state, n):
+    # SqueezeBackward0 re-inserts exactly the dims that were 1: at n == 1 one more
+    if state is None:
+        return [torch.randn(1, 3, requires_grad=True)]
+    (w,) = state
+    w.grad = None
+    x = (torch.randn(n, 1, 3) * w).squeeze()
+    x.sin().sum().backward()
+    return grads(state)
+
+
+def test_squeeze_of_a_dim_going_to_one():
+    # squeeze() of [1, 1, 3] drops two dims, of [n, 1, 3] one: another structure, static
+    run([2, 4, 1, 6, 1, 8], squeeze_ones, captures=3, dynamic_captures=1)
 
 
 def seq_model(state, t):
@@ -322,11 +442,11 @@ def test_recompile_log_names_node_and_dim(caplog, monkeypatch):
     net = mlp(None, None)
     with caplog.at_level("INFO", logger="compiled_bw"):
         with compiled_bw.enable(backend="eager"):
-            for n in (8, 16, 1):
+            for n in (8, 16, 0):
                 mlp(net, n)
     text = caplog.text
     assert "node 0 MeanBackward0: saved value self_sym_sizes[0]: 8 -> 16" in text, text
-    assert "node 0 MeanBackward0: saved value self_sym_sizes[0] = 1 outside the traced range" \
+    assert "node 0 MeanBackward0: saved value self_sym_numel = 0 outside the traced range" \
         in text, text
 
 

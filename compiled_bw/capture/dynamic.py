@@ -20,10 +20,33 @@ whose saved values change and has no copy here makes the whole graph static (cap
 before).  The input metadata becomes SymInt graph inputs too, and so do an AOT backward's
 symints (Note [Dynamic AOT backwards]).  Every other position of the signature is in the
 dynamic key exactly (masked with DYN only at the dynamic positions).
-A step reuses the graph only if (Guards.check): every symbol's value lies in its range (0 and
-1 are specialized: a dim of size 1 broadcasts differently), every replacement and guard the
-trace recorded holds, and every size/stride/storage offset of every symbolic input equals
-what the trace assumed.  A guard that fails means a new capture (static), with its reason.
+A step reuses the graph only if (Guards.check): every symbol's value lies in its range (0 is
+specialized; 1 on the Inductor backend too: Note [Sizes of one]), every replacement and guard the trace recorded
+holds, and every size/stride/storage offset of every symbolic input equals what the trace
+assumed.  A guard that fails means a new capture, with its reason.
+
+Note [Sizes of one]
+A size of 1 broadcasts: every elementwise op between two symbolic sizes asks "is it 1?", and
+answered by the traced size that is a guard `Ne(s, 1)` (or, with 0/1 specialized, a range
+[2, oo)): a batch of 1 would always be another capture.  The trace runs with torch's backed
+size-oblivious reasoning instead (torchapi/dynamo.py `size_oblivious`, as torch.export
+does): size symbols are size-like, range [0, oo), and an
+undecided "== 1" takes the general, non-broadcasting path with an equality guard instead of a
+1-guard.  That path is right at size 1 too: where both sides are equal, broadcasting and not
+broadcasting give the same values; where only one side is 1 at run time, the equality guard
+fails and the step recaptures.  A size-1 dim where the formula (sum_to_size, squeeze's
+unsqueeze_to, expand) decides on it reads it from its saved sizes: a SymInt whose `== 1`
+test is a guard (sizes that are plain ints in the key are not symbolic).  A size of 0 stays
+specialized (range check): nothing is gained there, and errors eager raises on empty inputs
+would have to be traced.
+Only for the eager backend (it runs the traced aten ops): Inductor's code compiled for such a
+graph gave wrong grads at size 1 (garbage where a size-1 dim was read; tests
+test_a_dimension_going_to_one_and_back and test_size_one_and_back_broadcasting on Inductor),
+so for Inductor 0 and 1 stay specialized (range [2, oo): a batch of 1 is another capture).
+With that range, size-oblivious reasoning is exact, so Inductor's compile runs with it: a
+choice Inductor makes with `guard_or_false` (an optimization whose general path is right for
+every size) then adds no guard (it added `batch * length <= 4096` on the transformer
+benchmark: one more capture and compile for the larger sizes).
 """
 from __future__ import annotations
 
@@ -118,6 +141,9 @@ def _slice(g, v, saved, need):
     # FunctionsManual.cpp slice_backward_wrapper
     start = 0 if v["start"] is None else v["start"]
     end = 2 ** 63 - 1 if v["end"] is None else v["end"]
+    if type(end) is int and end >= 2 ** 62:     # `x[a:]`: slice_backward clamps end to the
+        sizes = v["self_sym_sizes"]             # dim's size; a symbolic one (Inductor's
+        end = sizes[v["dim"] % len(sizes)]      # size-oblivious min(end, s) cannot decide)
     return [torch.ops.aten.slice_backward(g, v["self_sym_sizes"], v["dim"], start, end,
                                           v["step"])]
 
@@ -491,6 +517,10 @@ class DynSpec:
         if not any(saved_dims.values()) and not ints:
             raise NotDynamic("no size the graph reads changed")
         vals = values_at(w.signature, paths)
+        for s, v in zip(sites, vals, strict=True):
+            if v == 0 and (s.what == "in" or (s.what == "saved" and s.part == 0)):
+                # (Note [Sizes of one]: a size of 0 is specialized)
+                raise NotDynamic(f"{s.label(w)} is 0")
         for k in ints:
             if vals[k] < 0:     # a negative slice start/end: symbols here are sizes (>= 0)
                 raise NotDynamic(f"{sites[k].label(w)} is negative ({vals[k]})")
@@ -628,7 +658,9 @@ class Guards:
         for k, sym in zip(spec.int_inputs, self.int_syms, strict=True):
             if isinstance(sym, sympy.Symbol):
                 self.labels[sym] = spec.sites[k].label(w)
-        self.ranges = {s: env.var_to_range[s] for s in env.var_to_range}
+        # sizes of 0 are specialized (Note [Sizes of one]): the range starts at 1
+        self.ranges = {s: (max(r.lower, 1) if s in env.size_like else r.lower, r.upper)
+                       for s, r in env.var_to_range.items()}
         self.replacements = dict(env.replacements)
         self.guards = [g.expr for g in env.guards]
 
@@ -659,8 +691,9 @@ class Guards:
                     return f"saved tensor {s}: two values for one symbol {e}"
         for sym, v in b.items():
             r = self.ranges.get(sym)
-            if r is not None and not (r.lower <= v and v <= r.upper):
-                return f"{self.labels.get(sym, sym)} = {v} outside the traced range [{r.lower}, {r.upper}] (0 and 1 are specialized)"
+            if r is not None and not (r[0] <= v and v <= r[1]):
+                return (f"{self.labels.get(sym, sym)} = {v} outside the traced range [{r[0]}, "
+                        f"{r[1]}] (0 is specialized, on Inductor 1 too)")
         for sym, e in self.replacements.items():
             if sym in b and e.xreplace(b) != b[sym]:
                 return self._failed(f"{sym} == {e}", e.free_symbols | {sym}, b)

@@ -13,6 +13,7 @@ are spliced with their symints symbolic (capture/dynamic.py Note [Dynamic AOT ba
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 
@@ -31,7 +32,7 @@ from ..capture.dynamic import values_at as _values_at
 from ..capture.nodes import AOT, LEAF, TRACE
 from ..capture.trace import TraceFailed, trace_backward
 from ..passes import run_passes
-from ..torchapi.dynamo import symbolic_fakes, symint
+from ..torchapi.dynamo import size_oblivious, symbolic_fakes, symint
 from . import background
 from .cache import Compiled
 
@@ -192,13 +193,16 @@ def _trace_and_compile(state, pw, opts, grad_tensors, spec: DynSpec, slots, base
     roots = [g for g in grad_tensors if g is not None]
     reals = roots + list(pw.saved)
     dims = [set() for _ in roots] + [spec.saved_dims.get(s, set()) for s in range(len(pw.saved))]
-    _, env, fakes = symbolic_fakes(reals, dims)
-    vals = _values_at(pw.signature, spec.paths)
-    ints = [symint(env, vals[k], f"size{n}") for n, k in enumerate(spec.int_inputs)]
-    dw = DynWalk(pw, spec, ints)
-    exprs = input_exprs({s: fakes[len(roots) + s] for s in spec.saved_dims}, ints)
-    gm, plan = trace_backward(pw, opts, grad_tensors, slots, delivers=False,
-                              dyn=(dw, fakes, ints))
+    # capture/dynamic.py Note [Sizes of one]: sizes of 1 are not specialized for the eager
+    # backend (the trace decides); Inductor's code is not right for them (specialized)
+    with size_oblivious() if state.backend == "eager" else contextlib.nullcontext():
+        _, env, fakes = symbolic_fakes(reals, dims)
+        vals = _values_at(pw.signature, spec.paths)
+        ints = [symint(env, vals[k], f"size{n}") for n, k in enumerate(spec.int_inputs)]
+        dw = DynWalk(pw, spec, ints)
+        exprs = input_exprs({s: fakes[len(roots) + s] for s in spec.saved_dims}, ints)
+        gm, plan = trace_backward(pw, opts, grad_tensors, slots, delivers=False,
+                                  dyn=(dw, fakes, ints))
     if plan.opaque_sites or plan.in_layouts is not None or plan.out_layouts is not None:
         raise NotDynamic("the graph holds opaque calls or tensor subclasses")
     if not opts.accumulate and not opts.allow_unused and None in plan.capture_outputs:
@@ -212,7 +216,10 @@ def _trace_and_compile(state, pw, opts, grad_tensors, spec: DynSpec, slots, base
     if state.backend == "inductor":
         state.stats.inductor_compiles += 1
         try:
-            fn = state.compile_fn(gm, example)
+            # 1 is specialized here (range [2, oo)): size-oblivious is exact, and Inductor
+            # then adds no guard for a choice its general path covers (Note [Sizes of one])
+            with size_oblivious():
+                fn = state.compile_fn(gm, example)
         except Exception as e:  # noqa: BLE001 -- the eager backend runs it, recorded
             state.compile_failed(f"Inductor failed to compile a dynamic graph, it runs on the "
                                  f"eager backend: {type(e).__name__}: "

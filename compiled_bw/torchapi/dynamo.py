@@ -50,13 +50,23 @@ USED = {
     "torch._dynamo.side_effects.SideEffects.is_modified": "capture/guarded.py",
     "torch._dynamo.variables.base.AttributeMutationNew": "capture/guarded.py",
     "torch._dynamo.variables.base.ValueMutationNew": "capture/guarded.py",
+    "torch.fx.experimental._config.backed_size_oblivious": "runtime/dynamic.py",
 }
+
+
+def size_oblivious():
+    """A context in which backed size symbols made in it are not specialized to 0/1 and
+    size-oblivious reasoning applies to them (torch.fx.experimental._config
+    backed_size_oblivious; capture/dynamic.py Note [Sizes of one]): the whole symbolic trace
+    and its Inductor compile run in it."""
+    from torch.fx.experimental import _config
+    return _config.patch(backed_size_oblivious=True)
 
 
 def symbolic_fakes(reals: list, dynamic_dims: list):
     """Fake tensors for `reals` in a fresh FakeTensorMode with a ShapeEnv: dims listed in
-    dynamic_dims[k] (a set) get their own size symbol (no duck sizing, 0/1 specialized), the
-    others stay static.  Returns (mode, env, fakes)."""
+    dynamic_dims[k] (a set) get their own size symbol (no duck sizing; inside size_oblivious()
+    not specialized to 0/1), the others stay static.  Returns (mode, env, fakes)."""
     env = ShapeEnv()
     mode = FakeTensorMode(shape_env=env)
     fakes = []
@@ -68,10 +78,15 @@ def symbolic_fakes(reals: list, dynamic_dims: list):
 
 
 def symint(env, value: int, name: str):
-    """A backed SymInt input of its own symbol (hint `value`)."""
+    """A backed SymInt input of its own symbol (hint `value`); a size: size-like, as a tensor's
+    size symbols are inside size_oblivious()."""
     from torch._dynamo.source import ConstantSource
+    from torch.fx.experimental import _config
     src = ConstantSource(name)
-    sym = env.create_symbol(value, src, dynamic_dim=DimDynamic.DYNAMIC)
+    sym = env.create_symbol(value, src, dynamic_dim=DimDynamic.DYNAMIC,
+                            do_not_specialize_zero_one=_config.backed_size_oblivious)
+    if _config.backed_size_oblivious and not isinstance(sym, int) and sym.is_Symbol:
+        env.size_like.add(sym)
     return env.create_symintnode(sym, hint=value, source=src)
 
 
