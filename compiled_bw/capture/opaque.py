@@ -323,9 +323,12 @@ def opaque_direct(site: int, grads: list, label: str) -> list:
         # + the temporary storage object)
         unreferenced = plain and sys.getrefcount(o) <= 3 and \
             _storage_use_count(o.untyped_storage()._cdata) <= 2
-        # layout: Note [Opaque output layout]; views of inputs are copied (custom op outputs)
-        if not _same_layout(o, want) or _views_input(o, grads):
-            if not _same_layout(o, want):
+        # layout: Note [Opaque output layout]; views of inputs are copied (custom op outputs).
+        # An unreferenced output shares its storage with no input grad (that grad would hold
+        # it too): no need to look (a storage object per grad, every call).
+        same = _same_layout(o, want)
+        if not same or (not unreferenced and _views_input(o, grads)):
+            if not same:
                 step.real_layouts[(site, len(res))] = (tuple(o.shape), tuple(o.stride()))
             o = torch.empty_strided(o.shape, want, dtype=o.dtype, device=o.device).copy_(o)
             unreferenced = True
