@@ -188,6 +188,40 @@ def test_traceable_ctx_state_change_recaptures():
     assert st.cache_hits == 1
 
 
+class PlainBackward(torch.autograd.Function):
+    """Traced; its backward reads no global, closure cell or default (custom.py Note [Constant
+    function keys])."""
+    compiled_bw_traceable = True
+
+    @staticmethod
+    def forward(ctx, x):
+        return x * 1
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2
+
+
+def test_traceable_backward_code_replaced_recaptures():
+    """A backward whose code object is replaced between steps is another function for the
+    trace: recaptured, never the old constant."""
+    double = PlainBackward.backward.__code__
+    triple = (lambda ctx, g: g * 3).__code__
+    codes = iter([double, triple, double] * 2)
+
+    def step(st):
+        x, _log = st
+        x.grad = None
+        PlainBackward.backward.__code__ = next(codes)
+        PlainBackward.apply(x).sum().backward()
+        return [x.grad]
+    try:
+        st = differential(_leaves((6,)), step, captures=2)
+    finally:
+        PlainBackward.backward.__code__ = double
+    assert st.cache_hits == 1
+
+
 class TraceableDivide(torch.autograd.Function):
     compiled_bw_traceable = True
 

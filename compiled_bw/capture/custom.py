@@ -129,9 +129,18 @@ def is_traceable(cls) -> bool:
 
 def auto_traced(cls) -> bool:
     """Traced without opt-in because it is a custom op's Function (Note [Traced without
-    opt-in]): then a ctx that is not plain values makes the node opaque, not a fallback."""
-    fwd = cls._forward_cls
-    return getattr(fwd, TRACEABLE_ATTR, None) is None and torch_autograd.is_custom_op_function(fwd)
+    opt-in]): then a ctx that is not plain values makes the node opaque, not a fallback.
+    Answered once per node class, as nodes.node_kind classifies it once (the walk asks per
+    node, every step)."""
+    got = _AUTO_TRACED.get(cls)
+    if got is None:
+        fwd = cls._forward_cls
+        got = _AUTO_TRACED[cls] = (getattr(fwd, TRACEABLE_ATTR, None) is None
+                                   and torch_autograd.is_custom_op_function(fwd))
+    return got
+
+
+_AUTO_TRACED: dict = {}     # node class -> auto_traced (kept alive as nodes._KINDS keeps it)
 
 
 _SCALARS = (int, bool, str, type(None), torch.dtype, torch.device, torch.layout,
@@ -177,7 +186,7 @@ def function_key(fn, depth: int = 2):
         return NOT_PLAIN if any(p is NOT_PLAIN for p in parts) else (functools.partial, parts)
     if not isinstance(fn, types.FunctionType) or depth < 0:
         return NOT_PLAIN
-    parts = [fn]
+    parts = [fn, fn.__code__]      # code too: it can be replaced (`fn.__code__ = ...`)
     for cell in fn.__closure__ or ():
         try:
             v = cell.cell_contents
@@ -193,6 +202,29 @@ def function_key(fn, depth: int = 2):
         if name in g:
             parts.append((name, value_key(g[name], depth)))
     return NOT_PLAIN if any(p is NOT_PLAIN for p in parts) else tuple(parts)
+
+
+# Note [Constant function keys]
+# The walk keys every traced custom node on its backward (ctx_state), every step.  A function
+# that reads nothing a key must follow -- no closure, no default values, no global names (torch's
+# BackwardHookFunction.backward, `return args`, in every module full backward hook) -- has the
+# same key as long as its code and defaults are the same objects: that key is kept, and checked
+# against them on each use (~1 us a node saved).
+_CONSTANT_KEYS: dict = {}   # function -> (its __code__, its key)
+
+
+def backward_key(fn):
+    """function_key(fn), from _CONSTANT_KEYS where Note [Constant function keys] allows."""
+    got = _CONSTANT_KEYS.get(fn) if type(fn) is types.FunctionType else None
+    if got is not None and got[0] is fn.__code__ and fn.__defaults__ is None \
+            and fn.__kwdefaults__ is None:
+        return got[1]
+    key = function_key(fn)
+    if (type(fn) is types.FunctionType and fn.__closure__ is None and fn.__defaults__ is None
+            and fn.__kwdefaults__ is None and not _global_names(fn.__code__)
+            and key is not NOT_PLAIN):
+        _CONSTANT_KEYS[fn] = (fn.__code__, key)
+    return key
 
 
 def value_key(v, depth: int = 2):
@@ -249,7 +281,7 @@ def ctx_state(node) -> tuple | None:
         if key is NOT_PLAIN:
             return None
         items.append((k, key))
-    backward = function_key(type(node)._forward_cls.backward)
+    backward = backward_key(type(node)._forward_cls.backward)
     if backward is NOT_PLAIN:
         return None
     items.append(("backward", backward))

@@ -13,6 +13,7 @@ grad() only captures.  Registrations made before compiled_bw was imported are no
 """
 from __future__ import annotations
 
+import types
 import weakref
 
 import torch
@@ -125,19 +126,25 @@ class NodeHooks:
         self.post = None           # OrderedDict of node post-hooks
 
     def signature(self) -> tuple:
-        return (tuple((s, tuple(_ident(h) for d in ds for h in d.values()))
-                      for s, ds in sorted(self.tensor.items())),
-                tuple(sorted(self.retains)),
-                None if self.pre is None else tuple(_ident(h) for h in self.pre.values()),
-                None if self.post is None else tuple(_ident(h) for h in self.post.values()))
+        t = self.tensor     # (the walk asks per hooked node, every step: no work for empties)
+        return (tuple((s, tuple(_ident(h) for d in t[s] for h in d.values())) for s in sorted(t))
+                if t else (),
+                tuple(sorted(self.retains)) if self.retains else (),
+                None if self.pre is None else tuple(map(_ident, self.pre.values())),
+                None if self.post is None else tuple(map(_ident, self.post.values())))
 
     def has_pre(self) -> bool:
         return bool(self.tensor or self.retains or self.pre)
 
 
+_FUNCTION = types.FunctionType
+
+
 def _ident(hook):
     """A hook's identity for the signature: its code (a lambda made anew each step is the
     same hook), else its type."""
+    if type(hook) is _FUNCTION:
+        return hook.__code__
     f = getattr(hook, "__func__", hook)
     return getattr(f, "__code__", type(f))
 

@@ -253,7 +253,8 @@ def _call(state, t_outputs, grad_tensors, keep_graph, inputs, allow_unused, accu
                    bool(allow_unused))
     key, root_key = _keys(state, w, root_edges, grad_tensors, opts)
     got = slots = None
-    if state.dynamic is not False and state.cache.get(key) is None:
+    hit = state.cache.get(key)      # one lookup: the key's hash and equality are not free
+    if state.dynamic is not False and hit is None:
         got = dynamic.step(state, w, root_edges, opts, grad_tensors, key, root_key)
     if got is not None and got[0] is dynamic.STATIC:    # a dynamic capture failed: static
         slots = got[1]
@@ -261,7 +262,8 @@ def _call(state, t_outputs, grad_tensors, keep_graph, inputs, allow_unused, accu
     if got is not None:
         entry, slots, w = got
     else:
-        entry, slots = _lookup_or_capture(state, w, opts, grad_tensors, key, root_key, slots)
+        entry, slots = _lookup_or_capture(state, w, opts, grad_tensors, key, root_key, slots,
+                                          hit)
     if slots is None and not opts.retain_graph and not w.frees_saved_itself:
         slots = _install(w)     # Python walk: Slots free the saved tensors after the run
     try:
@@ -321,10 +323,11 @@ def _keys(state, w, root_edges, grad_tensors, opts: Options) -> tuple:
 
 
 def _lookup_or_capture(state, w, opts, grad_tensors, key: CacheKey, root_key: RootKey,
-                       slots=None):
+                       slots=None, hit=None):
     """The cache entry for `key` (Compiled; a Fallback raises), captured on a miss; and the
-    Slots installed for the capture (None on a hit).  slots: already installed on w."""
-    entry = state.cache.get(key)
+    Slots installed for the capture (None on a hit).  slots: already installed on w.  hit:
+    the entry the caller just looked up (None: look it up)."""
+    entry = hit if hit is not None else state.cache.get(key)
     if isinstance(entry, Compiled) and entry.layout_found is not None:
         entry, slots = _relayout_recapture(state, w, opts, grad_tensors, key, root_key, entry,
                                            slots)
