@@ -15,6 +15,7 @@ import pytest
 import torch
 import torch.utils.checkpoint as cp
 from differential import differential, grads
+from hf_models import gpt2_checkpointed
 
 import compiled_bw
 
@@ -364,24 +365,7 @@ def test_checkpoint_under_grad_and_retain_graph():
 
 @pytest.mark.parametrize("reentrant", [False, True])
 def test_hf_gradient_checkpointing_gpt2(reentrant):
-    transformers = pytest.importorskip("transformers")
-
-    def build():
-        torch.manual_seed(0)
-        cfg = transformers.GPT2Config(vocab_size=50, n_positions=16, n_embd=16, n_layer=2,
-                                      n_head=2, resid_pdrop=0.1, embd_pdrop=0.1,
-                                      attn_pdrop=0.1)
-        model = transformers.GPT2LMHeadModel(cfg)
-        model.gradient_checkpointing_enable(
-            gradient_checkpointing_kwargs={"use_reentrant": reentrant})
-        model.train()
-        return [model, torch.randint(0, 50, (2, 8))]
-
-    def step(st):
-        model, ids = st
-        model.zero_grad(set_to_none=True)
-        model(input_ids=ids, labels=ids).loss.backward()
-        return grads(model)
+    build, step = gpt2_checkpointed(0.1, reentrant)
     differential(build, step, strict=True, steps=2, captures=2 if reentrant else 1)
 
 

@@ -10,6 +10,7 @@ import pytest
 import torch
 import torch.utils.checkpoint as cp
 from differential import differential, grads
+from hf_models import gpt2_checkpointed
 from torch import nn
 
 import compiled_bw
@@ -326,36 +327,15 @@ def test_side_effect_declines_and_runs_as_often_as_eager(region):
     assert compiled_bw.stats().recompute_refused == 1
 
 
-def _gpt2(pdrop):
-    transformers = pytest.importorskip("transformers")
-
-    def build():
-        torch.manual_seed(0)
-        cfg = transformers.GPT2Config(vocab_size=50, n_positions=16, n_embd=16, n_layer=2,
-                                      n_head=2, resid_pdrop=pdrop, embd_pdrop=pdrop,
-                                      attn_pdrop=pdrop)
-        model = transformers.GPT2LMHeadModel(cfg)
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        model.train()
-        return [model, torch.randint(0, 50, (2, 8))]
-
-    def step(st):
-        model, ids = st
-        model.zero_grad(set_to_none=True)
-        model(input_ids=ids, labels=ids).loss.backward()
-        return grads(model)
-    return build, step
-
-
 def test_hf_gpt2_gradient_checkpointing_is_traced():
-    differential(*_gpt2(0.0), strict=True, steps=2)
+    differential(*gpt2_checkpointed(0.0), strict=True, steps=2)
     st = compiled_bw.stats()
     assert "carry hooks" not in _opaque_nodes(), _opaque_nodes()
     assert st.recompute_captures >= 1 and st.recompute_refused == 0, st
 
 
 def test_hf_gpt2_with_dropout_declines():
-    differential(*_gpt2(0.1), strict=True, steps=2)
+    differential(*gpt2_checkpointed(0.1), strict=True, steps=2)
     assert "carry hooks" in _opaque_nodes(), "dropout: eager replays the forward's RNG state"
 
 
