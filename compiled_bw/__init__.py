@@ -19,6 +19,7 @@ from .api import (
     wait_for_compiles,
 )
 from .backends import register_backend
+from .capture.hooks import HookRegisteredDuringBackward
 from .capture.packed import traceable_saved_tensors_hooks
 from .compress import compress_activations
 from .errors import CompiledBwError, Unsupported
@@ -30,6 +31,7 @@ install()
 
 __all__ = [
            "CompiledBwError",
+           "HookRegisteredDuringBackward",
            "Stats",
            "Unsupported",
            "compress_activations",
