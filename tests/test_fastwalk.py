@@ -546,3 +546,24 @@ def test_release_nodes_frees_a_custom_functions_saved_tensors(ext):
     ext.release_nodes([node])
     with pytest.raises(RuntimeError, match="backward through the graph a second time"):
         _ = node.saved_tensors
+
+
+def test_a_build_killed_half_way_does_not_block_later_processes(ext, tmp_path):
+    # Note [Stale build lock] (capture/fastwalk.py): torch's `lock` file left by a dead build
+    # made every later process wait forever.  A copy of the built dir plus such a file.
+    src = fastwalk.build_dir()
+    base = tmp_path / "build"
+    dst = base / os.path.basename(src)
+    shutil.copytree(src, dst, symlinks=True)
+    for stale in ("lock", "compiled_bw.lock"):
+        (dst / stale).unlink(missing_ok=True)
+    (dst / "lock").write_text("")
+    env = {**os.environ, "COMPILED_BW_BUILD_DIR": str(base)}
+    code = ("from compiled_bw.capture import fastwalk; "
+            "assert fastwalk.load() is not None, fastwalk.counters()")
+    try:
+        r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                           text=True, timeout=120, check=False)
+    except subprocess.TimeoutExpired:
+        pytest.fail("loading the C++ walk waited on a stale build lock")
+    assert r.returncode == 0, r.stderr[-2000:]

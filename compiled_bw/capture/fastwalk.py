@@ -37,6 +37,7 @@ nodes.hooked_kind (`opaque()` says 2 for it; nodes.py Note [Hooked saved tensors
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import logging
@@ -152,13 +153,38 @@ def load(verbose: bool = False):
         return ext
 
 
+@contextlib.contextmanager
+def _build_lock(d: str):
+    """Note [Stale build lock]: torch's cpp_extension marks a build in progress with a `lock`
+    file and makes every other process wait for it to go away; a build killed half-way
+    (Ctrl-C on the first backward) leaves it, and every later process would wait forever,
+    silently.  Each of our builds first takes an OS lock (flock: released when its process
+    dies, however it dies) on its own file in the build dir; holding it, no other builder is
+    alive, so a `lock` file there is stale and is removed."""
+    try:
+        import fcntl
+    except ImportError:         # not POSIX: torch's own lock only
+        yield
+        return
+    with open(os.path.join(d, "compiled_bw.lock"), "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(os.path.join(d, "lock"))
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
 def _load_once(verbose: bool):
     t0 = time.perf_counter()
     try:
         from torch.utils.cpp_extension import load as _load
-        ext = _load("compiled_bw_fastwalk", _SRC, build_directory=build_dir(),
-                    extra_cflags=["-O2", f"-DCOMPILED_BW_FASTWALK_SOURCE={source_hash()}"],
-                    verbose=verbose)
+        d = build_dir()
+        with _build_lock(d):
+            ext = _load("compiled_bw_fastwalk", _SRC, build_directory=d,
+                        extra_cflags=["-O2", f"-DCOMPILED_BW_FASTWALK_SOURCE={source_hash()}"],
+                        verbose=verbose)
         ext.init(WalkUnsupported, GiveUp, _classify, _list_svs, _py_node)
         _walk_module.saved_hooks_in = ext.saved_hooks_in   # the Python walk's check too
     except Exception as e:  # noqa: BLE001 -- any build/load failure: the Python walk works
