@@ -350,11 +350,16 @@ def last_compiled() -> Callable | None:
 
 def explain() -> str:
     """A readable summary: counters, fallback reasons, and the last captured graph."""
-    s = _G.stats
+    s = stats()
     head = (f"captures={s.captures} cache_hits={s.cache_hits} fallbacks={s.fallbacks} "
             f"compile_seconds={s.compile_seconds:.2f}")
+    if s.inductor_compiles:
+        head += f" inductor_compiles={s.inductor_compiles}"
     if s.dynamic_captures:
         head += f" dynamic_captures={s.dynamic_captures} dynamic_hits={s.dynamic_hits}"
+    if s.recompute_captures or s.recompute_refused:
+        head += (f" checkpoint regions: dynamo_traces={s.recompute_captures} "
+                 f"guard_failures={s.recompute_guard_failures} refused={s.recompute_refused}")
     lines = [head]
     lines += [f"  fallback: {r}" for r in s.fallback_reasons[-10:]]
     lines += [f"  recapture: {r}" for r in s.recompile_reasons[-10:]]

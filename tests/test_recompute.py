@@ -332,6 +332,7 @@ def test_hf_gpt2_gradient_checkpointing_is_traced():
     st = compiled_bw.stats()
     assert "carry hooks" not in _opaque_nodes(), _opaque_nodes()
     assert st.recompute_captures >= 1 and st.recompute_refused == 0, st
+    assert f"checkpoint regions: dynamo_traces={st.recompute_captures} " in compiled_bw.explain()
 
 
 def test_hf_gpt2_with_dropout_declines():
