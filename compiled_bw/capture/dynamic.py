@@ -21,9 +21,9 @@ before).  The input metadata becomes SymInt graph inputs too, and so do an AOT b
 symints (Note [Dynamic AOT backwards]).  Every other position of the signature is in the
 dynamic key exactly (masked with DYN only at the dynamic positions).
 A step reuses the graph only if (Guards.check): every symbol's value lies in its range (0 is
-specialized; 1 on the Inductor backend too: Note [Sizes of one]), every replacement and guard the trace recorded
-holds, and every size/stride/storage offset of every symbolic input equals what the trace
-assumed.  A guard that fails means a new capture, with its reason.
+specialized; 1 on the Inductor backend too: Note [Sizes of one]), every replacement and guard
+the trace recorded holds, and every size/stride/storage offset of every symbolic input equals
+what the trace assumed.  A guard that fails means a new capture, with its reason.
 
 Note [Sizes of one]
 A size of 1 broadcasts: every elementwise op between two symbolic sizes asks "is it 1?", and

@@ -43,9 +43,9 @@ _LEGACY_TYPES = {torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
 def modified_message(t: torch.Tensor, expected: int) -> str:
     """Eager's error text (SavedVariable::unpack, torch 2.13, anomaly mode off: compiled_bw
     runs eager autograd under anomaly mode; _fastwalk_slots.cpp slot_unpack says the same) for
-    saved tensor `t`, saved at version `expected` and modified in place since.  Its grad_fn is what eager names: the tensor's own for a saved
-    input (a view's regenerated one), the node's for a saved output (the unpacked tensor
-    carries it); none for a leaf."""
+    saved tensor `t`, saved at version `expected` and modified in place since.  Its grad_fn is
+    what eager names: the tensor's own for a saved input (a view's regenerated one), the node's
+    for a saved output (the unpacked tensor carries it); none for a leaf."""
     fn = t.grad_fn
     which = "" if fn is None else \
         f", which is output {t.output_nr} of {_BACKWARD_SUFFIX.sub('', fn.name())},"

@@ -107,8 +107,8 @@ class Plan:
 # there and reads them modified, but the graph may have read them before, so a modified one
 # raises compiled_bw's error naming what reads it.  Nodes run opaquely unpack through their
 # Slots at run time, which check.  A traced custom backward's saved tensors are checked even if
-# it does not read them (eager then would not).  Cost: one version read per checked tensor per step, only in
-# graphs with calls.
+# it does not read them (eager then would not).  Cost: one version read per checked tensor per
+# step, only in graphs with calls.
 
 
 def _needed_and_captured(w, opts):

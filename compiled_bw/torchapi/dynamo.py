@@ -140,9 +140,9 @@ def region_guards(fn, args: tuple):
     """Dynamo's verdict on `fn(*args)` under enable_grad: its guard manager (`.check(
     {"fn": fn, "args": args})` says whether a later call would trace the same graph) if
     Dynamo traces it whole (fullgraph, static shapes, numbers specialized: each is a value
-    guard, none a graph input) with no effect outside the call (_clean), else None.  Nothing of fn runs: the compiled graph raises before any of it
-    would, and a Dynamo that would not compile (disabled, a stance other than the default)
-    is not called."""
+    guard, none a graph input) with no effect outside the call (_clean), else None.  Nothing of
+    fn runs: the compiled graph raises before any of it would, and a Dynamo that would not
+    compile (disabled, a stance other than the default) is not called."""
     import types
 
     import torch._dynamo as dynamo
