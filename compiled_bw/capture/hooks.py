@@ -67,11 +67,11 @@ def _registered(node=None) -> None:
 
 
 def register_hook(self, hook):
-    if self.grad_fn is not None:
-        _registered(self.grad_fn)
+    fn = self.grad_fn
+    if fn is not None:
+        _registered(fn)
     fresh = self._backward_hooks is None
     handle = _orig_register_hook(self, hook)
-    fn = self.grad_fn
     d = self._backward_hooks
     if fresh and fn is not None and d is not None:
         # Under a TorchFunctionMode (torch.set_default_device is one) torch's register_hook
@@ -84,10 +84,11 @@ def register_hook(self, hook):
 
 
 def retain_grad(self):
-    if self.grad_fn is not None:
-        _registered(self.grad_fn)
+    fn = self.grad_fn
+    if fn is not None:
+        _registered(fn)
     _orig_retain_grad(self)
-    if self.grad_fn is not None:
+    if fn is not None:
         RETAINED[id(self)] = self
 
 

@@ -454,16 +454,23 @@ def found_layouts(real_layouts: dict, observed: frozenset) -> dict:
     return {k: v[1] for k, v in real_layouts.items() if v[2] is None and k in observed}
 
 
+def _hinted(site: int, specs: tuple, strides: tuple) -> tuple:
+    """Per kept output: the strides LAYOUT_HINTS holds for it (of its rank), else `strides`'."""
+    shapes = [sp[0] for sp in specs if sp is not None]
+    out = []
+    for j, st in enumerate(strides):
+        hint = LAYOUT_HINTS.get((site, j))
+        out.append(hint if hint is not None and len(hint) == len(shapes[j]) else st)
+    return tuple(out)
+
+
 @torch.library.register_fake("compiled_bw::opaque", lib=_LIB)
 def _opaque_fake(site: int, grads: list[torch.Tensor | None], label: str) -> list[torch.Tensor]:
     s = THREAD.step.sites[site]
     if s.out_strides is None:
         s.out_strides = _guess_strides(s.out_specs, grads)
         if LAYOUT_HINTS:
-            shapes = [sp[0] for sp in s.out_specs if sp is not None]
-            s.out_strides = tuple(
-                LAYOUT_HINTS.get((site, j), st) if len(LAYOUT_HINTS.get((site, j), st)) ==
-                len(shapes[j]) else st for j, st in enumerate(s.out_strides))
+            s.out_strides = _hinted(site, s.out_specs, s.out_strides)
     specs = (sp for sp in s.out_specs if sp is not None)
     return [torch.empty_strided(shape, strides, dtype=dtype, device=device)
             for (shape, dtype, device), strides in zip(specs, s.out_strides, strict=True)]

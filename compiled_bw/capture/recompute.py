@@ -106,9 +106,9 @@ def _tree_key(module) -> tuple | None:
         if not (cls.__module__.startswith("torch.nn.modules.")
                 or cls.__dict__.get("compiled_bw_traceable", False) is True):
             return None
-        d = vars(m)
-        if any(d.get(h) for h in _HOOK_DICTS):
+        if _has_hooks(m):
             return None
+        d = vars(m)
         attrs = []
         for k, v in d.items():
             if k in _INTERNAL or k in _HOOK_DICTS:
@@ -255,9 +255,15 @@ def _mutates(node) -> bool:
     return isinstance(t, OpOverload) and t._schema.is_mutable
 
 
+def _has_hooks(m) -> bool:
+    """Whether module `m` itself has an instance hook."""
+    d = vars(m)
+    return any(d.get(h) for h in _HOOK_DICTS)
+
+
 def _hooked(module) -> bool:
     """Whether any submodule has an instance hook (Dynamo does not guard them)."""
-    return any(any(vars(m).get(h) for h in _HOOK_DICTS) for m in module.modules())
+    return any(_has_hooks(m) for m in module.modules())
 
 
 class _Adapter(torch.nn.Module):

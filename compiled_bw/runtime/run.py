@@ -364,12 +364,17 @@ def _miss(state, w, opts, grad_tensors, key: CacheKey, root_key: RootKey, slots=
             if isinstance(entry, Compiled):
                 state.stats.cache_hits += 1
     if fresh and isinstance(entry, Compiled):
-        state.stats.captures += 1
-        for name in entry.plan.opaque_names:
-            if "(" in name:         # run opaquely for a reason worth knowing
-                state.note(f"opaque call: {name}")
-        state.record_capture(entry)
+        _counted(state, entry)
     return entry, slots
+
+
+def _counted(state, entry: Compiled) -> None:
+    """A fresh capture: counted, its opaque calls worth knowing noted, recorded."""
+    state.stats.captures += 1
+    for name in entry.plan.opaque_names:
+        if "(" in name:         # run opaquely for a reason worth knowing
+            state.note(f"opaque call: {name}")
+    state.record_capture(entry)
 
 
 def _record_layouts(entry: Compiled, real_layouts: dict) -> None:
@@ -406,8 +411,7 @@ def _relayout_recapture(state, w, opts, grad_tensors, key: CacheKey, root_key: R
         return old, slots
     entry.layout_hints = hints
     state.cache.entries[key] = entry        # replaces it: not one more entry for the limit
-    state.stats.captures += 1
-    state.record_capture(entry)
+    _counted(state, entry)
     return entry, slots
 
 
