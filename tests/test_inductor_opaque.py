@@ -170,3 +170,44 @@ def test_wrapper_calls_opaque_and_deliver_directly():
     assert "compiled_bw_opaque_direct(" in call and "compiled_bw_deliver_direct(" in call, call
     assert not any(f"torch.ops.compiled_bw.{op}.default(" in call
                    for op in ("opaque", "deliver", "barrier")), call
+
+
+class _Strides(torch.autograd.Function):
+    """Records the strides of the grad its backward is given."""
+
+    @staticmethod
+    def forward(ctx, x, log):
+        ctx.log = log
+        return x * 1.0
+
+    @staticmethod
+    def backward(ctx, g):
+        ctx.log.append(("custom", tuple(g.shape), g.stride()))
+        return g * 3.0, None
+
+
+def test_opaque_calls_get_eagers_strides_size_one_dims_included():
+    # Note [Inductor: opaque input strides]: Inductor laid out the (3, 1, 5) grad of a keepdim
+    # sum with strides (5, 15, 1), and a hook saw them where eager's are (5, 5, 1)
+    def build():
+        return torch.randn(3, 4, 5, requires_grad=True), torch.randn(2, 6, requires_grad=True)
+
+    def step(state):
+        x, w = state
+        x.grad = w.grad = None
+        log = []
+
+        def seen(tag):
+            return lambda g: log.append((tag, tuple(g.shape), g.stride()))
+        y = x.sum(1, keepdim=True)
+        y.register_hook(seen("keepdim"))
+        u = w.unsqueeze(1) * 2.0                # (2, 1, 6)
+        u.register_hook(seen("unsqueeze"))
+        v = _Strides.apply(x.amax(2, keepdim=True).transpose(0, 2), log)   # (1, 4, 3)
+        t = w.t()[:, :1] * 1.5                  # (6, 1)
+        t.register_hook(seen("column"))
+        loss = (y * torch.randn(3, 1, 5)).sum() + (u * torch.randn(2, 1, 6)).sum() \
+            + (v.exp() * torch.randn(1, 4, 3)).sum() + (t * torch.randn(6, 1)).sum()
+        loss.backward()
+        return [x.grad, w.grad, log]
+    differential(build, step, steps=3, backend="inductor")

@@ -144,7 +144,7 @@ from ..torchapi.inductor import config as inductor_config
 #    Inductor's schedule: Note [Inductor: call order]).  The C++ wrapper never holds our calls
 #    (Note [Inductor: C++ wrapper]).
 
-CODEGEN_VERSION = 10     # bump when the code Inductor generates for us changes (FX graph cache key)
+CODEGEN_VERSION = 11     # bump when the code Inductor generates for us changes (FX graph cache key)
 
 
 def _avg_pool_ceil_include_pad(grad, x, kernel_size, stride, padding, ceil_mode,
@@ -186,10 +186,32 @@ def _buffer_names(node) -> list:
 _opaque_fallback = lowering.fallback_handler(opaque, add_to_fallback_set=False)
 
 
+# Note [Inductor: opaque input strides]
+#    User code sees what an opaque call is given (a hook's grad, a custom backward's grad
+#    outputs): its strides must be eager's, size-1 dimensions included (`g.stride()` in a
+#    hook).  Inductor lays out an intermediate buffer as it likes (a (3, 1, 5) sum got strides
+#    (5, 15, 1) where eager's formula gives (5, 5, 1)), so each tensor an opaque call takes is
+#    required to have the exact strides of its traced value, which are eager's (a copy only
+#    where more than size-1 strides differ; a size-1 stride is matched by reinterpreting).
+
+
+def _eager_strides(grads, fx_args) -> list:
+    """Note [Inductor: opaque input strides]: each IR grad with its traced value's strides."""
+    out = []
+    for g, f in zip(grads, fx_args, strict=True):
+        val = f.meta.get("val") if isinstance(f, torch.fx.Node) else None
+        if isinstance(g, ir.IRNode) and isinstance(val, torch.Tensor):
+            g = ir.ExternKernel.require_exact_strides(g, val.stride())
+        out.append(g)
+    return out
+
+
 @lowering.register_lowering(opaque, type_promotion_kind=None)
 def _lower_opaque(site, grads, label):
     """Note [Inductor: opaque buffers]: an extern call of the real op whose inputs and
-    outputs are never reused."""
+    outputs are never reused, and whose inputs have the strides eager's would (Note [Inductor:
+    opaque input strides])."""
+    grads = _eager_strides(grads, V.graph.current_node.args[1])
     outs = _opaque_fallback(site, grads, label)
     names = _buffer_names(outs)
     for k in {id(o.data.data.inputs[0]): o.data.data.inputs[0] for o in outs}.values():
