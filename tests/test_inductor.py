@@ -205,3 +205,31 @@ def test_a_graph_inductor_cannot_compile_runs_on_the_eager_backend():
         return [leaf.grad.to_dense(), leaf.grad.layout == torch.sparse_coo]
     st = differential(build, step, backend="inductor", fallbacks=None, strict=False)
     assert any("Inductor failed to compile" in r for r in st.fallback_reasons), st.fallback_reasons
+
+
+def test_fx_graph_cache_key_follows_our_code(monkeypatch):
+    # Note [Inductor: cache key of our code]: an artefact compiled by another version of our
+    # lowerings is not served from Inductor's on-disk FX graph cache
+    from torch._dynamo.utils import counters
+
+    from compiled_bw.backends import inductor as ours
+
+    def run():
+        torch.manual_seed(0)
+        x = torch.randn(4, 4, requires_grad=True)
+        with compiled_bw.enable(backend="inductor", background_compile=False):
+            (x.sin() * 3).sum().backward()
+        return x.grad
+
+    monkeypatch.setattr(torch._inductor.config, "fx_graph_cache", True)
+    compiled_bw.reset()
+    run()                                   # compiled (or served) under today's key
+    compiled_bw.reset()
+    hits = counters["inductor"]["fxgraph_cache_hit"]
+    run()
+    assert counters["inductor"]["fxgraph_cache_hit"] == hits + 1, "same code: served from the cache"
+    monkeypatch.setattr(ours, "SOURCE_KEY", "another version")
+    compiled_bw.reset()
+    misses = counters["inductor"]["fxgraph_cache_miss"]
+    run()
+    assert counters["inductor"]["fxgraph_cache_miss"] == misses + 1, "other code: compiled anew"

@@ -147,6 +147,29 @@ from ..torchapi.inductor import config as inductor_config
 CODEGEN_VERSION = 11     # bump when the code Inductor generates for us changes (FX graph cache key)
 
 
+def _source_key() -> str:
+    """Note [Inductor: cache key of our code]: a hash of the modules that decide what Inductor
+    generates for our graphs (our lowerings, the functions generated code calls)."""
+    import hashlib
+    import sys
+    h = hashlib.sha256()
+    for name in (__name__, "compiled_bw.capture.opaque", "compiled_bw.capture.deliver",
+                 "compiled_bw.torchapi.inductor"):
+        with open(sys.modules[name].__file__, "rb") as f:
+            h.update(f.read())
+    return h.hexdigest()[:16]
+
+
+# Note [Inductor: cache key of our code]
+#    Inductor's FX graph cache (on disk, shared by every process of the user) keys an
+#    artefact on the graph, torch's own source and Inductor's config -- not on our lowerings
+#    or on the functions our generated code calls.  A user who upgrades compiled_bw would be
+#    served code compiled by the old version (e.g. before Note [Inductor: opaque input
+#    strides]).  CODEGEN_VERSION is bumped by hand on such changes; the source hash of the
+#    modules involved is in the key too, so a forgotten bump cannot serve stale code.
+SOURCE_KEY = _source_key()
+
+
 def _avg_pool_ceil_include_pad(grad, x, kernel_size, stride, padding, ceil_mode,
                                count_include_pad, divisor_override=None) -> bool:
     return bool(ceil_mode) and bool(count_include_pad) and divisor_override is None
@@ -387,10 +410,10 @@ def compile_inductor(gm: torch.fx.GraphModule, example_inputs: list):
                        decomposition_table=select_decomp_table(),
                        tracing_mode="fake")(*example_inputs)
     strides = _pin_output_strides(retraced, vals)
-    # CODEGEN_VERSION: artefacts cached before a change of how we compile (e.g. Note [Inductor:
-    # no input asserts]) are not reused
+    # CODEGEN_VERSION, SOURCE_KEY: artefacts cached before a change of how we compile (e.g. Note
+    # [Inductor: no input asserts]) are not reused (Note [Inductor: cache key of our code])
     sites = current_sites()
-    retraced.compiled_bw_key = repr((CODEGEN_VERSION, strides,
+    retraced.compiled_bw_key = repr((CODEGEN_VERSION, SOURCE_KEY, strides,
                                      [(s.out_specs, s.out_strides) for s in sites]))
     phs = retraced.graph.find_nodes(op="placeholder")
     for n, ex in zip(phs, example_inputs, strict=True):
