@@ -139,16 +139,30 @@ class <lambda>(torch.nn.Module):
         mul: "f32[4]" = torch.ops.aten.mul.Tensor(getitem, saved_mul2_other);  getitem = saved_mul2_other = None
         return [mul]""")
 
-    def test_cat_with_non_grad_input_is_opaque(self):
+    def test_cat_with_non_grad_inputs_on_both_sides_is_opaque(self):
+        # x's offset is the first input's length, hidden in the node (nodes.py Note [Hidden
+        # saved state]): the real node runs
+        x = torch.randn(2, requires_grad=True)
+        self.assertExpectedInline(captured(lambda: torch.cat([torch.zeros(1), x * 2, torch.zeros(1)]).sum().backward()), """\
+class <lambda>(torch.nn.Module):
+    def forward(self, grad_root0: "f32[]", saved_mul2_other: "i64[]"):
+        # No stacktrace found for following nodes
+        expand: "f32[4]" = torch.ops.aten.expand.default(grad_root0, [4]);  grad_root0 = None
+        opaque = torch.ops.compiled_bw.opaque.default(0, [expand], 'node CatBackward0');  expand = None
+        getitem: "f32[2]" = opaque[0];  opaque = None
+        mul: "f32[2]" = torch.ops.aten.mul.Tensor(getitem, saved_mul2_other);  getitem = saved_mul2_other = None
+        return [mul]""")
+
+    def test_cat_with_a_non_grad_input_before_is_traced(self):
+        # the hidden length is what x leaves of the grad's: x's offset is known
         x = torch.randn(2, requires_grad=True)
         self.assertExpectedInline(captured(lambda: torch.cat([torch.zeros(1), x * 2]).sum().backward()), """\
 class <lambda>(torch.nn.Module):
     def forward(self, grad_root0: "f32[]", saved_mul2_other: "i64[]"):
         # No stacktrace found for following nodes
         expand: "f32[3]" = torch.ops.aten.expand.default(grad_root0, [3]);  grad_root0 = None
-        opaque = torch.ops.compiled_bw.opaque.default(0, [expand], 'node CatBackward0');  expand = None
-        getitem: "f32[2]" = opaque[0];  opaque = None
-        mul: "f32[2]" = torch.ops.aten.mul.Tensor(getitem, saved_mul2_other);  getitem = saved_mul2_other = None
+        slice_2: "f32[2]" = torch.ops.aten.slice.Tensor(expand, 0, 1, 3);  expand = None
+        mul: "f32[2]" = torch.ops.aten.mul.Tensor(slice_2, saved_mul2_other);  slice_2 = saved_mul2_other = None
         return [mul]""")
 
     def test_data_dependent_node_is_opaque(self):

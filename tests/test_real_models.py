@@ -178,3 +178,25 @@ def test_real_model_compiled_forward(name, backend, cache):
     import compiled_bw
     code = compiled_bw.last_graph().code
     assert "aot0_" in code and "custom CompiledFunctionBackward" not in code
+
+
+@pytest.mark.parametrize("name,backend", [("gpt2", "inductor"), ("llama", "eager")])
+def test_real_model_sequence_lengths_one_dynamic_graph(name, backend):
+    """Causal LMs over changing sequence lengths: one static capture, then one dynamic graph
+    for the rest.  Their KV cache concatenates an empty no-grad cache before each layer's new
+    keys even in training (a CatBackward0 with an input that needs no grad: nodes.py Note
+    [Hidden saved state]); that node ran opaque, kept the graph static, and every length was
+    a new capture (8 for 8 lengths)."""
+    lengths = [12, 20, 9, 33, 17, 40]
+
+    def build():
+        return _model(name), iter(lengths)
+
+    def step(state):
+        m, it = state
+        m.zero_grad(set_to_none=True)
+        ids = torch.randint(0, V, (2, next(it)))
+        m(input_ids=ids, labels=ids).loss.backward()
+        return [None if p.grad is None else p.grad.clone() for p in m.parameters()]
+    st = differential(build, step, steps=len(lengths), backend=backend, captures=2, fallbacks=0)
+    assert st.dynamic_captures == 1, st.recompile_reasons

@@ -84,6 +84,7 @@ extern PyObject* g_giveup;       // GiveUp: the C++ walk cannot do this step; us
 
 struct Rule {  // see nodes.py _edge_rules / hidden_state_unknown
   bool src_all = false, users_all = false;
+  bool offsets = false;  // ("offsets", "offsets"): nodes.py Note [Hidden saved state]
   std::vector<int> src, users;
 };
 

@@ -76,7 +76,9 @@ ClassInfo* class_info(Node* node, const NodePtr& owner) {
   for (auto rule : r[3].cast<py::tuple>()) {
     auto t = rule.cast<py::tuple>();
     Rule ru;
-    if (py::isinstance<py::str>(t[0]))
+    if (py::isinstance<py::str>(t[0]) && t[0].cast<std::string>() == "offsets")
+      ru.offsets = true;
+    else if (py::isinstance<py::str>(t[0]))
       ru.src_all = true;
     else
       for (auto k : t[0].cast<py::tuple>()) ru.src.push_back(k.cast<int>());
@@ -107,6 +109,18 @@ ClassInfo* class_info(Node* node, const NodePtr& owner) {
 bool hidden_state_unknown(const ClassInfo& ci, const std::vector<int32_t>& kids) {
   const size_t n = kids.size();
   for (const Rule& r : ci.rules) {
+    if (r.offsets) {  // some valid edge with invalid ones on both sides (nodes.py _offset_unknown)
+      size_t first = n, last = 0;
+      for (size_t k = 0; k < n; ++k)
+        if (kids[k] < 0) {
+          if (first == n) first = k;
+          last = k;
+        }
+      if (first == n) return false;
+      for (size_t k = first; k <= last; ++k)
+        if (kids[k] >= 0) return true;
+      return false;
+    }
     bool used = false, known = true;
     if (r.users_all) {
       for (auto c : kids) used |= c >= 0;

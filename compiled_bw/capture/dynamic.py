@@ -244,20 +244,35 @@ def _split_sizes(gs, v, saved, need):
 def _cat(g, v, saved, need, in_sizes):
     # FunctionsManual.cpp cat_tensors_backward, the inputs' sizes from the input metadata of
     # the nodes it feeds (its own saved sizes are not readable: see IN_META_FORMULAS)
+    # Inputs that need no grad have hidden sizes: together they are what the known ones leave
+    # of the grad's length, and they all sit on one side of every input whose grad is used
+    # (nodes.py Note [Hidden saved state]; else the node ran opaque and is not here)
     dim = v["dim"] % g.dim()
-    out, at = [], 0
-    for k, s in enumerate(in_sizes):
+
+    def legacy_empty(s):
+        return len(s) == 1 and type(s[0]) is int and s[0] == 0
+
+    hidden = g.shape[dim]
+    for s in in_sizes:
+        if s is not None and not legacy_empty(s):
+            hidden = hidden - s[dim]
+    # split_with_sizes, not narrow at a symbolic offset: a slice whose start is a difference
+    # of sizes gets an unbacked length in the symbolic trace
+    chunks, where, hidden_done = [], [], False
+    for s in in_sizes:
         if s is None:
-            if k != len(in_sizes) - 1:   # its length is hidden in the node, and it shifts the rest
-                raise NotDynamic("CatBackward0: an input that needs no grad precedes others")
-            out.append(None)
-            continue
-        if len(s) == 1 and type(s[0]) is int and s[0] == 0:   # a legacy empty input
-            out.append(g.new_zeros((0,)))
-            continue
-        out.append(g.narrow(dim, at, s[dim]) if need[k] else None)
-        at = at + s[dim]
-    return out
+            if not hidden_done:
+                chunks.append(hidden)
+                hidden_done = True
+            where.append(None)
+        elif legacy_empty(s):
+            where.append("empty")
+        else:
+            where.append(len(chunks))
+            chunks.append(s[dim])
+    parts = g.split_with_sizes(chunks, dim)
+    return [None if w is None or (w != "empty" and not need[k]) else
+            g.new_zeros((0,)) if w == "empty" else parts[w] for k, w in enumerate(where)]
 
 
 # nodes whose sizes are hidden in C++ (not readable from Python): always traced from our copy,

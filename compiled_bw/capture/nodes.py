@@ -36,12 +36,26 @@ CUSTOM, TRACE_CUSTOM, AOT = "custom", "trace_custom", "aot"
 #    runs, i.e. if the edge of an input whose formula uses it is valid.  So the node is traced
 #    unless some field is used (a user edge is valid) but not derivable (its source edge is
 #    invalid): then it runs OPAQUE (the real node, with its real fields, at run time).
-#    E.g. `x * 2.0` (MulBackward0, `other` needs no grad) traces; `cat([a, b_nograd])` whose
-#    offsets depend on b's size runs opaque.
+#    E.g. `x * 2.0` (MulBackward0, `other` needs no grad) traces.
+#    Except where a hidden size only places the others: CatBackward0's formula narrows the
+#    grad at each input's offset, which the sizes of the inputs before it decide.  The grad's
+#    length along `dim` (the node's own input metadata, in the signature) is the sum of them
+#    all, so inputs that need no grad (invalid edges, sizes hidden) are told apart by it when
+#    every input whose grad is used has all of them on one side: all before it (its offset is
+#    the known sizes before it plus the hidden sum, the total minus every known size) or all
+#    after it.  Only an input with hidden ones on both sides (`cat([a_nograd, b, c_nograd])`)
+#    has an unknown offset: then OPAQUE.  Hugging Face's KV cache concatenates an empty no-grad
+#    cache before each layer's new keys in training, so its CatBackward0 traces (and a new
+#    sequence length is a size change, not an opaque node keeping the graph static).  The rule
+#    ("offsets", "offsets") says so (capture/dynamic.py `_cat` places them the same way).
 #  - 'layout' (mm/addmm & co.): only non-strided (sparse) forward inputs change it; the walk
 #    falls back to eager whenever it meets a non-strided tensor, so strided is the only value.
 #  - 'geometry' (as_strided), 'optbool' (native_dropout's `train`): never derivable -> OPAQUE.
 NEVER_TRACE = ("geometry", "optbool")
+
+
+OFFSETS_ONLY = frozenset(("CatBackward0",))   # Note [Hidden saved state]: sizes that only place
+OFFSET_RULES = (("offsets", "offsets"),)
 
 
 def _edge_rules(args: tuple, hidden: tuple) -> tuple:
@@ -105,8 +119,8 @@ def _classify(cls: type) -> NodeKind:
         args, hidden = GENERATED[name]
         if any(kind in NEVER_TRACE for kind, _, _ in hidden):
             return NodeKind(name, OPAQUE, tensor_attrs, value_attrs)
-        return NodeKind(name, TRACE, tensor_attrs, value_attrs,
-                        edge_rules=_edge_rules(args, hidden))
+        rules = OFFSET_RULES if name in OFFSETS_ONLY else _edge_rules(args, hidden)
+        return NodeKind(name, TRACE, tensor_attrs, value_attrs, edge_rules=rules)
     if name in KNOWN_OPAQUE:
         return NodeKind(name, OPAQUE, tensor_attrs, value_attrs)
     return NodeKind(name, UNSUPPORTED, (), (), reason=f"unknown autograd node kind {name}")
@@ -116,11 +130,24 @@ def hidden_state_unknown(kind: NodeKind, edges: tuple) -> bool:
     """True if a hidden field this node's formulas would use is not in the signature."""
     for src, users in kind.edge_rules:
         valid = [c >= 0 for c, _ in edges]
+        if src == "offsets":
+            return _offset_unknown(valid)
         used = any(valid) if users == "all" else any(valid[u] for u in users if u < len(valid))
         known = all(valid) if src == "all" else all(valid[k] for k in src if k < len(valid))
         if used and not known:
             return True
     return False
+
+
+def _offset_unknown(valid: list) -> bool:
+    """Note [Hidden saved state]: some input whose grad is used has inputs with hidden sizes
+    both before and after it."""
+    first = last = None
+    for k, v in enumerate(valid):
+        if not v:
+            first = k if first is None else first
+            last = k
+    return first is not None and any(valid[first:last + 1])
 
 
 # Note [Hooked saved tensors]
