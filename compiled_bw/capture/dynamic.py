@@ -51,6 +51,7 @@ benchmark: one more capture and compile for the larger sizes).
 from __future__ import annotations
 
 import dataclasses
+import operator
 
 import sympy
 import torch
@@ -479,6 +480,46 @@ def _mask(x, paths):
     return tuple(lst)
 
 
+def matcher(masked: tuple, paths):
+    """A function sig -> bool equal to `mask(sig, paths) == masked` (and False where mask gives
+    None), built once per dynamic graph: C-level tuple comparisons of the positions without a
+    path (operator.itemgetter), recursing only into the tuples that hold a dynamic position."""
+    tree: dict = {}
+    for p in paths:
+        node = tree
+        for k in p[:-1]:
+            node = node.setdefault(k, {})
+            if node is None:
+                break
+        else:
+            node[p[-1]] = None
+    return _matcher(masked, tree)
+
+
+def _matcher(m, tree: dict):
+    if not isinstance(m, tuple):    # a path through a non-tuple: mask() never fits there
+        return lambda x: False
+    n = len(m)
+    rest = [k for k in range(n) if k not in tree]
+    get = operator.itemgetter(*rest) if rest else None
+    want = get(m) if get is not None else None
+    subs = tuple((k, _matcher(m[k], sub)) for k, sub in sorted(tree.items())
+                 if sub is not None and k < n)
+    if any(not 0 <= k < n for k in tree):
+        return lambda x: False
+
+    def eq(x) -> bool:
+        if not isinstance(x, tuple) or len(x) != n:
+            return False
+        if get is not None and get(x) != want:
+            return False
+        for k, f in subs:
+            if not f(x[k]):
+                return False
+        return True
+    return eq
+
+
 def values_at(sig: tuple, paths) -> list:
     out = []
     for p in paths:
@@ -525,6 +566,13 @@ class DynSpec:
             if vals[k] < 0:     # a negative slice start/end: symbols here are sizes (>= 0)
                 raise NotDynamic(f"{sites[k].label(w)} is negative ({vals[k]})")
         return DynSpec(paths, sites, mask(w.signature, paths), saved_dims, tuple(ints))
+
+    def matches(self, sig) -> bool:
+        """Whether `mask(sig, self.paths) == self.masked` (the dynamic key matches)."""
+        m = self.__dict__.get("_matches")
+        if m is None:
+            m = self.__dict__["_matches"] = matcher(self.masked, self.paths)
+        return m(sig)
 
 
 def all_size_paths(w) -> list:
@@ -663,6 +711,10 @@ class Guards:
                        for s, r in env.var_to_range.items()}
         self.replacements = dict(env.replacements)
         self.guards = [g.expr for g in env.guards]
+
+    def checked_saved(self) -> list:
+        """The w.saved positions of the tensors whose metadata the check reads."""
+        return [s for s, _, _, _ in self.tensors]
 
     def check(self, ints: list, saved: list) -> str | None:
         """None if the graph holds for these sizes, else why not (a recompile reason).  The

@@ -598,12 +598,13 @@ def _run_native(state, entry: Compiled, w, opts, grad_tensors):
     was_running = _nesting()
     THREAD.nesting = was_running + 1
     try:
+        roots = [g for g in grad_tensors if g is not None]
         if opts.accumulate:
-            ran = w.run_native(entry.native, [g for g in grad_tensors if g is not None],
-                                  entry.n_inputs, plan.leaf_nodes, plan.leaf_positions, True)
+            ran = w.run_native(entry.native, roots, entry.n_inputs, plan.leaf_nodes,
+                               plan.leaf_positions, True, list(entry.native_tail))
         else:
-            ran = w.run_native(entry.native, [g for g in grad_tensors if g is not None],
-                                  entry.n_inputs, (), plan.capture_outputs, False)
+            ran = w.run_native(entry.native, roots, entry.n_inputs, (), plan.capture_outputs,
+                               False, list(entry.native_tail))
     finally:
         THREAD.nesting = was_running
     if ran is False:
