@@ -58,7 +58,8 @@ _DYN_HOW = (TRACE, LEAF, AOT)   # the node kinds a dynamic graph may hold
 # and entries are only appended (the ones before the remembered one failed for these sizes,
 # and still do); the cache and the remembered keys are cleared together.  Steps with sizes not
 # seen before still take the Python path, once per set of sizes.
-_KNOWN_MAX = 4096   # remembered keys per cache (then forgotten all at once: rebuilt as used)
+_KNOWN_MAX = 512    # remembered keys per cache (each holds a walk key: tens of KB on large
+#                     graphs); then forgotten all at once, and remembered again as used
 
 
 @dataclasses.dataclass
