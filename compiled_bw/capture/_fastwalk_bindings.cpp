@@ -269,8 +269,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
              for (auto p : pos) {
                size_t s = p.cast<size_t>();
                if (w.saved_in_py) {
-                 out.append(py::int_(
-                     THPVariable_Unpack(w.saved[s].ptr()).storage_offset()));
+                 out.append(py::int_(THPVariable_Unpack(w.saved[s].ptr()).storage_offset()));
                } else {
                  out.append(py::int_(w.saved_t.at(s).storage_offset()));
                }

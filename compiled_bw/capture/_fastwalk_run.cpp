@@ -84,8 +84,8 @@ void run_leaf(Node* fn, at::Tensor grad) {
 // use) and returns one capsule (ours to steal) or None per output.  Inputs: the root grads,
 // then the saved tensors (moved out of the walk: the graph holds the only reference, Note
 // [Box ownership]), then `tail` (a dynamic graph's SymInt inputs, as the 0-dim int64 tensors
-// the C++ wrapper reads them from).  backward() (accumulate): leaf k gets output leaf_pos[k] (None: no grad)
-// through its AccumulateGrad (accumulate_one); returns True.  grad(): leaf_idx is empty
+// the C++ wrapper reads them from).  backward() (accumulate): leaf k gets output leaf_pos[k] (None:
+// no grad) through its AccumulateGrad (accumulate_one); returns True.  grad(): leaf_idx is empty
 // and the result is the list of outputs at leaf_pos (None stays None), as Python tensors.
 // Returns False, touching nothing, when the saved tensors are already in Python or some
 // leaf's AccumulateGrad is not plain_accumulator.

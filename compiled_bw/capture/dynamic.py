@@ -794,7 +794,10 @@ _REL = {sympy.Eq: "==", sympy.Ne: "!=", sympy.Lt: "<", sympy.Le: "<=", sympy.Gt:
 
 def _py(e, names: dict) -> str:
     """Python source computing sympy expression e on ints (names: symbol -> local name)."""
-    from torch.utils._sympy.functions import FloorDiv, Max, Min, Mod, PythonMod
+    from ..torchapi.dynamo import FloorDiv, PythonMod
+    from ..torchapi.dynamo import SymMax as Max
+    from ..torchapi.dynamo import SymMin as Min
+    from ..torchapi.dynamo import SymMod as Mod
     if e is sympy.true:
         return "True"
     if e is sympy.false:
