@@ -606,3 +606,66 @@ def test_user_code_inside_stays_static_and_says_why(kind):
     st = run([3, 5, 7], user_code(kind), captures=3, dynamic_captures=0)
     assert any("stays static" in r and ("custom Function" in r or "has hooks" in r)
                for r in st.recompile_reasons), st.recompile_reasons
+
+
+# ---- steps served again by their walk key (runtime/dynamic.py Note [Dynamic hits by walk key])
+# The sizes repeat, so that most steps are served by the key a dynamic graph served before;
+# every grad is compared with eager's at every step, and the counts say which graph ran.
+
+def test_sizes_changing_every_step_served_by_their_key():
+    # 5: static; 8: the dynamic capture; then every step another size than the last, each
+    # size seen before (a graph bound to another step's sizes would give grads of the wrong
+    # shape)
+    sizes = [5, 8, 16, 24, 8, 16, 24, 16, 8, 24]
+    st = run(sizes, mlp, captures=2, dynamic_captures=1)
+    assert st.dynamic_hits == len(sizes) - 2
+
+
+def test_a_dimension_going_to_one_and_back_by_key():
+    sizes = [5, 8, 1, 8, 1, 16, 1, 16, 8]
+    if one_specialized():   # 1: a dynamic capture of its own (Note [Sizes of one])
+        st = run(sizes, mlp, captures=3, dynamic_captures=2)
+        assert st.dynamic_hits == len(sizes) - 3
+    else:
+        st = run(sizes, mlp, captures=2, dynamic_captures=1)
+        assert st.dynamic_hits == len(sizes) - 2
+
+
+def test_two_dynamic_graphs_of_one_structure_by_key():
+    # mm_layouts: column-major steps (n % 4 == 1) and the others take two dynamic graphs of
+    # the same key positions; each size comes back and must get its own graph's strides
+    sizes = [5, 9, 11, 13, 7, 9, 11, 13, 7, 11, 9]
+    st = run(sizes, mm_layouts, captures=3, dynamic_captures=2)
+    assert st.dynamic_hits == len(sizes) - 3
+
+
+def test_a_static_key_is_found_before_the_dynamic_graph():
+    # 8's static graph exists: 8 runs it every time (a static hit), the other sizes the
+    # dynamic graph captured at 16
+    sizes = [8, 16, 8, 16, 8, 24, 16, 8, 24]
+    st = run(sizes, mlp, captures=2, dynamic_captures=1)
+    assert st.dynamic_hits == 4
+
+
+def offset_views(state, k):
+    # the saved mat1 of mm is a view into a larger buffer: at some steps it starts at offset 0,
+    # at others further in, with the same sizes and strides (the walk key is the same: it
+    # holds no storage offsets); the dynamic graph was traced at offset 0
+    if state is None:
+        return [torch.randn(4, 3, requires_grad=True)]
+    (w,) = state
+    w.grad = None
+    n, off = k
+    x = torch.randn(n + off, 4)[off:]
+    return list(torch.autograd.grad((x @ w).sin().sum(), [w]))
+
+
+def test_a_guard_failing_after_several_hits_of_the_same_key():
+    # (10, 0) is served by the dynamic graph (captured at (8, 0)) twice, then (10, 3) -- the
+    # same walk key -- fails its storage-offset guard: a second dynamic graph, which serves it
+    # from then on; (10, 0) again gets the first graph
+    sizes = [(6, 0), (8, 0), (10, 0), (10, 0), (10, 3), (10, 3), (12, 0), (12, 0), (10, 0)]
+    st = run(sizes, offset_views, captures=3, dynamic_captures=2)
+    assert st.dynamic_hits == 6
+    assert any("saved tensor" in r and "is not the traced" in r
+               for r in st.recompile_reasons), st.recompile_reasons

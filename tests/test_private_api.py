@@ -578,3 +578,22 @@ def test_region_guards_check_state_and_refuse_side_effects():
     assert not g.check(M(), (torch.randn(2, 4),))
     e = Effect()
     assert region_guards(e, (x,)) is None and e.calls == []
+
+
+def test_shape_guard_functions_are_python_int_arithmetic():
+    # capture/dynamic.py Note [Guards as Python code] prints these as //, %, max, min: on
+    # ints, torch's sympy functions must give what those give
+    import sympy
+
+    from compiled_bw.capture.dynamic import _py
+    from compiled_bw.torchapi.dynamo import FloorDiv, PythonMod, SymMax, SymMin, SymMod
+    a, b = sympy.symbols("a b", integer=True, positive=True)
+    names = {a: "a", b: "b"}
+    for e in (FloorDiv(a, b), SymMod(a, b), PythonMod(a, b), SymMax(a, b), SymMin(a, b),
+              sympy.Eq(FloorDiv(a * 3, b) + SymMod(a, b), 4)):
+        code = _py(e, names)
+        for x, y in ((7, 2), (9, 3), (1, 5), (12, 7)):
+            want = e.xreplace({a: x, b: y})
+            got = eval(code, {}, {"a": x, "b": y})
+            ok = (want is sympy.true) == got if isinstance(got, bool) else want == got
+            assert ok, (e, code, x, y, want, got)

@@ -209,7 +209,8 @@ bool plain_accumulator(Node* n);  // an AccumulateGrad with no hook of any kind
 bool accumulate(const std::vector<Node*>& nodes, py::list grads);
 void run_leaf(Node* fn, at::Tensor grad);
 py::object run_native(CWalk& w, py::handle entry, py::list roots, size_t n_inputs,
-                      py::sequence leaf_idx_seq, py::sequence leaf_pos_seq, bool accumulate);
+                      py::sequence leaf_idx_seq, py::sequence leaf_pos_seq, bool accumulate,
+                      py::list tail);
 using Streams = std::set<std::tuple<std::string, int, int64_t>>;  // (device type, index, id)
 void add_streams(Node* n, Streams& out);
 py::list stream_list(const Streams& s);

@@ -259,7 +259,23 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
              for (auto e : leaf_idx) raw.push_back(w.nodes.at(e.cast<size_t>()).get());
              return accumulate(raw, grads);
            })
-      .def("run_native", &run_native)
+      .def("run_native", &run_native, py::arg("entry"), py::arg("roots"), py::arg("n_inputs"),
+           py::arg("leaf_idx"), py::arg("leaf_pos"), py::arg("accumulate"),
+           py::arg("tail") = py::list())
+      // storage offsets of the saved tensors at these positions (C++ or Python ones)
+      .def("saved_offsets",
+           [](CWalk& w, py::sequence pos) {
+             py::list out;
+             for (auto p : pos) {
+               size_t s = p.cast<size_t>();
+               if (w.saved_in_py) {
+                 out.append(py::int_(THPVariable_Unpack(w.saved[s].ptr()).storage_offset()));
+               } else {
+                 out.append(py::int_(w.saved_t.at(s).storage_offset()));
+               }
+             }
+             return out;
+           })
       .def("install", [](CWalk& w, py::list py_slots, py::list slot_only_nodes) {
         return install(w, py_slots, slot_only_nodes);
       });

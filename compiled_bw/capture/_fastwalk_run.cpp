@@ -83,13 +83,15 @@ void run_leaf(Node* fn, at::Tensor grad) {
 // AtenTensorHandles (heap at::Tensor*, stolen by the graph, which frees each after its last
 // use) and returns one capsule (ours to steal) or None per output.  Inputs: the root grads,
 // then the saved tensors (moved out of the walk: the graph holds the only reference, Note
-// [Box ownership]).  backward() (accumulate): leaf k gets output leaf_pos[k] (None: no grad)
-// through its AccumulateGrad (accumulate_one); returns True.  grad(): leaf_idx is empty
+// [Box ownership]), then `tail` (a dynamic graph's SymInt inputs, as the 0-dim int64 tensors
+// the C++ wrapper reads them from).  backward() (accumulate): leaf k gets output leaf_pos[k] (None:
+// no grad) through its AccumulateGrad (accumulate_one); returns True.  grad(): leaf_idx is empty
 // and the result is the list of outputs at leaf_pos (None stays None), as Python tensors.
 // Returns False, touching nothing, when the saved tensors are already in Python or some
 // leaf's AccumulateGrad is not plain_accumulator.
 py::object run_native(CWalk& w, py::handle entry, py::list roots, size_t n_inputs,
-                      py::sequence leaf_idx_seq, py::sequence leaf_pos_seq, bool accumulate) {
+                      py::sequence leaf_idx_seq, py::sequence leaf_pos_seq, bool accumulate,
+                      py::list tail) {
   using torch::aot_inductor::new_tensor_handle;
   if (w.saved_in_py) return py::bool_(false);
   auto leaf_idx = py::reinterpret_steal<py::object>(PySequence_Fast(leaf_idx_seq.ptr(), "leaves"));
@@ -104,8 +106,10 @@ py::object run_native(CWalk& w, py::handle entry, py::list roots, size_t n_input
     nodes[k] = w.nodes.at(PyLong_AsSsize_t(PySequence_Fast_GET_ITEM(leaf_idx.ptr(), k))).get();
   if (!all_plain_accumulators(nodes)) return py::bool_(false);
   const size_t n_roots = py::len(roots);
-  TORCH_CHECK(n_roots + w.saved_t.size() == n_inputs, "run_native: the compiled graph takes ",
-              n_inputs, " inputs, this step has ", n_roots + w.saved_t.size());
+  const size_t n_tail = py::len(tail);
+  TORCH_CHECK(n_roots + w.saved_t.size() + n_tail == n_inputs,
+              "run_native: the compiled graph takes ", n_inputs, " inputs, this step has ",
+              n_roots + w.saved_t.size() + n_tail);
   py::list handles(n_inputs);
   for (size_t r = 0; r < n_roots; ++r) {
     at::Tensor t = THPVariable_Unpack(PyList_GET_ITEM(roots.ptr(), r));
@@ -115,8 +119,14 @@ py::object run_native(CWalk& w, py::handle entry, py::list roots, size_t n_input
   for (size_t s = 0; s < w.saved_t.size(); ++s)
     PyList_SET_ITEM(handles.ptr(), n_roots + s,
                     PyCapsule_New(new_tensor_handle(std::move(w.saved_t[s])), nullptr, nullptr));
+  const size_t n_box = n_roots + w.saved_t.size();
   w.saved_t.clear();
   w.saved_in_py = true;  // none left: a later `saved` is an empty list
+  for (size_t r = 0; r < n_tail; ++r) {
+    at::Tensor t = THPVariable_Unpack(PyList_GET_ITEM(tail.ptr(), r));
+    PyList_SET_ITEM(handles.ptr(), n_box + r,
+                    PyCapsule_New(new_tensor_handle(std::move(t)), nullptr, nullptr));
+  }
   py::object res;
   {
     at::NoGradGuard no_grad;  // the engine runs nodes with grad mode off

@@ -51,6 +51,7 @@ benchmark: one more capture and compile for the larger sizes).
 from __future__ import annotations
 
 import dataclasses
+import operator
 
 import sympy
 import torch
@@ -494,6 +495,46 @@ def _mask(x, paths):
     return tuple(lst)
 
 
+def matcher(masked: tuple, paths):
+    """A function sig -> bool equal to `mask(sig, paths) == masked` (and False where mask gives
+    None), built once per dynamic graph: C-level tuple comparisons of the positions without a
+    path (operator.itemgetter), recursing only into the tuples that hold a dynamic position."""
+    tree: dict = {}
+    for p in paths:
+        node = tree
+        for k in p[:-1]:
+            node = node.setdefault(k, {})
+            if node is None:
+                break
+        else:
+            node[p[-1]] = None
+    return _matcher(masked, tree)
+
+
+def _matcher(m, tree: dict):
+    if not isinstance(m, tuple):    # a path through a non-tuple: mask() never fits there
+        return lambda x: False
+    n = len(m)
+    rest = [k for k in range(n) if k not in tree]
+    get = operator.itemgetter(*rest) if rest else None
+    want = get(m) if get is not None else None
+    subs = tuple((k, _matcher(m[k], sub)) for k, sub in sorted(tree.items())
+                 if sub is not None and k < n)
+    if any(not 0 <= k < n for k in tree):
+        return lambda x: False
+
+    def eq(x) -> bool:
+        if not isinstance(x, tuple) or len(x) != n:
+            return False
+        if get is not None and get(x) != want:
+            return False
+        for k, f in subs:
+            if not f(x[k]):
+                return False
+        return True
+    return eq
+
+
 def values_at(sig: tuple, paths) -> list:
     out = []
     for p in paths:
@@ -540,6 +581,13 @@ class DynSpec:
             if vals[k] < 0:     # a negative slice start/end: symbols here are sizes (>= 0)
                 raise NotDynamic(f"{sites[k].label(w)} is negative ({vals[k]})")
         return DynSpec(paths, sites, mask(w.signature, paths), saved_dims, tuple(ints))
+
+    def matches(self, sig) -> bool:
+        """Whether `mask(sig, self.paths) == self.masked` (the dynamic key matches)."""
+        m = self.__dict__.get("_matches")
+        if m is None:
+            m = self.__dict__["_matches"] = matcher(self.masked, self.paths)
+        return m(sig)
 
 
 def all_size_paths(w) -> list:
@@ -679,6 +727,12 @@ class Guards:
         self.replacements = dict(env.replacements)
         self.guards = [g.expr for g in env.guards]
 
+        self._fast = _compile_check(self)
+
+    def checked_saved(self) -> list:
+        """The w.saved positions of the tensors whose metadata the check reads."""
+        return [s for s, _, _, _ in self.tensors]
+
     def check(self, ints: list, saved: list) -> str | None:
         """None if the graph holds for these sizes, else why not (a recompile reason).  The
         answer depends on the ints and the checked tensors' metadata only: memoized."""
@@ -687,7 +741,8 @@ class Guards:
         memo = self.__dict__.setdefault("_memo", {})
         if key in memo:
             return memo[key]
-        why = self._check(ints, saved)
+        fast = self._fast
+        why = None if fast is not None and fast(ints, saved) else self._check(ints, saved)
         if len(memo) < 1024:
             memo[key] = why
         return why
@@ -732,3 +787,134 @@ class Guards:
         who = ", ".join(f"{self.labels.get(s, s)} = {b.get(s, '?')}" for s in
                         sorted(syms, key=str))
         return f"shape guard {guard} failed ({who})"
+
+
+# Note [Guards as Python code]
+# Guards._check substitutes the step's values into sympy expressions (xreplace): ~7 ms per new
+# set of sizes on a 2-layer transformer's graph.  _compile_check turns the same checks into
+# one Python function, made once per graph: ints and sizes bound to local names, ranges,
+# replacements, guards and the traced sizes/strides/offsets as integer arithmetic.  It answers
+# True only when _check would answer None; False sends the step to _check, which decides and
+# gives the reason.  An expression outside what _py prints exactly on Python ints (Symbol,
+# Integer, +, *, integer powers, comparisons, and/or/not, FloorDiv, Mod, Max, Min) makes that
+# check `return False` (the sympy path decides), and so does a symbol no input binds.
+
+class _NoCode(Exception):
+    pass
+
+
+_REL = {sympy.Eq: "==", sympy.Ne: "!=", sympy.Lt: "<", sympy.Le: "<=", sympy.Gt: ">",
+        sympy.Ge: ">="}
+
+
+def _py(e, names: dict) -> str:
+    """Python source computing sympy expression e on ints (names: symbol -> local name)."""
+    from ..torchapi.dynamo import FloorDiv, PythonMod
+    from ..torchapi.dynamo import SymMax as Max
+    from ..torchapi.dynamo import SymMin as Min
+    from ..torchapi.dynamo import SymMod as Mod
+    if e is sympy.true:
+        return "True"
+    if e is sympy.false:
+        return "False"
+    if isinstance(e, sympy.Symbol):
+        if e not in names:
+            raise _NoCode(str(e))
+        return names[e]
+    if isinstance(e, sympy.Integer):
+        return str(int(e))
+    args = [_py(a, names) for a in e.args]
+    if isinstance(e, sympy.Add):
+        return "(" + " + ".join(args) + ")"
+    if isinstance(e, sympy.Mul):
+        return "(" + " * ".join(args) + ")"
+    if isinstance(e, sympy.Pow) and isinstance(e.exp, sympy.Integer) and e.exp >= 0:
+        return f"({args[0]} ** {args[1]})"
+    for rel, op in _REL.items():
+        if type(e) is rel:
+            return f"({args[0]} {op} {args[1]})"
+    if isinstance(e, (sympy.And, sympy.Or)):
+        op = " and " if isinstance(e, sympy.And) else " or "
+        return "(" + op.join(args) + ")"
+    if isinstance(e, sympy.Not):
+        return f"(not {args[0]})"
+    if isinstance(e, FloorDiv):
+        return f"({args[0]} // {args[1]})"
+    if isinstance(e, (Mod, PythonMod, sympy.Mod)):
+        return f"({args[0]} % {args[1]})"
+    if isinstance(e, (Max, Min, sympy.Max, sympy.Min)):
+        return f"{'max' if isinstance(e, (Max, sympy.Max)) else 'min'}({', '.join(args)})"
+    raise _NoCode(type(e).__name__)
+
+
+def _finite(x) -> int | None:
+    """A range bound as an int; None for an infinite one (no check)."""
+    if type(x) is int:
+        return x
+    return int(x) if isinstance(x, sympy.Integer) else None
+
+
+def _compile_check(g: Guards):
+    """Note [Guards as Python code]: fn(ints, saved) -> True only where g._check says None."""
+    names: dict = {}
+    body: list = []
+
+    def bind(sym, value: str) -> None:
+        if sym in names:
+            body.append(f"if {value} != {names[sym]}: return False")
+        else:
+            names[sym] = f"v{len(names)}"
+            body.append(f"{names[sym]} = {value}")
+
+    def must(cond_of) -> None:
+        try:
+            body.append(f"if not {cond_of()}: return False")
+        except _NoCode:
+            body.append("return False")
+
+    for k, sym in enumerate(g.int_syms):
+        if isinstance(sym, sympy.Symbol):
+            bind(sym, f"ints[{k}]")
+    for j, (s, sizes, strides, off) in enumerate(g.tensors):
+        body.append(f"t{j} = saved[{s}]; sh{j} = t{j}.shape; st{j} = t{j}.stride()")
+        body.append(f"if len(sh{j}) != {len(sizes)} or len(st{j}) != {len(strides)}: "
+                    "return False")
+        body.append(f"of{j} = t{j}.storage_offset()")
+        for d, e in enumerate(sizes):
+            if isinstance(e, sympy.Symbol):
+                bind(e, f"sh{j}[{d}]")
+        for d, e in enumerate(strides):
+            if isinstance(e, sympy.Symbol):
+                bind(e, f"st{j}[{d}]")
+        if isinstance(off, sympy.Symbol):
+            bind(off, f"of{j}")
+    for sym, name in list(names.items()):
+        r = g.ranges.get(sym)
+        if r is not None:
+            lo, hi = _finite(r[0]), _finite(r[1])
+            if lo is not None:
+                body.append(f"if {name} < {lo}: return False")
+            if hi is not None:
+                body.append(f"if {name} > {hi}: return False")
+    for sym, e in g.replacements.items():
+        if sym in names:
+            must(lambda sym=sym, e=e: f"({_py(e, names)} == {names[sym]})")
+    for e in g.guards:
+        must(lambda e=e: f"({_py(e, names)} is True)")
+    for k, sym in enumerate(g.int_syms):
+        if not isinstance(sym, sympy.Symbol):
+            must(lambda k=k, sym=sym: f"(ints[{k}] == {_py(sym, names)})")
+    for j, (_, sizes, strides, off) in enumerate(g.tensors):
+        for d, e in enumerate(sizes):
+            if not isinstance(e, sympy.Symbol):
+                must(lambda j=j, d=d, e=e: f"(sh{j}[{d}] == {_py(e, names)})")
+        for d, e in enumerate(strides):
+            if not isinstance(e, sympy.Symbol):
+                must(lambda j=j, d=d, e=e: f"(st{j}[{d}] == {_py(e, names)})")
+        if not isinstance(off, sympy.Symbol):
+            must(lambda j=j, off=off: f"(of{j} == {_py(off, names)})")
+    body.append("return True")
+    src = "def check(ints, saved):\n" + "".join(f"    {ln}\n" for ln in body)
+    scope: dict = {}
+    exec(compile(src, "<compiled_bw guards>", "exec"), scope)
+    return scope["check"]

@@ -47,6 +47,9 @@ class Compiled:
     start_compile: Callable | None = None   # starts its background compile (run.py)
     native: Callable | None = None  # the C entry point of fn (run.py Note [C++ hit path])
     n_inputs: int = 0               # how many Box entries fn takes
+    # a dynamic graph bound to one step's sizes (runtime/dynamic.py): its SymInt inputs as the
+    # 0-dim int64 tensors the C entry point reads them from, after the box on the C++ hit path
+    native_tail: tuple = ()
     devices: frozenset = frozenset()    # non-CPU device types it touches (streams.py)
     replay: Any = None              # its CUDA graph, when enable(cudagraphs=True) (cudagraphs.py)
     # capture/opaque.py Note [Opaque output layout]: the layouts its opaque calls were traced
@@ -68,6 +71,9 @@ class Cache:
         self.last: dict = {}        # root key -> last signature seen
         self.dynamic: dict = {}     # root key -> list of DynEntry (runtime/dynamic.py)
         self.last_py: dict = {}     # (root key, base) -> (base, Python signature), last miss
+        # CacheKey -> KnownHit: the walk key of a step a dynamic graph served (runtime/dynamic.py
+        # Note [Dynamic hits by walk key])
+        self.dynamic_keys: dict = {}
 
     def clear(self) -> None:
         self.entries.clear()
@@ -75,6 +81,7 @@ class Cache:
         self.last.clear()
         self.dynamic.clear()
         self.last_py.clear()
+        self.dynamic_keys.clear()
 
     def get(self, key):
         return self.entries.get(key)

@@ -3,9 +3,10 @@
 Consumes a step whose static CacheKey missed (runtime/run.py `_call`); produces (Compiled
 entry bound to this step's sizes, Slots or None, the Python Walk to run it with), or None:
 the static path goes on as before.  capture/dynamic.py Note [Dynamic shapes] says what is
-symbolic and what the guards check.  This first version looks dynamic graphs up in Python: a
-step that misses the static key is walked again by the Python walk (walk.py), whose signature
-is masked at the dynamic positions and looked up; static hits keep the C++ walk and hit path.
+symbolic and what the guards check.  A step whose walk key (the C++ walk's) a dynamic graph
+served before is served again by one lookup (Note [Dynamic hits by walk key]); any other step
+that misses the static key is walked again by the Python walk (walk.py), whose signature is
+masked at the dynamic positions and looked up.
 Graphs with user code inside (hooks, custom Functions, nodes run opaquely: their output
 shapes are fixed in the capture), leaf hooks, tensor subclasses, other backends than "eager"
 and "inductor", or a changed root grad shape stay static; AOT backwards of compiled forwards
@@ -17,6 +18,8 @@ import contextlib
 import dataclasses
 import time
 
+import torch
+
 from ..backends.eager import compile_eager
 from ..capture.dynamic import (
     DynSpec,
@@ -25,7 +28,6 @@ from ..capture.dynamic import (
     NotDynamic,
     all_size_paths,
     input_exprs,
-    mask,
     size_diff,
 )
 from ..capture.dynamic import values_at as _values_at
@@ -38,6 +40,32 @@ from .cache import Compiled
 
 STATIC = None   # step()'s answer (STATIC, slots): the static path, with these Slots
 _DYN_HOW = (TRACE, LEAF, AOT)   # the node kinds a dynamic graph may hold
+
+
+# Note [Dynamic hits by walk key]
+# A dynamic hit found through the Python walk (step() below) walks the graph a second time in
+# Python, masks its signature, looks it up and checks the guards: ~5 ms on a 2-layer
+# transformer, where a static hit is one C++ walk and one dict lookup.  The step's own
+# CacheKey (the C++ walk's bytes: the structure and every size, stride and saved size, also
+# those the Python signature holds) decides all of that but one input of the guards: the
+# storage offsets of the saved tensors they check (not in the key).  So once a dynamic graph
+# served a step, that step's CacheKey remembers the answer (KnownHit: which graph, bound to
+# which SymInt values, and the storage offsets it was checked with), and a later step with the
+# same key -- the same sizes -- takes it after comparing those offsets (a different one: the
+# Python path decides), as cheap as a static hit's lookup.  Nothing else changes the answer:
+# the static key is still looked up first (a static entry of the key wins, as on the Python
+# path); the Python path takes the first dynamic graph of the root whose key and guards match,
+# and entries are only appended (the ones before the remembered one failed for these sizes,
+# and still do); the cache and the remembered keys are cleared together.  Steps with sizes not
+# seen before still take the Python path, once per set of sizes.
+_KNOWN_MAX = 512    # remembered keys per cache (each holds a walk key: tens of KB on large
+#                     graphs); then forgotten all at once, and remembered again as used
+
+
+@dataclasses.dataclass
+class KnownHit:
+    bound: Compiled     # the dynamic graph's entry bound to the key's SymInt values
+    offsets: tuple      # (w.saved position, storage offset) of every tensor the guards check
 
 
 @dataclasses.dataclass
@@ -58,12 +86,18 @@ def _eligible(state, w, key) -> bool:
 
 
 def _bound(entry: DynEntry, ints: list) -> Compiled:
+    """The dynamic graph's entry for one step's sizes: its fn appends the SymInt inputs to the
+    box; its C entry point (Note [C++ hit path] in runtime/run.py, an Inductor graph compiled
+    with the C++ wrapper) takes them as 0-dim int64 tensors after the box (native_tail), made
+    here once: the generated module's own wrapper would make them on every call."""
     fn = entry.compiled.fn
 
     def run(box: list) -> list:
         box.extend(ints)
         return fn(box)
-    return dataclasses.replace(entry.compiled, fn=run)
+    tail = tuple(torch.tensor(v, dtype=torch.int64) for v in ints) \
+        if entry.compiled.native is not None else ()
+    return dataclasses.replace(entry.compiled, fn=run, native_tail=tail)
 
 
 def step(state, w, root_edges, opts, grad_tensors, key, root_key):
@@ -71,6 +105,12 @@ def step(state, w, root_edges, opts, grad_tensors, key, root_key):
     capture; (STATIC, Slots): a dynamic capture failed, the static path captures with the
     Slots it installed;
     None: the static path goes on as if this module did not exist."""
+    known = state.cache.dynamic_keys.get(key)   # Note [Dynamic hits by walk key]
+    if known is not None and _offsets_match(w, known.offsets):
+        state.cache.last[root_key] = key
+        state.stats.cache_hits += 1
+        state.stats.dynamic_hits += 1
+        return known.bound, None, w
     if not _eligible(state, w, key) or any(k.how not in _DYN_HOW for k in w.kinds):
         _why_static(state, w, key, root_key)
         return None     # (before a second walk: custom Functions' and hooked nodes' state)
@@ -82,9 +122,7 @@ def step(state, w, root_edges, opts, grad_tensors, key, root_key):
     if pw is not w and list(w.saved_node) != list(pw.saved_node):
         return None     # (the run uses w: its saved tensors must be the Python walk's)
     for entry in cache.dynamic.get(root_key, ()):
-        if entry.base != base or len(entry.spec.masked) != len(pw.signature):
-            continue
-        if mask(pw.signature, entry.spec.paths) != entry.spec.masked:
+        if entry.base != base or not entry.spec.matches(pw.signature):
             continue
         vals = _values_at(pw.signature, entry.spec.paths)
         ints = [vals[k] for k in entry.spec.int_inputs]
@@ -93,7 +131,9 @@ def step(state, w, root_edges, opts, grad_tensors, key, root_key):
             cache.last[root_key] = key
             state.stats.cache_hits += 1
             state.stats.dynamic_hits += 1
-            return _bound(entry, ints), None, w
+            bound = _bound(entry, ints)
+            _remember(cache, key, bound, entry.guards, pw)
+            return bound, None, w
         state.log_recompile(f"a dynamic graph's shape guard failed: {why}")
     prev = cache.last_py.get((root_key, base))      # the last miss with the same options
     cache.last_py[(root_key, base)] = (base, pw.signature)
@@ -117,6 +157,24 @@ def step(state, w, root_edges, opts, grad_tensors, key, root_key):
         state.log_recompile(f"sizes changed but the graph stays static: {e}")
         return None
     return _capture(state, w, pw, opts, grad_tensors, key, root_key, spec, base, prev)
+
+
+def _offsets_match(w, offsets: tuple) -> bool:
+    """Whether the saved tensors at these positions have these storage offsets (read in C++
+    for the C++ walk: its saved tensors stay C++ ones for the C++ hit path)."""
+    if not offsets:
+        return True
+    pos = [s for s, _ in offsets]
+    cw = getattr(w, "cw", None)
+    got = cw.saved_offsets(pos) if cw is not None else [w.saved[s].storage_offset() for s in pos]
+    return all(a == off for a, (_, off) in zip(got, offsets, strict=True))
+
+
+def _remember(cache, key, bound: Compiled, guards: Guards, pw) -> None:
+    if len(cache.dynamic_keys) >= _KNOWN_MAX:
+        cache.dynamic_keys.clear()
+    offsets = tuple((s, pw.saved[s].storage_offset()) for s in guards.checked_saved())
+    cache.dynamic_keys[key] = KnownHit(bound, offsets)
 
 
 def _why_static(state, w, key, root_key) -> None:
@@ -228,5 +286,9 @@ def _trace_and_compile(state, pw, opts, grad_tensors, spec: DynSpec, slots, base
     from .run import _box_owned
     owned = _box_owned(pw, plan)
     box_nodes = tuple(sorted({pw.saved_node[k][0] for k in owned}))
-    compiled = Compiled(fn, plan, gm, owned, box_nodes, n_inputs=len(example))
+    native = None
+    if state.backend == "inductor":     # (Inductor is imported: it just compiled)
+        from ..backends.inductor_artifact import native_entry
+        native = native_entry(fn)
+    compiled = Compiled(fn, plan, gm, owned, box_nodes, native=native, n_inputs=len(example))
     return DynEntry(base, spec, compiled, guards)

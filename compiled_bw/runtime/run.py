@@ -54,8 +54,10 @@ the walk's saved tensors to the graph's C entry point as tensor handles and give
 AccumulateGrad its grad, as Note [Direct delivery] does (grad(): returns the grads asked for,
 the only Python tensors it makes).  No saved tensor or leaf grad becomes a Python tensor (on
 the overhead-bound benchmark that was ~130 Python tensors made and freed per step, plus the
-wrapper's conversions).  Everything else takes the Python path below, which is also what the
-first run of a graph takes.
+wrapper's conversions).  A dynamic graph (runtime/dynamic.py) takes it too: its SymInt inputs
+follow the saved tensors, as the 0-dim int64 tensors the C entry point reads them from, made
+once per set of sizes (Compiled.native_tail).  Everything else takes the Python path below,
+which is also what the first run of a graph takes.
 
 Note [Box ownership]
 With retain_graph=False, eager autograd frees each node's saved tensors when the node has
@@ -598,12 +600,13 @@ def _run_native(state, entry: Compiled, w, opts, grad_tensors):
     was_running = _nesting()
     THREAD.nesting = was_running + 1
     try:
+        roots = [g for g in grad_tensors if g is not None]
         if opts.accumulate:
-            ran = w.run_native(entry.native, [g for g in grad_tensors if g is not None],
-                                  entry.n_inputs, plan.leaf_nodes, plan.leaf_positions, True)
+            ran = w.run_native(entry.native, roots, entry.n_inputs, plan.leaf_nodes,
+                               plan.leaf_positions, True, list(entry.native_tail))
         else:
-            ran = w.run_native(entry.native, [g for g in grad_tensors if g is not None],
-                                  entry.n_inputs, (), plan.capture_outputs, False)
+            ran = w.run_native(entry.native, roots, entry.n_inputs, (), plan.capture_outputs,
+                               False, list(entry.native_tail))
     finally:
         THREAD.nesting = was_running
     if ran is False:

@@ -23,6 +23,10 @@ from torch.utils._python_dispatch import (
     _get_current_dispatch_mode as current_dispatch_mode,
 )
 from torch.utils._python_dispatch import is_traceable_wrapper_subclass
+from torch.utils._sympy.functions import FloorDiv, PythonMod
+from torch.utils._sympy.functions import Max as SymMax
+from torch.utils._sympy.functions import Min as SymMin
+from torch.utils._sympy.functions import Mod as SymMod
 
 USED = {
     "torch.utils._pytree.tree_flatten": "capture/subclass.py, capture/packed.py, backends/inductor.py",
@@ -44,6 +48,12 @@ USED = {
     "torch._dynamo.compiled_autograd.extract_bw_module": "capture/aot.py",
     "torch._dynamo.convert_frame.compile_lock": "runtime/background.py",
     "torch._dynamo.source.ConstantSource": "capture/dynamic.py",
+    # the sympy functions of ShapeEnv guards, printed as Python by capture/dynamic.py _py
+    "torch.utils._sympy.functions.FloorDiv": "capture/dynamic.py",
+    "torch.utils._sympy.functions.Mod": "capture/dynamic.py",
+    "torch.utils._sympy.functions.PythonMod": "capture/dynamic.py",
+    "torch.utils._sympy.functions.Max": "capture/dynamic.py",
+    "torch.utils._sympy.functions.Min": "capture/dynamic.py",
     "torch._C._dynamo.eval_frame._debug_get_cache_entry_list": "capture/guarded.py",
     "torch._dynamo.eval_frame._stance": "capture/guarded.py",
     "torch._dynamo.symbolic_convert.InstructionTranslator.current_tx": "capture/guarded.py",
