@@ -25,8 +25,9 @@ from torch.utils._python_dispatch import (
 from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
 USED = {
-    "torch.utils._pytree.tree_flatten": "capture/subclass.py, capture/packed.py, backends/inductor.py",
-    "torch.utils._pytree.tree_unflatten": "capture/packed.py",
+    "torch.utils._pytree.tree_flatten": "capture/subclass.py, capture/packed.py, "
+        "capture/recompute.py, backends/inductor.py",
+    "torch.utils._pytree.tree_unflatten": "capture/packed.py, capture/recompute.py",
     "torch._guards.detect_fake_mode": "backends/inductor.py",
     "torch._guards.tracing": "backends/inductor.py",
     "torch._guards.TracingContext": "backends/inductor.py",
