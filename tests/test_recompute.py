@@ -337,6 +337,15 @@ def test_hf_gpt2_gradient_checkpointing_is_traced():
     assert f"checkpoint regions: dynamo_traces={st.recompute_captures} " in compiled_bw.explain()
 
 
+def test_hf_gpt2_selective_checkpointing_is_traced():
+    """Hugging Face's gradient checkpointing with a SAC context_fn (gradient_checkpointing_kwargs)."""
+    import functools
+    context = functools.partial(cp.create_selective_checkpoint_contexts, _save_mm)
+    differential(*gpt2_checkpointed(0.0, context_fn=context), strict=True, steps=2)
+    assert "carry hooks" not in _opaque_nodes(), _opaque_nodes()
+    assert _sac_placeholders(), "the saved matmuls should be graph inputs"
+
+
 def test_hf_gpt2_with_dropout_declines():
     differential(*gpt2_checkpointed(0.1), strict=True, steps=2)
     assert "carry hooks" in _opaque_nodes(), "dropout: eager replays the forward's RNG state"
