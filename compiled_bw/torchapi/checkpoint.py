@@ -5,7 +5,8 @@ non-reentrant checkpoint's (and then its _CheckpointFrame), the state a frame's 
 closes over (fn, kwargs, RNG/autocast/context settings), the frame's bookkeeping that its
 unpack hook reads (used by capture/recompute.py to serve traced recomputed tensors during a
 trace), the graph-execution-group switch, and selective checkpointing's storage (the forward's
-per-op verdicts and saved outputs) with a dispatch mode that replays its lookup in a trace.  tests/test_private_api.py resolves `USED`.
+per-op verdicts and saved outputs) with a dispatch mode that replays its lookup in a trace.
+tests/test_private_api.py resolves `USED`.
 """
 from __future__ import annotations
 
