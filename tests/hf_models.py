@@ -9,9 +9,10 @@ import torch
 from differential import grads
 
 
-def gpt2_checkpointed(pdrop: float, reentrant: bool = False):
+def gpt2_checkpointed(pdrop: float, reentrant: bool = False, **ckpt_kwargs):
     """GPT-2 (2 layers, 16 wide) with `gradient_checkpointing_enable()`; dropout `pdrop` in
-    the attention, residual and embedding dropouts."""
+    the attention, residual and embedding dropouts; `ckpt_kwargs` more checkpoint arguments
+    (e.g. a selective checkpointing context_fn)."""
     transformers = pytest.importorskip("transformers")
 
     def build():
@@ -21,7 +22,7 @@ def gpt2_checkpointed(pdrop: float, reentrant: bool = False):
                                       attn_pdrop=pdrop)
         model = transformers.GPT2LMHeadModel(cfg)
         model.gradient_checkpointing_enable(
-            gradient_checkpointing_kwargs={"use_reentrant": reentrant})
+            gradient_checkpointing_kwargs={"use_reentrant": reentrant, **ckpt_kwargs})
         model.train()
         return [model, torch.randint(0, 50, (2, 8))]
 

@@ -270,3 +270,39 @@ class <lambda>(torch.nn.Module):
         sum_2: "f32[1, 8]" = torch.ops.aten.sum.dim_IntList(gelu_backward, [0], True);  gelu_backward = None
         view_1: "f32[8]" = torch.ops.aten.view.default(sum_2, [8]);  sum_2 = None
         return [view, t_5, view_1, t_8]""")
+
+    def test_sac_mlp_saved_mm_are_inputs_and_pointwise_recomputed(self):
+        """Selective checkpointing saving addmm: the forward's saved addmm outputs are graph
+        inputs (ckpt0_sac*), the gelu between them is recomputed in the graph
+        (capture/recompute.py Note [Selective recomputation])."""
+        import torch.utils.checkpoint as cp
+        m = nn.Sequential(nn.Linear(4, 8), nn.GELU(), nn.Linear(8, 2))
+        x = torch.randn(3, 4)
+
+        def context():
+            return cp.create_selective_checkpoint_contexts([torch.ops.aten.addmm.default])
+        self.assertExpectedInline(captured(
+            lambda: cp.checkpoint(m, x, use_reentrant=False, context_fn=context).sum().backward()),
+            """\
+class <lambda>(torch.nn.Module):
+    def forward(self, grad_root0: "f32[]", ckpt0_0_weight: "f32[8, 4]", ckpt0_0_bias: "f32[8]", ckpt0_2_weight: "f32[2, 8]", ckpt0_2_bias: "f32[2]", ckpt0_arg0: "f32[3, 4]", ckpt0_sac0: "f32[3, 8]", ckpt0_sac1: "f32[3, 2]"):
+        # No stacktrace found for following nodes
+        t: "f32[8, 2]" = torch.ops.aten.t.default(ckpt0_2_weight);  ckpt0_2_weight = None
+        expand: "f32[3, 2]" = torch.ops.aten.expand.default(grad_root0, [3, 2]);  grad_root0 = None
+        t_2: "f32[2, 3]" = torch.ops.aten.t.default(expand)
+        gelu: "f32[3, 8]" = torch.ops.aten.gelu.default(ckpt0_sac0)
+        t_1: "f32[2, 8]" = torch.ops.aten.t.default(t);  t = None
+        mm: "f32[3, 8]" = torch.ops.aten.mm.default(expand, t_1);  t_1 = None
+        mm_1: "f32[2, 8]" = torch.ops.aten.mm.default(t_2, gelu);  t_2 = gelu = None
+        t_3: "f32[8, 2]" = torch.ops.aten.t.default(mm_1);  mm_1 = None
+        t_4: "f32[2, 8]" = torch.ops.aten.t.default(t_3);  t_3 = None
+        sum_1: "f32[1, 2]" = torch.ops.aten.sum.dim_IntList(expand, [0], True);  expand = None
+        view: "f32[2]" = torch.ops.aten.view.default(sum_1, [2]);  sum_1 = None
+        gelu_backward: "f32[3, 8]" = torch.ops.aten.gelu_backward.default(mm, ckpt0_sac0);  mm = ckpt0_sac0 = None
+        t_5: "f32[8, 3]" = torch.ops.aten.t.default(gelu_backward)
+        mm_2: "f32[8, 4]" = torch.ops.aten.mm.default(t_5, ckpt0_arg0);  t_5 = ckpt0_arg0 = None
+        t_6: "f32[4, 8]" = torch.ops.aten.t.default(mm_2);  mm_2 = None
+        t_7: "f32[8, 4]" = torch.ops.aten.t.default(t_6);  t_6 = None
+        sum_2: "f32[1, 8]" = torch.ops.aten.sum.dim_IntList(gelu_backward, [0], True);  gelu_backward = None
+        view_1: "f32[8]" = torch.ops.aten.view.default(sum_2, [8]);  sum_2 = None
+        return [view, t_4, view_1, t_7]""")

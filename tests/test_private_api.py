@@ -8,6 +8,7 @@ raw SavedVariables, the node table, Inductor's hooks); test_uninstall_gives_torc
 that every patch of torch is undone by compiled_bw.uninstall().
 """
 import ast
+import contextlib
 import os
 import pathlib
 import re
@@ -548,6 +549,45 @@ def test_checkpoint_frame_state_serves_unpacks():
         assert y.grad_fn._saved_mat1.eq(7).all(), "checkpoint's unpack no longer reads its state"
     finally:
         ckpt.set_graph_exec_group(None)
+
+
+def test_sac_storage_holds_the_forwards_verdicts_and_replay_answers_them():
+    """capture/recompute.py (Note [Selective recomputation]) reads selective checkpointing's
+    storage from the recompute context (_CachedTorchDispatchMode.storage: op -> {index:
+    _RECOMPUTE | _CONSUMED | _VersionWrapper tree}) and replays its lookup (SacReplay, a
+    TorchDispatchMode skipping SAC_IGNORED_OPS) while tracing."""
+    import torch.utils.checkpoint as cp
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from compiled_bw.torchapi import checkpoint as ckpt
+    w = torch.randn(3, 3)
+    x2 = torch.randn(2, 3, requires_grad=True)
+    z = cp.checkpoint(lambda t: torch.sin(torch.mm(t, w)), x2, use_reentrant=False,
+                      context_fn=lambda: cp.create_selective_checkpoint_contexts(
+                          [torch.ops.aten.mm.default]))
+    frame = ckpt.checkpoint_frame(z.grad_fn._raw_saved_self.unpack_hook)
+    ctx = ckpt.closure_vars(frame.recompute_fn)["recompute_context"]
+    storage, mutable = ckpt.sac_storage(ctx)
+    assert mutable is False and ckpt.sac_storage(contextlib.nullcontext()) is None
+    saved = storage[torch.ops.aten.mm.default][0]
+    assert type(saved) is ckpt.VersionWrapper and saved.val.shape == (2, 3), storage
+    assert storage[torch.ops.aten.sin.default][0] is ckpt.RECOMPUTE
+    assert torch.ops.aten.detach.default in ckpt.SAC_IGNORED_OPS
+    marker = torch.full((2, 3), 5.0)
+
+    def answer(op, idx):
+        return marker if op is torch.ops.aten.mm.default else None
+
+    def traced(a, b):
+        with ckpt.SacReplay(answer) as mode:
+            out = torch.sin(torch.mm(a, b)).detach()
+        return out, len(mode.consumed)
+    out, n = traced(x2.detach(), w)
+    assert n == 1 and torch.equal(out, torch.sin(marker))
+    gm = make_fx(lambda a, b: traced(a, b)[0])(x2.detach(), w)
+    assert torch.ops.aten.mm.default not in {nd.target for nd in gm.graph.nodes}, gm.code
+    z.sum().backward()      # eager's lookup consumes the saved entry
+    assert storage[torch.ops.aten.mm.default][0] is ckpt.CONSUMED
 
 
 def test_region_guards_check_state_and_refuse_side_effects():

@@ -6,6 +6,8 @@ which regions were traced (their recomputed ops are graph nodes, no opaque call)
 were declined (their nodes stay hooked opaque calls, eager's grads and side effects):
 capture/recompute.py Note [Traced recomputation].  Runs on both backends.
 """
+import contextlib
+
 import pytest
 import torch
 import torch.utils.checkpoint as cp
@@ -335,6 +337,15 @@ def test_hf_gpt2_gradient_checkpointing_is_traced():
     assert f"checkpoint regions: dynamo_traces={st.recompute_captures} " in compiled_bw.explain()
 
 
+def test_hf_gpt2_selective_checkpointing_is_traced():
+    """Hugging Face's gradient checkpointing with a SAC context_fn (gradient_checkpointing_kwargs)."""
+    import functools
+    context = functools.partial(cp.create_selective_checkpoint_contexts, _save_mm)
+    differential(*gpt2_checkpointed(0.0, context_fn=context), strict=True, steps=2)
+    assert "carry hooks" not in _opaque_nodes(), _opaque_nodes()
+    assert _sac_placeholders(), "the saved matmuls should be graph inputs"
+
+
 def test_hf_gpt2_with_dropout_declines():
     differential(*gpt2_checkpointed(0.1), strict=True, steps=2)
     assert "carry hooks" in _opaque_nodes(), "dropout: eager replays the forward's RNG state"
@@ -365,3 +376,183 @@ def test_unopted_forward_patched_on_the_class_between_steps_is_a_new_graph():
         finally:
             _Unopted.forward = original
     differential(_build(_Unopted), step, strict=True, steps=4, captures=2)
+
+
+# ---- selective activation checkpointing: recompute.py Note [Selective recomputation] ----
+
+Policy = cp.CheckpointPolicy
+MM = (torch.ops.aten.mm.default, torch.ops.aten.addmm.default)
+
+
+def _deep():
+    """Three addmm per forward (an odd count: a counter's parity alternates between steps)."""
+    return nn.Sequential(nn.Linear(6, 8), nn.GELU(), nn.Linear(8, 8), nn.Tanh(), nn.Linear(8, 6))
+
+
+def _save_mm(ctx, op, *args, **kwargs):
+    return Policy.MUST_SAVE if op in MM else Policy.PREFER_RECOMPUTE
+
+
+def _save_nothing(ctx, op, *args, **kwargs):
+    return Policy.PREFER_RECOMPUTE
+
+
+def _save_all(ctx, op, *args, **kwargs):
+    return Policy.PREFER_SAVE
+
+
+def _recompute_mm_save_activations(ctx, op, *args, **kwargs):
+    return Policy.MUST_RECOMPUTE if op in MM else Policy.MUST_SAVE
+
+
+def _sac_step(context_fn, backwards=1):
+    """A SAC-checkpointed region whose weights are scaled in place between forward and
+    backward: a saved op's output (old weights) and a recomputed one (new weights) differ, so
+    the grads show which ops eager's recomputation took from the storage."""
+    def step(st):
+        m, head, x, log = st[:4]
+        for p in (*m.parameters(), *head.parameters()):
+            p.grad = None
+        log.clear()
+        xr = x.detach().requires_grad_()
+        h = cp.checkpoint(m, xr, use_reentrant=False, context_fn=lambda: context_fn(st))
+        with torch.no_grad():
+            for p in m.parameters():
+                p.mul_(1.25)
+        loss = head(h).pow(2).sum()
+        out = []
+        for k in range(backwards):
+            try:
+                loss.backward(retain_graph=k + 1 < backwards)
+                out.append(None)
+            except RuntimeError as e:
+                out.append(str(e))
+            out += [*grads(m), *grads(head), *grads([xr])]
+        return out
+    return step
+
+
+def _policy(p):
+    return lambda st: cp.create_selective_checkpoint_contexts(p)
+
+
+def _sac_placeholders() -> list:
+    gm = compiled_bw.last_graph()
+    return [n.name for n in gm.graph.find_nodes(op="placeholder") if "_sac" in n.name]
+
+
+@pytest.mark.parametrize("policy", [_save_mm, _save_nothing, _save_all,
+                                    _recompute_mm_save_activations, MM[1:]])
+def test_sac_region_is_traced_with_eagers_saved_outputs(policy):
+    p = list(policy) if isinstance(policy, tuple) else policy
+    differential(_build(_deep), _sac_step(_policy(p)), strict=True)
+    assert "carry hooks" not in _opaque_nodes(), _opaque_nodes()
+    ops = {n.target for n in compiled_bw.last_graph().graph.nodes if n.op == "call_function"}
+    saves_mm = policy in (_save_mm, _save_all, MM[1:])
+    assert (torch.ops.aten.addmm.default not in ops) == saves_mm, compiled_bw.last_graph().code
+    assert bool(_sac_placeholders()) == (policy is not _save_nothing), _sac_placeholders()
+
+
+def _counting_build():
+    st = _build(_deep)()
+    return [*st, [0]]
+
+
+def _every_other_mm(st):
+    """A stateful policy (a counter across steps, in the state): it saves the 1st, 3rd, ...
+    addmm it ever sees, so with three per step its verdicts alternate between steps."""
+    count = st[4]
+
+    def policy(ctx, op, *args, **kwargs):
+        if op in MM:
+            count[0] += 1
+            return Policy.MUST_SAVE if count[0] % 2 else Policy.PREFER_RECOMPUTE
+        return Policy.PREFER_RECOMPUTE
+    return cp.create_selective_checkpoint_contexts(policy)
+
+
+def test_sac_stateful_counter_policy_gets_each_steps_verdicts():
+    st = differential(_counting_build, _sac_step(_every_other_mm), strict=True, steps=4,
+                      captures=2)
+    assert st.cache_hits >= 2 and "carry hooks" not in _opaque_nodes()
+
+
+def _torchtitan_style(st):
+    """torchtitan's per-region policy: a fresh counter per context_fn call, saving mm but
+    every second one (in the forward, where SAC calls the policy)."""
+    meta = {"mm": 0}
+
+    def policy(ctx, op, *args, **kwargs):
+        if op in MM:
+            meta["mm"] += 1
+            if meta["mm"] % 2 == 0:
+                return Policy.PREFER_RECOMPUTE
+            return Policy.MUST_SAVE
+        return Policy.PREFER_RECOMPUTE
+    return cp.create_selective_checkpoint_contexts(policy)
+
+
+def test_sac_torchtitan_style_policy():
+    differential(_build(_deep), _sac_step(_torchtitan_style), strict=True, steps=3)
+    assert len(_sac_placeholders()) == 2, _sac_placeholders()
+
+
+_SAVE_MM_NOW = [True]
+
+
+def _global_flag(ctx, op, *args, **kwargs):
+    """Saves the two 8-wide addmm outputs, or (flag off) the two activations after them:
+    as many saved tensors, same shapes -- only the verdicts differ."""
+    if _SAVE_MM_NOW[0]:
+        save = op in MM and ctx.op_output.shape[-1] == 8
+    else:
+        save = op in (torch.ops.aten.gelu.default, torch.ops.aten.tanh.default)
+    return Policy.MUST_SAVE if save else Policy.PREFER_RECOMPUTE
+
+
+def test_sac_policy_reading_a_global_flag_flipped_between_steps():
+    def build():
+        _SAVE_MM_NOW[0] = True
+        return _build(_deep)()
+
+    def step(st):
+        out = _sac_step(_policy(_global_flag))(st)
+        _SAVE_MM_NOW[0] = not _SAVE_MM_NOW[0]
+        return out
+    differential(build, step, strict=True, steps=4, captures=2)
+
+
+@pytest.mark.parametrize("policy", [_save_mm, _save_nothing])
+def test_sac_retain_graph_then_second_backward_as_eager(policy):
+    """Eager's second recomputation of a region whose storage was consumed raises ("backward an
+    extra time"); one that saved nothing recomputes again.  Ours: the first is traced and
+    consumes the entries, the second declines (the storage is consumed) and runs hooked."""
+    st = differential(_build(_deep), _sac_step(_policy(policy), backwards=2), strict=True,
+                      captures=None, allow_errors=True)
+    assert st.captures >= 1
+
+
+class _Outer(nn.Module):
+    """Plain checkpoint outside, SAC inside (the inner region is checkpointed again in the
+    outer's recomputation)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = _mlp()
+        self.out = nn.Linear(6, 6)
+
+    def forward(self, x):
+        h = cp.checkpoint(self.inner, x, use_reentrant=False,
+                          context_fn=lambda: cp.create_selective_checkpoint_contexts(_save_mm))
+        return self.out(torch.tanh(h))
+
+
+def test_sac_nested_inside_plain_checkpoint():
+    differential(_build(_Outer), _sac_step(lambda st: (contextlib.nullcontext(),
+                                                       contextlib.nullcontext())),
+                 strict=True, captures=None)
+
+
+def test_sac_region_with_dropout_runs_hooked_as_eager():
+    differential(_build(_with_dropout), _sac_step(_policy(_save_mm)), strict=True)
+    assert "carry hooks" in _opaque_nodes(), "the region should have been declined"

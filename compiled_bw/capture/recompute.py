@@ -31,30 +31,56 @@ saved tensors], which recompute as eager does):
     Dynamo guards hold at this backward: the capture they select is in the key, a tensor in
     the partial's keywords is a graph input, a tensor read from anywhere else declines
     (guarded.py Note [Guarded recomputation]); no module hooks;
-  - no context_fn (SAC), no autocast, no debug, the default determinism check, no
-    saved_tensors_hooks around the region's saved arguments, no GraphExecGroup;
+  - no context_fn other than selective checkpointing's (Note [Selective recomputation]), no
+    autocast, no debug, the default determinism check, no saved_tensors_hooks around the
+    region's saved arguments, no GraphExecGroup;
   - the trace (fake tensors) succeeds, draws no random numbers (dropout declines: eager
     restores the forward's RNG state, the graph would draw new numbers), mutates no input
     (BatchNorm's running stats), leaves the module's attributes as they were, and saves as
     many tensors as the forward did, with the forward's shapes, dtypes and devices (what
     checkpoint's own determinism check compares).
+The trace stops at the region's last saved tensor when the frame's early stop is on (eager's
+recomputation raises there), so what follows it is neither traced nor checked.
 The verdict and the traced region are cached by the region's key (module tree, parameter,
-buffer and argument metadata, the forward's saved metadata).  Eager's recomputation has no
+buffer and argument metadata, the forward's saved metadata, early stop).  Eager's recomputation has no
 effect outside the frame (RNG forked and restored, no side effects by the rules above), so
 skipping it at run time is unobservable; with retain_graph=False the nodes' saved variables
 (holders, frame, saved arguments) are freed after the run, as eager frees them.
+
+Note [Selective recomputation]
+A region checkpointed with create_selective_checkpoint_contexts recomputes under torch's
+_CachedTorchDispatchMode: each op (but SAC_IGNORED_OPS) takes the next index of its own
+counter and looks up storage[op][index], which the forward's caching mode filled: RECOMPUTE
+runs the op, a saved output is returned instead (and the entry becomes CONSUMED: a second
+recomputation raises "backward an extra time"), a missing or consumed entry raises, a saved
+tensor whose version changed raises unless allow_cache_entry_mutation.  The policy runs only
+in the forward (torch 2.13: the recomputation reads verdicts, never the policy), so what a
+stateful policy (a counter saving every other mm), one reading a global flag, or Hugging
+Face's and torchtitan's policies decided is data of this step: the storage.  So the key holds
+per op, per index, its verdict and the saved outputs' metadata (a different verdict is
+another graph, whatever the policy read to reach it), and the saved tensors are Box inputs
+(ckpt<region>_sac<k>), never constants.  The trace runs the region under SacReplay, the same
+lookup: a saved op's outputs are those inputs (it is not traced), every other op is traced as
+in a plain region.  It declines (the nodes run hooked, eager's lookup raises or runs) when the
+storage holds a CONSUMED entry (a second backward after retain_graph=True), a mutated saved
+tensor, a key that is not an op (a torch.compile'd region inside), a saved value that is not
+a plain tensor or plain value, or when the trace asks for an entry the storage lacks.  The
+entries the trace answered are the ones eager's recomputation consumes (early stop included);
+they are marked CONSUMED before a run that computes any of the region's nodes (consume_saved),
+which also drops the storage's reference: the Box frees each saved output at its last use.
 """
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import weakref
 
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from ..torchapi import checkpoint as ckpt
-from ..torchapi.dynamo import OpOverload
+from ..torchapi.dynamo import OpOverload, pytree
 from . import guarded
 from .custom import NOT_PLAIN, plain_key
 from .saved import raw_saved
@@ -80,10 +106,25 @@ class Region:
     traced: torch.fx.GraphModule
     keys: list                  # saved_node keys of its inputs, in `traced`'s input order
     holder_index: dict          # id(holder) -> position in frame.weak_holders
+    consumed: tuple = ()        # SAC entries (op, index) the recomputation reads
     nodes: list = dataclasses.field(default_factory=list)
 
 
-_TRACED: dict = {}      # region key -> traced GraphModule | None (declined)
+@dataclasses.dataclass(frozen=True)
+class Sac:
+    """A SAC region's storage as its trace reads it (Note [Selective recomputation])."""
+    sig: tuple          # per op: per index, its verdict and saved outputs' metadata
+    answers: dict       # (op, index) -> None (recompute) | (spec, leaves: ("t", k) | ("c", v))
+    tensors: list       # the saved outputs' tensors (Box inputs), k-th is ("t", k)
+
+
+@dataclasses.dataclass(frozen=True)
+class Traced:
+    gm: torch.fx.GraphModule
+    consumed: tuple     # SAC entries the trace answered, in order
+
+
+_TRACED: dict = {}      # region key -> Traced | None (declined)
 _MAX_TRACED = 256
 
 
@@ -132,7 +173,8 @@ def _frame_ok(frame) -> dict | None:
         return None
     if cv["kwargs"] or cv["is_non_strict_tracing"]:
         return None
-    if not ckpt.is_noop_context(cv["recompute_context"]) or \
+    rc = cv["recompute_context"]
+    if not (ckpt.is_noop_context(rc) or ckpt.sac_storage(rc) is not None) or \
             not ckpt.is_noop_context(cv["device_ctx"]):
         return None
     if cv["cpu_autocast_kwargs"]["enabled"]:
@@ -148,6 +190,58 @@ def _autocast() -> bool:
     runs with the forward's autocast state (decline rather than reason about both)."""
     return torch.is_autocast_enabled("cpu") or (
         torch.cuda.is_available() and torch.is_autocast_enabled("cuda"))
+
+
+def _sac(storage, mutable: bool, tensor_meta) -> Sac | None:
+    """Note [Selective recomputation]: the storage's verdicts and saved outputs, or None where
+    eager's lookup would raise or the trace could not stand in for it."""
+    sig, answers, tensors = [], {}, []
+    for op, entries in storage.items():
+        if not isinstance(op, OpOverload):
+            return None
+        per = []
+        for idx in sorted(entries):
+            e = entries[idx]
+            if e is ckpt.RECOMPUTE:
+                answers[(op, idx)] = None
+                per.append((idx, None))
+                continue
+            if e is ckpt.CONSUMED:
+                return None
+            leaves, spec = pytree.tree_flatten(e)
+            out, meta = [], []
+            for lf in leaves:
+                if type(lf) is not ckpt.VersionWrapper:
+                    return None
+                v = lf.val
+                if isinstance(v, torch.Tensor):
+                    if type(v) is not torch.Tensor or (
+                            lf.version is not None and not mutable and v._version != lf.version):
+                        return None
+                    out.append(("t", len(tensors)))
+                    meta.append(tensor_meta(v))
+                    tensors.append(v)
+                    continue
+                pk = plain_key(v)
+                if pk is NOT_PLAIN:
+                    return None
+                out.append(("c", v))
+                meta.append(pk)
+            answers[(op, idx)] = (spec, tuple(out))
+            per.append((idx, str(spec), tuple(meta)))
+        sig.append((op, tuple(per)))
+    return Sac(tuple(sig), answers, tensors)
+
+
+def _answer(sac: Sac, saved: list, op, idx: int):
+    """SacReplay's lookup while tracing: None (trace the op) or its saved outputs."""
+    if (op, idx) not in sac.answers:
+        raise ckpt.SacMismatch(f"{op} call {idx} has no entry in the forward's storage")
+    a = sac.answers[(op, idx)]
+    if a is None:
+        return None
+    spec, leaves = a
+    return pytree.tree_unflatten([saved[v] if k == "t" else v for k, v in leaves], spec)
 
 
 def _region(w, i: int, frame, number: int, tensor_meta) -> Region | None:
@@ -184,6 +278,12 @@ def _region(w, i: int, frame, number: int, tensor_meta) -> Region | None:
             return None
         args.append(t)
         arg_sig.append((tensor_meta(t), t.requires_grad))
+    sac = None
+    stored = ckpt.sac_storage(cv["recompute_context"])
+    if stored is not None:
+        sac = _sac(*stored, tensor_meta)
+        if sac is None:
+            return None
     extra = {}
     if call is not None:
         extra = guarded.partial_tensors(fn)
@@ -199,7 +299,8 @@ def _region(w, i: int, frame, number: int, tensor_meta) -> Region | None:
     sig = (tree, tuple((n, tensor_meta(t), t.requires_grad) for n, t in state),
            len(params), tuple(arg_sig), len(frame.weak_holders),
            tuple(tuple(sorted(m.items())) for m in frame.x_metadatas),
-           tuple((k, tensor_meta(t), t.requires_grad) for k, t in extra.items()))
+           tuple((k, tensor_meta(t), t.requires_grad) for k, t in extra.items()),
+           bool(frame.early_stop), None if sac is None else sac.sig)
     try:
         hash(sig)
     except TypeError:
@@ -207,7 +308,7 @@ def _region(w, i: int, frame, number: int, tensor_meta) -> Region | None:
     if sig in _TRACED:
         traced = _TRACED[sig]
     else:
-        traced = _trace_region(module, state, args, frame, call, extra)
+        traced = _trace_region(module, state, args, frame, call, extra, sac)
         if len(_TRACED) >= _MAX_TRACED:
             _TRACED.clear()
         _TRACED[sig] = traced
@@ -232,8 +333,13 @@ def _region(w, i: int, frame, number: int, tensor_meta) -> Region | None:
         keys.append((i, ATTR, (number, j, f"kw_{k}")))
         w.saved.append(t)
         j += 1
+    for k, t in enumerate(sac.tensors if sac is not None else ()):
+        keys.append((i, ATTR, (number, j, f"sac{k}")))
+        w.saved.append(t)
+        j += 1
     w.saved_node.extend(keys)
-    return Region(weakref.ref(frame), number, sig, traced, keys, holder_index)
+    return Region(weakref.ref(frame), number, sig, traced.gm, keys, holder_index,
+                  traced.consumed)
 
 
 def _is_random(node) -> bool:
@@ -270,29 +376,43 @@ class _Adapter(torch.nn.Module):
     """A guarded region's call as a module, for functional_call: `target` is the region's
     module (its parameters and buffers are `target.<name>`)."""
 
-    def __init__(self, target, call) -> None:
+    def __init__(self, target, call, mode=None) -> None:
         super().__init__()
         self.target = target
         self.call = call
+        self.mode = mode        # SacReplay of a SAC region: around the call only, as eager's
 
     def forward(self, args, extra):
-        return self.call(self.target, args, extra)
+        with self.mode if self.mode is not None else contextlib.nullcontext():
+            return self.call(self.target, args, extra)
 
 
-def _trace_region(module, state: list, args: list, frame, call=None, extra=None):
-    """The region's recomputation as an aten graph: inputs (state tensors, tensor args, the
-    partial's keyword tensors), outputs the tensors it saves in pack order; None where Note
-    [Traced recomputation] declines.  `call` (a guarded region, guarded.callee) runs it,
-    else the module's __call__."""
+def _call_module(m, args, _extra):
+    return m(*args)
+
+
+class _Stop(Exception):
+    """Early stop: the region's last saved tensor is recorded."""
+
+
+def _trace_region(module, state: list, args: list, frame, call=None, extra=None, sac=None):
+    """The region's recomputation as an aten graph (a Traced): inputs (state tensors, tensor
+    args, the partial's keyword tensors, a SAC region's saved outputs), outputs the tensors
+    it saves in pack order; None where Note [Traced recomputation] declines.  `call` (a
+    guarded region, guarded.callee) runs it, else the module's __call__."""
     extra = extra or {}
     names = [n for n, _ in state]
     tensors = [t for _, t in state] + [a for a in args if isinstance(a, torch.Tensor)] + \
-        list(extra.values())
+        list(extra.values()) + (sac.tensors if sac is not None else [])
     rgs = [t.requires_grad for t in tensors]
     recorded: list = []
+    replays: list = []
+    stop_at = len(frame.weak_holders) if frame.early_stop else -1
 
     def pack(x):
         recorded.append(x.detach() if x.requires_grad else x)
+        if len(recorded) == stop_at:    # eager's recomputation stops here (early stop)
+            raise _Stop
 
     def unpack(_x):
         raise RuntimeError("compiled_bw: a tensor saved while tracing a checkpointed region "
@@ -304,14 +424,21 @@ def _trace_region(module, state: list, args: list, frame, call=None, extra=None)
         it = iter(flat[len(names):])
         cargs = tuple(next(it) if isinstance(a, torch.Tensor) else a for a in args)
         kw = {k: next(it) for k in extra}
+        mode = None
+        if sac is not None:     # Note [Selective recomputation]
+            mode = ckpt.SacReplay(functools.partial(_answer, sac, list(it)))
+            replays.append(mode)
         recorded.clear()
         with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, unpack):
-            if call is None:
-                torch.func.functional_call(module, params, cargs)
-            else:
-                torch.func.functional_call(
-                    _Adapter(module, call), {f"target.{n}": t for n, t in params.items()},
-                    (cargs, kw))
+            try:
+                if call is None and mode is None:
+                    torch.func.functional_call(module, params, cargs)
+                else:
+                    torch.func.functional_call(
+                        _Adapter(module, call or _call_module, mode),
+                        {f"target.{n}": t for n, t in params.items()}, (cargs, kw))
+            except _Stop:
+                pass
         return list(recorded)
 
     before = _tree_key(module)
@@ -336,7 +463,7 @@ def _trace_region(module, state: list, args: list, frame, call=None, extra=None)
             return None     # a tensor read from elsewhere: its value is not guarded
     gm.graph.eliminate_dead_code()
     gm.recompile()
-    return gm
+    return Traced(gm, tuple(replays[-1].consumed) if replays else ())
 
 
 def checkpoint_entry(w, i: int, node, attrs, entry: list, tensor_meta) -> bool:
@@ -412,6 +539,27 @@ def release_regions(w, plan) -> None:
         for i in reg.nodes:
             if i in computed:
                 release_node(w.nodes[i])
+
+
+def consume_saved(w, plan) -> None:
+    """Before a run: the SAC entries each traced region's recomputation reads become CONSUMED
+    where the graph computes one of its nodes, as eager's lookup marks them when it
+    recomputes (Note [Selective recomputation])."""
+    regions = getattr(w, "regions", None)
+    if not regions:
+        return
+    computed = None
+    for reg in regions.values():
+        if reg is None or not reg.consumed:
+            continue
+        if computed is None:
+            computed = set(plan.executed) - {s.node_index for s in plan.opaque_sites}
+        frame = reg.frame()
+        if frame is None or not any(i in computed for i in reg.nodes):
+            continue
+        storage, _ = ckpt.sac_storage(ckpt.closure_vars(frame.recompute_fn)["recompute_context"])
+        for op, idx in reg.consumed:
+            storage[op][idx] = ckpt.CONSUMED
 
 
 class RegionSlot:

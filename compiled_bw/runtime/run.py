@@ -85,7 +85,7 @@ from ..capture.defined import evaluate
 from ..capture.hooks import HookRegisteredDuringBackward
 from ..capture.nodes import CUSTOM
 from ..capture.opaque import LAYOUT_HINTS, NotDense, found_layouts, relayout
-from ..capture.recompute import release_regions
+from ..capture.recompute import consume_saved, release_regions
 from ..capture.saved import SavedHooksInUse, gradient_edge
 from ..capture.subclass import flatten, rebuild
 from ..capture.trace import Options, TraceFailed, trace_backward
@@ -557,6 +557,7 @@ def _run(state, entry: Compiled, w, opts, grad_tensors, slots):
     plan = entry.plan
     if entry.devices:                   # Note [Streams] (runtime/streams.py)
         streams.check(w, entry.devices, FallbackToEager)
+    consume_saved(w, plan)              # Note [Selective recomputation] (capture/recompute.py)
     if entry.native is not None and slots is None:
         result = _run_native(state, entry, w, opts, grad_tensors)
         if result is not False:

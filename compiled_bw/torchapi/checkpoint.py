@@ -4,15 +4,19 @@ Consumes torch.utils.checkpoint; produces: whether a saved tensor's unpack hook 
 non-reentrant checkpoint's (and then its _CheckpointFrame), the state a frame's recompute_fn
 closes over (fn, kwargs, RNG/autocast/context settings), the frame's bookkeeping that its
 unpack hook reads (used by capture/recompute.py to serve traced recomputed tensors during a
-trace), and the graph-execution-group switch.  tests/test_private_api.py resolves `USED`.
+trace), the graph-execution-group switch, and selective checkpointing's storage (the forward's
+per-op verdicts and saved outputs) with a dispatch mode that replays its lookup in a trace.
+tests/test_private_api.py resolves `USED`.
 """
 from __future__ import annotations
 
 import contextlib
 import types
+from collections import defaultdict
 
 import torch
 import torch.utils.checkpoint as _cp
+from torch.utils._python_dispatch import TorchDispatchMode
 
 C = torch._C
 
@@ -22,6 +26,11 @@ default_meta_extractor = _cp._default_meta_extractor
 get_graph_exec_group = C._get_graph_exec_group
 set_graph_exec_group = C._set_graph_exec_group
 noop_context_fn = _cp.noop_context_fn
+CachedMode = _cp._CachedTorchDispatchMode
+SAC_IGNORED_OPS = _cp.SAC_IGNORED_OPS
+RECOMPUTE = _cp._RECOMPUTE
+CONSUMED = _cp._CONSUMED
+VersionWrapper = _cp._VersionWrapper
 
 _MODULE_GLOBAL_HOOKS = ("_global_forward_hooks", "_global_forward_pre_hooks",
                        "_global_backward_hooks", "_global_backward_pre_hooks",
@@ -34,6 +43,13 @@ USED = {
     "torch.utils.checkpoint._default_meta_extractor": "capture/recompute.py (determinism check)",
     "torch._C._get_graph_exec_group": "capture/recompute.py (the trace's unpack group)",
     "torch._C._set_graph_exec_group": "capture/recompute.py (the trace's unpack group)",
+    "torch.utils.checkpoint._CachedTorchDispatchMode": "capture/recompute.py (a SAC region's "
+        "recompute context: its storage and allow_cache_entry_mutation)",
+    "torch.utils.checkpoint.SAC_IGNORED_OPS": "SacReplay (ops SAC neither counts nor caches)",
+    "torch.utils.checkpoint._RECOMPUTE": "capture/recompute.py (a SAC storage verdict)",
+    "torch.utils.checkpoint._CONSUMED": "capture/recompute.py (a SAC entry already used)",
+    "torch.utils.checkpoint._VersionWrapper": "capture/recompute.py (a SAC saved output)",
+    "torch.utils._python_dispatch.TorchDispatchMode": "SacReplay",
     **{f"torch.nn.modules.module.{n}": "capture/recompute.py (global module hooks)"
        for n in _MODULE_GLOBAL_HOOKS},
 }
@@ -86,3 +102,42 @@ def global_module_hooks() -> bool:
 
 def is_noop_context(ctx) -> bool:
     return type(ctx) is contextlib.nullcontext
+
+
+def sac_storage(ctx):
+    """(storage, allow_cache_entry_mutation) of selective checkpointing's recompute context
+    (torch's own _CachedTorchDispatchMode, not a subclass), else None.  The storage maps each
+    op to {call index: RECOMPUTE | CONSUMED | pytree of VersionWrapper}, filled by the
+    forward's caching mode (which alone calls the policy)."""
+    if type(ctx) is not CachedMode:
+        return None
+    return ctx.storage, ctx.allow_cache_entry_mutation
+
+
+class SacMismatch(Exception):
+    """The trace called an op that the forward's storage has no entry for."""
+
+
+class SacReplay(TorchDispatchMode):
+    """_CachedTorchDispatchMode's lookup, in a trace: ops in SAC_IGNORED_OPS pass, any other
+    op takes the next call index of its own counter; `answer(op, index)` gives None (run
+    it: recomputed) or the outputs to return instead (saved in the forward).  `consumed`
+    lists the (op, index) pairs answered, in order: the entries eager's lookup consumes."""
+
+    def __init__(self, answer) -> None:
+        super().__init__()
+        self.answer = answer
+        self.counter: dict = defaultdict(int)
+        self.consumed: list = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in SAC_IGNORED_OPS:
+            return func(*args, **kwargs)
+        idx = self.counter[func]
+        self.counter[func] += 1
+        out = self.answer(func, idx)
+        if out is None:
+            return func(*args, **kwargs)
+        self.consumed.append((func, idx))
+        return out

@@ -29,8 +29,9 @@ from torch.utils._sympy.functions import Min as SymMin
 from torch.utils._sympy.functions import Mod as SymMod
 
 USED = {
-    "torch.utils._pytree.tree_flatten": "capture/subclass.py, capture/packed.py, backends/inductor.py",
-    "torch.utils._pytree.tree_unflatten": "capture/packed.py",
+    "torch.utils._pytree.tree_flatten": "capture/subclass.py, capture/packed.py, "
+        "capture/recompute.py, backends/inductor.py",
+    "torch.utils._pytree.tree_unflatten": "capture/packed.py, capture/recompute.py",
     "torch._guards.detect_fake_mode": "backends/inductor.py",
     "torch._guards.tracing": "backends/inductor.py",
     "torch._guards.TracingContext": "backends/inductor.py",
