@@ -31,7 +31,9 @@ from ..torchapi.dynamo import BoxedCodeGen
 # forward pre hook may replace the graph's input box, a global backward hook wrap it in
 # BackwardHookFunction.  So the backward calls the copy's generated `forward` directly (which
 # also skips __call__'s hook checks, and FX's _WrappedCall, which writes the generated code's
-# line to stderr when the graph raises).
+# line to stderr when the graph raises), and Inductor's retrace calls the captured graph's
+# `forward` (backends/inductor.py _tuple_outputs): under make_fx a module call runs its hooks
+# too, once per compile, and a hook's error made the compile fail.
 
 
 def compile_eager(gm: torch.fx.GraphModule, example_inputs: list):

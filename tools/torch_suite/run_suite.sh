@@ -53,7 +53,9 @@ run() {  # run <mode> <env...>
 EXTRA=("$@")
 # SUITE_NODEIDS=file: run only those node ids (e.g. out/cbw_eager_captured.txt for the Inductor run)
 read -r -a TARGETS <<< "${SUITE_FILES:-test_autograd.py}"
-if [ -n "${SUITE_NODEIDS:-}" ]; then mapfile -t TARGETS < "$SUITE_NODEIDS"; fi
+# (node ids as diff_suite.py writes them, relative to the repository root, made relative to pytorch/)
+nodeids() { mapfile -t TARGETS < <(sed 's#^tools/torch_suite/pytorch/##' "$1"); }
+if [ -n "${SUITE_NODEIDS:-}" ]; then nodeids "$SUITE_NODEIDS"; fi
 # -n 0 needs pytest-xdist; drop it when xdist is absent.
 python -c "import xdist" 2>/dev/null || run() {  # same as above without -n 0
     local mode=$P$1; shift
@@ -68,7 +70,7 @@ case $what in
   eager)    run eager COMPILED_BW_SUITE=0 ;;
   cbw)      run cbw_eager COMPILED_BW_SUITE=1 COMPILED_BW_SUITE_BACKEND=eager ;;
   inductor) SUITE_NODEIDS=${SUITE_NODEIDS:-out/${P}cbw_eager_captured.txt}
-            mapfile -t TARGETS < "$SUITE_NODEIDS"
+            nodeids "$SUITE_NODEIDS"
             run cbw_inductor COMPILED_BW_SUITE=1 COMPILED_BW_SUITE_BACKEND=inductor \
                 COMPILED_BW_BACKGROUND_COMPILE=0 ;;
   cbw_nolimit) run cbw_eager_nolimit COMPILED_BW_SUITE=1 COMPILED_BW_SUITE_BACKEND=eager \
