@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Run PyTorch's test/test_autograd.py (+ test/autograd/{test_complex,test_functional,test_logging}.py)
-# under eager autograd and under compiled_bw, and diff the outcomes.
+# (or the PyTorch test files named in SUITE_FILES) under eager autograd and under compiled_bw,
+# and diff the outcomes.
 #
 # Consumes: this directory (test_autograd.py, autograd/, conftest.py), a compiled_bw checkout
 #   (CBW_ROOT, default: this repository), the Python environment (VENV: a venv to activate,
