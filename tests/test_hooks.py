@@ -103,6 +103,63 @@ def test_module_full_backward_hooks():
     differential(build, step)
 
 
+@pytest.mark.both_backends
+@pytest.mark.parametrize("kind", ["forward_pre", "forward", "backward", "full_backward",
+                                  "full_backward_pre"])
+def test_global_module_hooks_see_only_user_modules(kind, monkeypatch):
+    # nn.modules.module.register_module_*_hook fire for every nn.Module call.  Eager autograd
+    # calls no module during a backward, so a global hook sees the user's modules only (and a
+    # backward through a plain function, no module, calls no hook at all).
+    # (torch remembers whether the first global backward hook was a full one, after removal too)
+    monkeypatch.setattr(nn.modules.module, "_global_is_full_backward_hook", None)
+    reg = getattr(nn.modules.module, f"register_module_{kind}_hook")
+
+    def build():
+        return [nn.Linear(4, 3), torch.randn(2, 4, requires_grad=True), []]
+
+    def hook(log):
+        def h(mod, *args):
+            log.append((kind, type(mod).__name__, len(args)))
+        return h
+
+    def step(st):
+        m, x, log = st
+        m.zero_grad(set_to_none=True)
+        x.grad = None
+        with reg(hook(log)):
+            m(x).tanh().sum().backward()
+            (x.exp() * 2).sum().backward()
+        return grads(m) + [x.grad, list(log)]
+    differential(build, step, captures=2)
+
+
+@pytest.mark.foreground_compile
+def test_global_module_hooks_not_called_by_the_inductor_compile(monkeypatch):
+    # Inductor compiles the captured graph on the first backward here (foreground): the compile
+    # calls no user-visible module either, so the global hooks' log is eager's, and a hook that
+    # rejects unknown modules does not make the compile fail (a fallback to the eager backend).
+    monkeypatch.setattr(nn.modules.module, "_global_is_full_backward_hook", None)
+
+    def build():
+        return [nn.Linear(4, 3), torch.randn(2, 4, requires_grad=True), []]
+
+    def step(st):
+        m, x, log = st
+        m.zero_grad(set_to_none=True)
+
+        def pre(mod, args):
+            log.append(("pre", type(mod).__name__))
+            assert isinstance(mod, nn.Linear), "a module the program never called"
+
+        def full(mod, gi, go):
+            log.append(("full", type(mod).__name__))
+        with nn.modules.module.register_module_forward_pre_hook(pre), \
+                nn.modules.module.register_module_full_backward_hook(full):
+            m(x).tanh().sum().backward()
+        return grads(m) + [list(log)]
+    differential(build, step, backend="inductor")
+
+
 def test_multi_grad_hook_all_and_any():
     def build():
         return [torch.randn(3, requires_grad=True), torch.randn(3, requires_grad=True), []]

@@ -5,7 +5,8 @@ of the graph with FX's boxed codegen, whose code takes the box, empties it, and 
 value (inputs included) after its last use, so saved tensors die during the backward as in
 eager autograd.  The captured GraphModule itself is left as is (last_graph() shows it).
 In the copy, opaque calls and delivery points call their Python implementation directly
-(Note [Direct opaque calls]).
+(Note [Direct opaque calls]).  The copy's `forward` is called, never the module itself
+(Note [The graph is no user module]).
 """
 import torch
 
@@ -22,6 +23,18 @@ from ..torchapi.dynamo import BoxedCodeGen
 # such op.)  Inductor's generated code does the same (backends/inductor.py Note [Inductor:
 # direct calls]).
 
+# Note [The graph is no user module]
+# A GraphModule is an nn.Module: calling it runs nn.Module.__call__, and with it the global
+# module hooks a user registered (register_module_forward_pre_hook, _forward_hook,
+# _backward_hook, _full_backward_hook, _full_backward_pre_hook): they would see our graph as a
+# module called during the backward -- eager autograd calls no module there -- and a global
+# forward pre hook may replace the graph's input box, a global backward hook wrap it in
+# BackwardHookFunction.  So the backward calls the copy's generated `forward` directly (which
+# also skips __call__'s hook checks, and FX's _WrappedCall, which writes the generated code's
+# line to stderr when the graph raises), and Inductor's retrace calls the captured graph's
+# `forward` (backends/inductor.py _tuple_outputs): under make_fx a module call runs its hooks
+# too, once per compile, and a hook's error made the compile fail.
+
 
 def compile_eager(gm: torch.fx.GraphModule, example_inputs: list):
     graph = torch.fx.Graph()
@@ -35,7 +48,4 @@ def compile_eager(gm: torch.fx.GraphModule, example_inputs: list):
     boxed = torch.fx.GraphModule(gm, graph)
     assert boxed._boxed_call
 
-    def run(box: list) -> list:
-        return boxed(box)
-
-    return run
+    return boxed.forward

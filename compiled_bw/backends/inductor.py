@@ -378,8 +378,10 @@ install()
 
 
 def _tuple_outputs(gm: torch.fx.GraphModule):
+    forward = gm.forward        # not gm(): eager.py Note [The graph is no user module]
+
     def program(*args):
-        return tuple(gm(*args))
+        return tuple(forward(*args))
     return program
 
 

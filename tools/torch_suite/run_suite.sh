@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Run PyTorch's test/test_autograd.py (+ test/autograd/{test_complex,test_functional,test_logging}.py)
-# under eager autograd and under compiled_bw, and diff the outcomes.
+# (or the PyTorch test files named in SUITE_FILES) under eager autograd and under compiled_bw,
+# and diff the outcomes.
 #
 # Consumes: this directory (test_autograd.py, autograd/, conftest.py), a compiled_bw checkout
 #   (CBW_ROOT, default: this repository), the Python environment (VENV: a venv to activate,
@@ -24,6 +25,11 @@
 #   COMPILED_BW_SUITE_CACHE_LIMIT=100000 SUITE_NODEIDS=out/cbw_eager_nolimit_captured.txt \
 #       PER_TEST_TIMEOUT=240 ./run_suite.sh inductor      # ~30 min for 293 tests
 #   all          eager then cbw
+# Other PyTorch test files: SUITE_FILES (default test_autograd.py) lists pytest targets relative to
+#   pytorch/, SUITE_NAME (default none) prefixes every out/ name so runs of different files do not
+#   overwrite each other, e.g.
+#   SUITE_NAME=hooks SUITE_FILES="nn/test_module_hooks.py test_utils.py::TestCheckpoint" \
+#       COMPILED_BW_SUITE_CACHE_LIMIT=100000 ./run_suite.sh all      # out/hooks_eager.jsonl, ...
 set -u
 cd "$(dirname "$0")/pytorch"      # PyTorch's test files, with our conftest.py beside them
 CBW_ROOT=${CBW_ROOT:-$(cd ../../.. && pwd)}
@@ -36,8 +42,9 @@ what=${1:-all}; shift || true
 TIMEOUT_ARGS=()
 if python -c "import pytest_timeout" 2>/dev/null; then TIMEOUT_ARGS=(--timeout "${PER_TEST_TIMEOUT:-300}"); fi
 
+P=${SUITE_NAME:+${SUITE_NAME}_}    # prefix of every out/ name
 run() {  # run <mode> <env...>
-    local mode=$1; shift
+    local mode=$P$1; shift
     rm -f "out/$mode.jsonl"
     env "$@" COMPILED_BW_SUITE_LOG="out/$mode.jsonl" timeout "${SUITE_TIMEOUT:-2400}" \
         python -m pytest "${TARGETS[@]}" -p no:cacheprovider -q -n 0 -rfE "${TIMEOUT_ARGS[@]}" \
@@ -46,11 +53,13 @@ run() {  # run <mode> <env...>
 }
 EXTRA=("$@")
 # SUITE_NODEIDS=file: run only those node ids (e.g. out/cbw_eager_captured.txt for the Inductor run)
-TARGETS=(test_autograd.py)
-if [ -n "${SUITE_NODEIDS:-}" ]; then mapfile -t TARGETS < "$SUITE_NODEIDS"; fi
+read -r -a TARGETS <<< "${SUITE_FILES:-test_autograd.py}"
+# (node ids as diff_suite.py writes them, relative to the repository root, made relative to pytorch/)
+nodeids() { mapfile -t TARGETS < <(sed 's#^tools/torch_suite/pytorch/##' "$1"); }
+if [ -n "${SUITE_NODEIDS:-}" ]; then nodeids "$SUITE_NODEIDS"; fi
 # -n 0 needs pytest-xdist; drop it when xdist is absent.
 python -c "import xdist" 2>/dev/null || run() {  # same as above without -n 0
-    local mode=$1; shift
+    local mode=$P$1; shift
     rm -f "out/$mode.jsonl"
     env "$@" COMPILED_BW_SUITE_LOG="out/$mode.jsonl" timeout "${SUITE_TIMEOUT:-2400}" \
         python -m pytest "${TARGETS[@]}" -p no:cacheprovider -q -rfE "${TIMEOUT_ARGS[@]}" \
@@ -61,8 +70,8 @@ python -c "import xdist" 2>/dev/null || run() {  # same as above without -n 0
 case $what in
   eager)    run eager COMPILED_BW_SUITE=0 ;;
   cbw)      run cbw_eager COMPILED_BW_SUITE=1 COMPILED_BW_SUITE_BACKEND=eager ;;
-  inductor) SUITE_NODEIDS=${SUITE_NODEIDS:-out/cbw_eager_captured.txt}
-            mapfile -t TARGETS < "$SUITE_NODEIDS"
+  inductor) SUITE_NODEIDS=${SUITE_NODEIDS:-out/${P}cbw_eager_captured.txt}
+            nodeids "$SUITE_NODEIDS"
             run cbw_inductor COMPILED_BW_SUITE=1 COMPILED_BW_SUITE_BACKEND=inductor \
                 COMPILED_BW_BACKGROUND_COMPILE=0 ;;
   cbw_nolimit) run cbw_eager_nolimit COMPILED_BW_SUITE=1 COMPILED_BW_SUITE_BACKEND=eager \
@@ -71,6 +80,7 @@ case $what in
             run cbw_eager COMPILED_BW_SUITE=1 COMPILED_BW_SUITE_BACKEND=eager ;;
   *) echo "usage: $0 [eager|cbw|cbw_nolimit|inductor|all] [pytest args]"; exit 2 ;;
 esac
-python ../diff_suite.py eager cbw_eager > out/diff_cbw_eager.txt 2>&1 && echo "diff: out/diff_cbw_eager.txt"
-[ -f out/cbw_inductor.jsonl ] && python ../diff_suite.py eager cbw_inductor > out/diff_cbw_inductor.txt 2>&1 \
-    && echo "diff: out/diff_cbw_inductor.txt"
+for m in cbw_eager cbw_eager_nolimit cbw_inductor; do
+    [ -f "out/$P$m.jsonl" ] && python ../diff_suite.py "${P}eager" "$P$m" > "out/${P}diff_$m.txt" 2>&1 \
+        && echo "diff: out/${P}diff_$m.txt"
+done
