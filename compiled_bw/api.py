@@ -363,6 +363,9 @@ def explain() -> str:
     lines = [head]
     lines += [f"  fallback: {r}" for r in s.fallback_reasons[-10:]]
     lines += [f"  recapture: {r}" for r in s.recompile_reasons[-10:]]
+    if _G.last_plan is not None and _G.last_plan.auto_traced:
+        lines.append("  custom Functions traced without opt-in: "
+                     f"{', '.join(_G.last_plan.auto_traced)}")
     if _G.last_plan is not None and _G.last_plan.opaque_names:
         lines.append(f"  opaque nodes: {', '.join(_G.last_plan.opaque_names)}")
     if (compression := compress.last_report()) is not None:

@@ -402,8 +402,9 @@ def _custom_entry(w, i: int, node, how: str, meta: tuple, entry: list):
     ts = node.saved_tensors        # unpacks: eager's version-counter / freed checks
     result = False
     if how == TRACE_CUSTOM:
-        if auto_traced(type(node)):
-            state = safe_ctx_state(node)
+        auto = auto_traced(type(node))
+        if auto:
+            state = safe_ctx_state(node, auto)
         else:
             try:
                 state = ctx_state(node)
