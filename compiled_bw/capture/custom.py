@@ -370,6 +370,29 @@ def _meta(t):
 
 
 _VERDICTS: dict = {}    # (node class, ctx key, saved and grad metadata) -> verdict
+_CLASS_VERDICT: dict = {}   # node class -> None (judged safe once) | why Dynamo refused it
+
+
+def class_refusal(node, saved: tuple, meta) -> str | None:
+    """Why an AUTO_DYNAMO node's class runs opaque for good (Note [Refused for good]), or None.
+    A class first seen is judged here, at the walk, with this node's values; the walk then
+    asks a dict per node."""
+    got = _CLASS_VERDICT.get(type(node), False)
+    if got is False:
+        metas = tuple(m[:3] if isinstance(m, tuple) else (tuple(m.shape), m.dtype, m.device)
+                      for m in meta)
+        got = dynamo_verdict(node, saved, metas)
+        _CLASS_VERDICT.setdefault(type(node), got)
+    return got
+
+
+# Note [Refused for good]
+# A class whose backward Dynamo refused once (with any values) runs as an opaque call from then
+# on, without its ctx values in the cache key: else each new ctx value (a step counter, a
+# per-call scale) of a class that never gets traced would be a recapture.  Refusing for good
+# is always exact (an opaque call is eager's PyNode call); it only forgoes a class whose
+# backward takes a safe branch for other values.  The first verdict of a class is asked at the
+# walk (a class first seen is a capture anyway), later ones at capture (trace.py).
 COUNTS = {"dynamo_verdicts": 0, "cached_verdicts": 0}
 
 
@@ -391,13 +414,17 @@ def dynamo_verdict(node, saved: tuple, grad_meta: tuple) -> str | None:
     vars(ctx).update(vars(node))
     ctx.saved_tensors = saved
     ctx.needs_input_grad = tuple(node.needs_input_grad)
-    grads = tuple(torch.empty(m[0], dtype=m[1], device=m[2]) for m in grad_meta)
+    out_info = fwd_info(node).out_info      # a non-tensor output's grad is always None
+    grads = tuple(None if o is None else torch.empty(m[0], dtype=m[1], device=m[2])
+                  for m, o in zip(grad_meta, out_info, strict=True))
     fn = type(node)._forward_cls.backward
     try:
         got = backward_verdict(fn, (ctx, *grads), _covered(fn))
     except Exception as e:  # noqa: BLE001 -- our own failure: the node stays opaque
         got = f"judging it failed: {type(e).__name__}: {e}"
     _VERDICTS[key] = got
+    if got is not None:
+        _CLASS_VERDICT[type(node)] = got
     return got
 
 

@@ -147,16 +147,18 @@ _RUN_OPAQUE: dict = {}
 
 def entry_kind(kind: NodeKind, how_run) -> NodeKind:
     """The kind a node runs as, from what its signature entry builder returned: False (its
-    class's kind), True (hooked_kind) or RUN_OPAQUE (a custom Function's PyNode call)."""
+    class's kind), True (hooked_kind), RUN_OPAQUE (a custom Function's PyNode call) or another
+    string (the same, for that reason)."""
     if how_run is False:
         return kind
     if how_run is True:
         return hooked_kind(kind)
-    v = _RUN_OPAQUE.get(kind)
+    v = _RUN_OPAQUE.get((kind, how_run))
     if v is None:
-        v = _RUN_OPAQUE[kind] = dataclasses.replace(
-            kind, how=CUSTOM, reason="its ctx or what its backward reads holds a value the "
-            "cache key cannot follow (custom.py Note [What a traced function may read])")
+        reason = how_run if how_run is not RUN_OPAQUE else (
+            "its ctx or what its backward reads holds a value the cache key cannot follow "
+            "(custom.py Note [What a traced function may read])")
+        v = _RUN_OPAQUE[(kind, how_run)] = dataclasses.replace(kind, how=CUSTOM, reason=reason)
     return v
 
 

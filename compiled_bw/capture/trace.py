@@ -544,7 +544,8 @@ def _auto_call(w, i: int, kind, node, buf: list, df, placeholders: dict):
         return why
     info = custom.fwd_info(node)
     ms = custom.materializes(node, info)
-    if any(df.of(g) is not True and not ms[k] for k, g in enumerate(buf)):
+    if any(df.of(g) is not True and not ms[k] and info.out_info[k] is not None
+           for k, g in enumerate(buf)):
         return "a grad may be undefined (set_materialize_grads(False)); Dynamo saw tensors"
     try:
         outs = _traced_call(w, i, kind, node, buf, df, placeholders)
