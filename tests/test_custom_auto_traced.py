@@ -197,6 +197,34 @@ def test_set_materialize_grads_false(use):
         assert "NoMaterializeBackward" in _traced()
 
 
+class NoneGrad(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        return None                      # ignores its grad
+
+
+def test_traced_backward_ignoring_its_grad_still_runs_the_hooks_before_it():
+    """The hooks on the Function's output and input run (the input's with None) although
+    nothing uses what the output's hook returns."""
+    def step(st):
+        x, w, log = st
+        x.grad = w.grad = None
+        t = x.tanh()
+        t.register_hook(lambda g: log.append(("t", g)))
+        y = NoneGrad.apply(t)
+        y.register_hook(lambda g: log.append(("y", g.clone())))
+        ((y * w).sum() + x.sum()).backward()
+        out = [x.grad, w.grad, list(log)]
+        log.clear()
+        return out
+    differential(_leaves((3,), (3,)), step, fallbacks=None, strict=False)
+    assert "NoneGradBackward" in _traced()
+
+
 class WrongCount(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x):
