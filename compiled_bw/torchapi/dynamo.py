@@ -45,11 +45,12 @@ USED = {
     "torch._dynamo.convert_frame.compile_lock": "runtime/background.py",
     "torch._dynamo.source.ConstantSource": "capture/dynamic.py",
     "torch._C._dynamo.eval_frame._debug_get_cache_entry_list": "capture/guarded.py",
-    "torch._dynamo.eval_frame._stance": "capture/guarded.py",
-    "torch._dynamo.symbolic_convert.InstructionTranslator.current_tx": "capture/guarded.py",
-    "torch._dynamo.side_effects.SideEffects.is_modified": "capture/guarded.py",
-    "torch._dynamo.variables.base.AttributeMutationNew": "capture/guarded.py",
-    "torch._dynamo.variables.base.ValueMutationNew": "capture/guarded.py",
+    "torch._dynamo.eval_frame._stance": "capture/guarded.py, capture/custom.py",
+    "torch._dynamo.symbolic_convert.InstructionTranslator.current_tx":
+        "capture/guarded.py, capture/custom.py (guard source names)",
+    "torch._dynamo.side_effects.SideEffects.is_modified": "capture/guarded.py, capture/custom.py",
+    "torch._dynamo.variables.base.AttributeMutationNew": "capture/guarded.py, capture/custom.py",
+    "torch._dynamo.variables.base.ValueMutationNew": "capture/guarded.py, capture/custom.py",
     "torch.fx.experimental._config.backed_size_oblivious": "runtime/dynamic.py",
 }
 
