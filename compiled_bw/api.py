@@ -330,8 +330,9 @@ def reset() -> None:
     _G.caches.clear()
     _G.states.clear()       # they hold the caches and stats
     _G.stats = Stats()
-    from .capture import guarded
+    from .capture import custom, guarded
     guarded.reset()
+    custom.reset()
     _G.last_graph = None
     _G.last_plan = None
     _G.last_fn = None

@@ -197,6 +197,31 @@ def test_set_materialize_grads_false(use):
         assert "NoMaterializeBackward" in _traced()
 
 
+class Stepped(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, step):
+        ctx.step = step                  # a new value every step
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * (2 + 0 * ctx.step), None
+
+
+def test_ctx_value_new_every_step_ends_opaque():
+    """Traced, each new ctx value is a recapture; after a few the class runs opaque (Note
+    [Refused for good]) and the steps hit the cache."""
+    def step(st):
+        x, n = st
+        x.grad = None
+        n.append(len(n))
+        Stepped.apply(x, n[-1]).sum().backward()
+        return [x.grad]
+    st = differential(_leaves((3,)), step, steps=10, captures=None, backend="eager")
+    assert st.cache_hits >= 3, st
+    assert "SteppedBackward" not in _traced()
+
+
 class NoneGrad(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x):

@@ -371,6 +371,16 @@ def _meta(t):
 
 _VERDICTS: dict = {}    # (node class, ctx key, saved and grad metadata) -> verdict
 _CLASS_VERDICT: dict = {}   # node class -> None (judged safe once) | why Dynamo refused it
+_STATES: dict = {}          # node class -> the ctx keys it was judged with
+_MAX_STATES = 4
+
+
+def reset() -> None:
+    """Forget every verdict (compiled_bw.reset())."""
+    for d in (_VERDICTS, _CLASS_VERDICT, _STATES):
+        d.clear()
+    for k in COUNTS:
+        COUNTS[k] = 0
 
 
 def class_refusal(node, saved: tuple, meta) -> str | None:
@@ -389,7 +399,9 @@ def class_refusal(node, saved: tuple, meta) -> str | None:
 # Note [Refused for good]
 # A class whose backward Dynamo refused once (with any values) runs as an opaque call from then
 # on, without its ctx values in the cache key: else each new ctx value (a step counter, a
-# per-call scale) of a class that never gets traced would be a recapture.  Refusing for good
+# per-call scale) of a class that never gets traced would be a recapture.  So does a class
+# judged with more than _MAX_STATES different ctx keys (a seed or step number in its ctx):
+# traced, each new value is a recapture; opaque, none is.  Refusing for good
 # is always exact (an opaque call is eager's PyNode call); it only forgoes a class whose
 # backward takes a safe branch for other values.  The first verdict of a class is asked at the
 # walk (a class first seen is a capture anyway), later ones at capture (trace.py).
@@ -408,6 +420,12 @@ def dynamo_verdict(node, saved: tuple, grad_meta: tuple) -> str | None:
     got = _VERDICTS.get(key, False)
     if got is not False:
         COUNTS["cached_verdicts"] += 1
+        return got
+    states = _STATES.setdefault(type(node), set())
+    states.add(state)
+    if len(states) > _MAX_STATES:       # Note [Refused for good]
+        got = _CLASS_VERDICT[type(node)] = (
+            f"its ctx values changed {len(states)} times (each a recapture while traced)")
         return got
     COUNTS["dynamo_verdicts"] += 1
     ctx = _StandInCtx()
