@@ -330,8 +330,9 @@ def reset() -> None:
     _G.caches.clear()
     _G.states.clear()       # they hold the caches and stats
     _G.stats = Stats()
-    from .capture import guarded
+    from .capture import custom, guarded
     guarded.reset()
+    custom.reset()
     _G.last_graph = None
     _G.last_plan = None
     _G.last_fn = None
@@ -363,6 +364,9 @@ def explain() -> str:
     lines = [head]
     lines += [f"  fallback: {r}" for r in s.fallback_reasons[-10:]]
     lines += [f"  recapture: {r}" for r in s.recompile_reasons[-10:]]
+    if _G.last_plan is not None and _G.last_plan.auto_traced:
+        lines.append("  custom Functions traced without opt-in: "
+                     f"{', '.join(_G.last_plan.auto_traced)}")
     if _G.last_plan is not None and _G.last_plan.opaque_names:
         lines.append(f"  opaque nodes: {', '.join(_G.last_plan.opaque_names)}")
     if (compression := compress.last_report()) is not None:

@@ -1,9 +1,11 @@
-"""Small custom autograd.Functions the tests share (each is one opaque call in a graph), and
+"""Small custom autograd.Functions the tests share (each is one opaque call in a graph: they opt
+out of being traced), and
 a torch.library custom op with register_autograd (its backward traced into the graph)."""
 import torch
 
 
 class Double(torch.autograd.Function):
+    compiled_bw_traceable = False     # an opaque call is the point here
     @staticmethod
     def forward(ctx, x):
         return x * 2
@@ -14,6 +16,7 @@ class Double(torch.autograd.Function):
 
 
 class Triple(torch.autograd.Function):
+    compiled_bw_traceable = False     # an opaque call is the point here
     @staticmethod
     def forward(ctx, x):
         return x * 3

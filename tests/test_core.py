@@ -442,6 +442,7 @@ def test_no_reference_to_the_graph_or_activations_survives_the_backward():
 
 class _TransposedGrad(torch.autograd.Function):
     """Identity whose backward returns the grad in transposed memory layout."""
+    compiled_bw_traceable = False     # an opaque call is the point here
 
     @staticmethod
     def forward(ctx, x):

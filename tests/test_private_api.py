@@ -14,6 +14,7 @@ import pathlib
 import re
 import subprocess
 import sys
+import types
 
 import pytest
 import torch
@@ -637,3 +638,35 @@ def test_shape_guard_functions_are_python_int_arithmetic():
             got = eval(code, {}, {"a": x, "b": y})
             ok = (want is sympy.true) == got if isinstance(got, bool) else want == got
             assert ok, (e, code, x, y, want, got)
+
+
+DEBUG_FLAG = types.SimpleNamespace(on=False)
+
+
+def test_backward_verdict_names_guard_sources():
+    """custom.py Note [Traced without opt-in]: Dynamo's trace of a backward, its guards'
+    source names (InstructionTranslator.current_tx().output.guards) and side effects."""
+    from compiled_bw.torchapi.dynamo import backward_verdict
+
+    class Ctx:
+        pass
+    ctx = Ctx()
+    ctx.saved_tensors = (torch.randn(3),)
+    ctx.k = 2
+    seen = []
+
+    def pure(c, g):
+        return g * c.saved_tensors[0] * c.k
+
+    def flag(c, g):
+        return g * 2 if DEBUG_FLAG.on else g
+
+    def prints(c, g):
+        print("x")
+        return g
+
+    assert backward_verdict(pure, (ctx, torch.randn(3)), lambda n: seen.append(n) or True) is None
+    assert "L['args'][0].k" in seen and any(n.startswith("L['args'][1]") for n in seen), seen
+    why = backward_verdict(flag, (ctx, torch.randn(3)), lambda n: "DEBUG_FLAG" not in n)
+    assert why is not None and "DEBUG_FLAG" in why, why
+    assert backward_verdict(prints, (ctx, torch.randn(3)), lambda n: True).startswith("Dynamo")

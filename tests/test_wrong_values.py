@@ -49,6 +49,7 @@ def test_module_full_backward_hook_sees_zeros_for_input_needing_no_grad():
 
 
 class _PassThrough(torch.autograd.Function):
+    compiled_bw_traceable = False     # an opaque call is the point here
     @staticmethod
     def forward(ctx, x, mask):
         return x * mask
@@ -76,6 +77,7 @@ def test_custom_function_post_hook_sees_grad_for_input_needing_no_grad():
 
 class _ToDouble(torch.autograd.Function):
     """Its backward returns a float64 grad for a float32 input."""
+    compiled_bw_traceable = False     # an opaque call is the point here
     @staticmethod
     def forward(ctx, x):
         return x * 2
@@ -125,6 +127,7 @@ BACKENDS = ["eager", "inductor"]
 
 class _NoneOn(torch.autograd.Function):
     """x * 2; its backward returns None on the steps `when(step)` says (else 2 * g)."""
+    compiled_bw_traceable = False     # undefined grads from an opaque call (traced: test_custom_auto_traced.py)
     @staticmethod
     def forward(ctx, x, when, step):
         ctx.none = when(step)

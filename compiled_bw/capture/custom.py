@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import functools
 import inspect
+import re
 import types
 
 import torch
 
 from ..torchapi import autograd as torch_autograd
-from ..torchapi.dynamo import OpOverload, OpOverloadPacket
+from ..torchapi.dynamo import OpOverload, OpOverloadPacket, backward_verdict
 from .subclass import PLAIN
 
 FWD_KEY = "compiled_bw.fwd"
@@ -108,15 +109,32 @@ KNOWN_TRACEABLE = (torch_autograd.BackwardHookFunction,)
 
 # Note [Traced without opt-in]
 # A Function's backward is traced into the graph (instead of an opaque call) when it opted in
-# (`compiled_bw_traceable = True`), when it is one of KNOWN_TRACEABLE, or when it is a
-# torch.library custom op's Function (`register_autograd`): torch requires that backward and
+# (`compiled_bw_traceable = True`), when it is one of KNOWN_TRACEABLE, when it is a
+# torch.library custom op's Function (`register_autograd`: torch requires that backward and
 # its setup_context to be traceable -- PyTorch ops and custom ops, no data_ptr, no global
-# state read or written -- so its trace is the computation every step, and the custom ops it
-# calls stay op calls of the graph.  What the trace bakes in from the ctx is in the cache key
-# (`ctx_state`); for a custom op, a ctx attribute that is not a plain value (numbers, strings,
-# None, dtypes, devices, sizes, and tuples/lists of them), whose contents the key could not
-# see change, makes that node an opaque call instead (`safe_ctx_state` is None).
+# state read or written), or, for any other Function that did not say
+# (`compiled_bw_traceable` unset), when Dynamo finds its backward safe (AUTO_DYNAMO).
+# "Safe": at capture, Dynamo traces `backward(ctx, *grads)` whole (fullgraph, the graph never
+# runs) with a stand-in ctx holding only its saved tensors, needs_input_grad and its plain
+# attributes (anything else read from ctx fails the trace), and that trace
+#   - has no graph break (print, .item(), .tolist(), numpy, torch.autograd.grad, a call Dynamo
+#     cannot trace),
+#   - mutates nothing that existed before the call (ctx, globals, lists, objects), registers
+#     no tensor hook and draws no Python random number (torchapi/dynamo.py _clean),
+#   - installs guards only on what the cache key follows (`_covered`): the ctx and grads, the
+#     backward itself and its closure cells, and the backward's module globals by name (the
+#     key holds their values: Note [What a traced function may read]); attributes of torch's
+#     modules and builtins are taken as constants.  A guard on anything else (a module flag
+#     `mylib.DEBUG`, `cfg.scale` on a global object) refuses: the key would not see it change.
+# A refusal keeps the node an opaque call (the real backward, every step), never a fallback;
+# so does an exception from our own trace of it (the opaque call then raises eager's error).
+# The verdict is cached per (backward, ctx key, saved tensors' and grads' metadata): a cache
+# hit never runs Dynamo; a recapture with other values asks again.  What the trace bakes in from
+# the ctx is in the cache key (`ctx_state`); a ctx attribute that is not a plain value (numbers,
+# strings, None, dtypes, devices, sizes, and tuples/lists of them), whose contents the key could
+# not see change, makes that node an opaque call instead (`safe_ctx_state` is None).
 # `compiled_bw_traceable = False` on a Function class keeps it opaque whatever the rule.
+AUTO_OP, AUTO_DYNAMO = "custom op", "dynamo"
 
 
 def is_traceable(cls) -> bool:
@@ -124,19 +142,25 @@ def is_traceable(cls) -> bool:
     opt = getattr(fwd, TRACEABLE_ATTR, None)
     if opt is not None:
         return bool(opt)
-    return fwd in KNOWN_TRACEABLE or torch_autograd.is_custom_op_function(fwd)
+    return True     # KNOWN_TRACEABLE, a custom op's Function, or AUTO_DYNAMO
 
 
-def auto_traced(cls) -> bool:
-    """Traced without opt-in because it is a custom op's Function (Note [Traced without
-    opt-in]): then a ctx that is not plain values makes the node opaque, not a fallback.
-    Answered once per node class, as nodes.node_kind classifies it once (the walk asks per
-    node, every step)."""
-    got = _AUTO_TRACED.get(cls)
-    if got is None:
+def auto_traced(cls) -> str | None:
+    """How a Function is traced without opt-in (Note [Traced without opt-in]): AUTO_OP (a
+    custom op's), AUTO_DYNAMO (if Dynamo finds it safe), or None (opted in, or
+    KNOWN_TRACEABLE).  Then a ctx that is not plain values makes the node opaque, not a
+    fallback.  Answered once per node class, as nodes.node_kind classifies it once (the walk
+    asks per node, every step)."""
+    got = _AUTO_TRACED.get(cls, False)
+    if got is False:
         fwd = cls._forward_cls
-        got = _AUTO_TRACED[cls] = (getattr(fwd, TRACEABLE_ATTR, None) is None
-                                   and torch_autograd.is_custom_op_function(fwd))
+        if getattr(fwd, TRACEABLE_ATTR, None) is not None or fwd in KNOWN_TRACEABLE:
+            got = None
+        elif torch_autograd.is_custom_op_function(fwd):
+            got = AUTO_OP
+        else:
+            got = AUTO_DYNAMO
+        _AUTO_TRACED[cls] = got
     return got
 
 
@@ -249,9 +273,10 @@ def _global_names(code) -> tuple:
 _NAMES: dict = {}       # code object -> the names it may look up (code objects are immutable)
 
 
-def safe_ctx_state(node) -> tuple | None:
+def safe_ctx_state(node, how: str = AUTO_OP) -> tuple | None:
     """ctx_state for an auto-traced Function: its ctx attributes as plain-value keys, with the
-    materialize flag; None when one is not a plain value (the node then runs opaque)."""
+    materialize flag (and for AUTO_DYNAMO what its backward reads: backward_key); None when one
+    is not a plain value (the node then runs opaque)."""
     items = []
     for k, v in sorted(vars(node).items()):
         key = plain_key(v)
@@ -259,7 +284,166 @@ def safe_ctx_state(node) -> tuple | None:
             return None
         items.append((k, key))
     items.append(("materialize", node.metadata.get(MATERIALIZE_KEY, True)))
+    if how == AUTO_DYNAMO:
+        backward = backward_key(type(node)._forward_cls.backward)
+        if backward is NOT_PLAIN:
+            return None
+        items.append(("backward", backward))
     return tuple(items)
+
+
+_TRUSTED_MODULES = ("torch", "math", "operator", "functools", "builtins")
+_GLOBAL_GUARD = re.compile(r"^G\['([^']+)'\](.*)$")
+_CLOSURE_GUARD = re.compile(r"^L\['fn'\](\.__closure__\[\d+\]\.cell_contents)?$")
+_ATTR = re.compile(r"^\.(\w+)(.*)$")
+
+
+def _trusted(module) -> bool:
+    name = module if isinstance(module, str) else getattr(module, "__name__", "")
+    return isinstance(name, str) and name.split(".")[0] in _TRUSTED_MODULES
+
+
+def _reachable_names(fn, depth: int = 2) -> set:
+    """The module globals `fn` and the same-module functions it names (closures included),
+    `depth` levels deep, may read: those function_key keys."""
+    names = set(_global_names(fn.__code__))
+    if depth > 0:
+        g = fn.__globals__
+        inner = [g.get(n) for n in names] + [c.cell_contents for c in fn.__closure__ or ()
+                                              if _filled(c)]
+        for f in inner:
+            if isinstance(f, types.FunctionType) and f.__globals__ is g:
+                names |= _reachable_names(f, depth - 1)
+    return names
+
+
+def _filled(cell) -> bool:
+    try:
+        _ = cell.cell_contents
+    except ValueError:
+        return False
+    return True
+
+
+def _covered(fn):
+    """Note [Traced without opt-in]: whether the cache key follows what a Dynamo guard (by its
+    source name) on `fn(ctx, *grads)` checks."""
+    g = fn.__globals__
+    own = "__import_" + str(g.get("__name__", "")).replace(".", "_dot_")
+    names = _reachable_names(fn)
+
+    def covered(name: str) -> bool:
+        if not name or name.startswith(("L['args']", "L['sentinel']")) or \
+                _CLOSURE_GUARD.match(name):
+            return True
+        m = _GLOBAL_GUARD.match(name)
+        if m is None:
+            return False
+        root, rest = m.groups()
+        if root.startswith("__builtins_dict"):
+            return True
+        if root != own:
+            return root.startswith("__import_") and _trusted(
+                root[len("__import_"):].replace("_dot_", "."))
+        a = _ATTR.match(rest)
+        if a is None:
+            return rest == ""
+        gname, tail = a.groups()
+        if gname not in names or gname not in g:
+            return False
+        v = g[gname]
+        if tail == "":
+            return value_key(v) is not NOT_PLAIN
+        return isinstance(v, types.ModuleType) and _trusted(v)
+    return covered
+
+
+class _StandInCtx:
+    """What a Function's backward may read from its ctx while Dynamo judges it: the saved
+    tensors, needs_input_grad and the ctx's own (plain) attributes."""
+
+
+def _meta(t):
+    if t is None:
+        return None
+    return (t.shape, t.stride(), t.dtype, t.device, t.requires_grad)
+
+
+_VERDICTS: dict = {}    # (node class, ctx key, saved and grad metadata) -> verdict
+_CLASS_VERDICT: dict = {}   # node class -> None (judged safe once) | why Dynamo refused it
+_STATES: dict = {}          # node class -> the ctx keys it was judged with
+_MAX_STATES = 4
+
+
+def reset() -> None:
+    """Forget every verdict (compiled_bw.reset())."""
+    for d in (_VERDICTS, _CLASS_VERDICT, _STATES):
+        d.clear()
+    for k in COUNTS:
+        COUNTS[k] = 0
+
+
+def class_refusal(node, saved: tuple, meta) -> str | None:
+    """Why an AUTO_DYNAMO node's class runs opaque for good (Note [Refused for good]), or None.
+    A class first seen is judged here, at the walk, with this node's values; the walk then
+    asks a dict per node."""
+    got = _CLASS_VERDICT.get(type(node), False)
+    if got is False:
+        metas = tuple(m[:3] if isinstance(m, tuple) else (tuple(m.shape), m.dtype, m.device)
+                      for m in meta)
+        got = dynamo_verdict(node, saved, metas)
+        _CLASS_VERDICT.setdefault(type(node), got)
+    return got
+
+
+# Note [Refused for good]
+# A class whose backward Dynamo refused once (with any values) runs as an opaque call from then
+# on, without its ctx values in the cache key: else each new ctx value (a step counter, a
+# per-call scale) of a class that never gets traced would be a recapture.  So does a class
+# judged with more than _MAX_STATES different ctx keys (a seed or step number in its ctx):
+# traced, each new value is a recapture; opaque, none is.  Refusing for good
+# is always exact (an opaque call is eager's PyNode call); it only forgoes a class whose
+# backward takes a safe branch for other values.  The first verdict of a class is asked at the
+# walk (a class first seen is a capture anyway), later ones at capture (trace.py).
+COUNTS = {"dynamo_verdicts": 0, "cached_verdicts": 0}
+
+
+def dynamo_verdict(node, saved: tuple, grad_meta: tuple) -> str | None:
+    """Note [Traced without opt-in]: None if Dynamo finds the backward of AUTO_DYNAMO node
+    `node` safe with these saved tensors and grads ((shape, dtype, device) per slot), else
+    why not.  Cached: a second node (or capture) with the same key asks no Dynamo."""
+    state = safe_ctx_state(node, AUTO_DYNAMO)
+    if state is None:
+        return "its ctx or what its backward reads holds a value the cache key cannot follow"
+    key = (type(node), state, tuple(_meta(t) for t in saved), grad_meta,
+           tuple(node.needs_input_grad))
+    got = _VERDICTS.get(key, False)
+    if got is not False:
+        COUNTS["cached_verdicts"] += 1
+        return got
+    states = _STATES.setdefault(type(node), set())
+    states.add(state)
+    if len(states) > _MAX_STATES:       # Note [Refused for good]
+        got = _CLASS_VERDICT[type(node)] = (
+            f"its ctx values changed {len(states)} times (each a recapture while traced)")
+        return got
+    COUNTS["dynamo_verdicts"] += 1
+    ctx = _StandInCtx()
+    vars(ctx).update(vars(node))
+    ctx.saved_tensors = saved
+    ctx.needs_input_grad = tuple(node.needs_input_grad)
+    out_info = fwd_info(node).out_info      # a non-tensor output's grad is always None
+    grads = tuple(None if o is None else torch.empty(m[0], dtype=m[1], device=m[2])
+                  for m, o in zip(grad_meta, out_info, strict=True))
+    fn = type(node)._forward_cls.backward
+    try:
+        got = backward_verdict(fn, (ctx, *grads), _covered(fn))
+    except Exception as e:  # noqa: BLE001 -- our own failure: the node stays opaque
+        got = f"judging it failed: {type(e).__name__}: {e}"
+    _VERDICTS[key] = got
+    if got is not None:
+        _CLASS_VERDICT[type(node)] = got
+    return got
 
 
 def fwd_info(node) -> FwdInfo | None:

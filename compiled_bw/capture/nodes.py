@@ -6,11 +6,13 @@ values (they go into the signature), and how the node is run:
   TRACE   call the C++ node under make_fx, its aten ops land in the graph;
   OPAQUE  one call_function node that runs this step's real node at run time;
   LEAF    AccumulateGrad: a graph output, delivered through the real engine;
-  CUSTOM  a custom autograd.Function: one opaque call with PyNode's semantics (custom.py);
+  CUSTOM  a custom autograd.Function that opted out (`compiled_bw_traceable = False`): one
+          opaque call with PyNode's semantics (custom.py);
   AOT     the backward of a torch.compile'd forward: spliced into the graph (aot.py), or, when
           its backward module is unavailable, CUSTOM (reason kept);
-  TRACE_CUSTOM  a custom Function that opted in (`compiled_bw_traceable = True` on the
-          Function class): its backward is traced into the graph like a C++ formula;
+  TRACE_CUSTOM  any other custom Function: its backward is traced into the graph like a C++
+          formula if it opted in (`compiled_bw_traceable = True`) or is safe (custom.py Note
+          [Traced without opt-in]), else that node is a CUSTOM opaque call (walk.py, trace.py);
   UNSUPPORTED  fall back to eager autograd (reason given).
 A node whose saved tensors carry saved-tensor hooks (known per node, by the walk) runs as one
 opaque call of the real node instead: `hooked_kind` (Note [Hooked saved tensors]).
@@ -174,16 +176,18 @@ _RUN_OPAQUE: dict = {}
 
 def entry_kind(kind: NodeKind, how_run) -> NodeKind:
     """The kind a node runs as, from what its signature entry builder returned: False (its
-    class's kind), True (hooked_kind) or RUN_OPAQUE (a custom Function's PyNode call)."""
+    class's kind), True (hooked_kind), RUN_OPAQUE (a custom Function's PyNode call) or another
+    string (the same, for that reason)."""
     if how_run is False:
         return kind
     if how_run is True:
         return hooked_kind(kind)
-    v = _RUN_OPAQUE.get(kind)
+    v = _RUN_OPAQUE.get((kind, how_run))
     if v is None:
-        v = _RUN_OPAQUE[kind] = dataclasses.replace(
-            kind, how=CUSTOM, reason="its ctx or what its backward reads holds a value the "
-            "cache key cannot follow (custom.py Note [What a traced function may read])")
+        reason = how_run if how_run is not RUN_OPAQUE else (
+            "its ctx or what its backward reads holds a value the cache key cannot follow "
+            "(custom.py Note [What a traced function may read])")
+        v = _RUN_OPAQUE[(kind, how_run)] = dataclasses.replace(kind, how=CUSTOM, reason=reason)
     return v
 
 

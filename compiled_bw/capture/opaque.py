@@ -442,6 +442,9 @@ def _check_dense(o, label: str) -> None:
 
 _LIB.impl("opaque", _opaque_impl, "CompositeExplicitAutograd")
 opaque = torch.ops.compiled_bw.opaque.default
+# Never dead code: an opaque call runs user code (a hook, a custom backward) that eager runs
+# whether or not the graph uses what it returns (a traced backward that ignores its grad).
+torch.fx.node.has_side_effect(opaque)
 
 
 LAYOUT_HINTS: dict = {}     # (site, kept output) -> strides, set while a graph is recaptured

@@ -78,6 +78,7 @@ class Plan:
     layout_observed: frozenset = frozenset()  # opaque outputs whose layout user code sees
     version_checks: tuple = ()       # (site, ((saved position, traced reader | None), ...)):
     #                                  Note [Saved tensors modified during the backward]
+    auto_traced: tuple = ()          # custom Functions traced without opt-in (custom.py Note)
 
     # leaf_outputs split, for every step's delivery (runtime/run.py): computed once per plan
     @functools.cached_property
@@ -161,10 +162,36 @@ def _add(buf: list, nr: int, g, df) -> None:
 
 
 class TraceStep:
-    """What opaque calls see while tracing: the sites registered so far."""
+    """What opaque calls see while tracing: the sites registered so far; per AUTO_DYNAMO
+    custom node, Dynamo's verdict (custom.py Note [Traced without opt-in])."""
 
-    def __init__(self) -> None:
+    def __init__(self, verdicts: dict | None = None) -> None:
         self.sites: list = []
+        self.verdicts = verdicts or {}
+        self.auto_traced: list = []     # names of the Functions traced without opt-in
+
+
+def _dynamo_verdicts(w) -> dict:
+    """Node index -> Dynamo's verdict (None: safe) for each custom node traced without opt-in
+    (custom.py Note [Traced without opt-in]), asked before make_fx (Dynamo refuses to run
+    inside an FX trace), from the real saved tensors and the grads' metadata."""
+    verdicts = {}
+    todo = [i for i, k in enumerate(w.kinds) if k.how == TRACE_CUSTOM]
+    if not todo:
+        return verdicts
+    saved: dict = {}
+    for t, (i, attr, j) in zip(w.saved, w.saved_node, strict=True):
+        if attr == "tensors":
+            saved[(i, j)] = t
+    for i in todo:
+        node = w.nodes[i]
+        if custom.auto_traced(type(node)) != custom.AUTO_DYNAMO:
+            continue
+        n = len(node._raw_saved_tensors)
+        ts = tuple(saved.get((i, j)) for j in range(n))
+        metas = tuple(tuple(m[:3]) for m in w.in_meta[i])
+        verdicts[i] = custom.dynamo_verdict(node, ts, metas)
+    return verdicts
 
 
 class EngineResult(NamedTuple):
@@ -329,6 +356,11 @@ class _Engine:
             outs = _aot_call(w, i, kind, node, buf, self.placeholders, len(self.aot_seen),
                              self.df)
             self.aot_seen.append(i)
+        elif kind.how == TRACE_CUSTOM and i in THREAD.step.verdicts:
+            why = _auto_call(w, i, kind, node, buf, self.df, self.placeholders)
+            if isinstance(why, str):
+                return self.opaque_node(i, kind, node, buf, h, f"opaque: {why}")
+            outs = why
         elif kind.how in (TRACE, TRACE_CUSTOM):
             outs = _traced_call(w, i, kind, node, buf, self.df, self.placeholders)
         if outs is None:   # custom Function, or a node fake tensors cannot run
@@ -343,8 +375,9 @@ class _Engine:
         if n_sites and i in self.checked_saved:
             self.version_checks.setdefault(n_sites - 1, []).extend(self.checked_saved[i])
 
-    def opaque_node(self, i: int, kind, node, buf: list, h) -> list:
-        """The real node (custom Function, hooked or untraceable built-in) called at run time."""
+    def opaque_node(self, i: int, kind, node, buf: list, h, reason: str = "") -> list:
+        """The real node (custom Function, hooked or untraceable built-in) called at run time;
+        `reason`: why, if not its kind's."""
         w, df = self.w, self.df
         release = kind.hooked and not self.opts.retain_graph
         site_kind = "custom" if kind.how in (CUSTOM, TRACE_CUSTOM, AOT) else (
@@ -363,7 +396,8 @@ class _Engine:
                               eager_error=False)
         outs = _opaque_call(w, i, kind.name, site_kind, buf, df,
                             release and not (h is not None and h.post))
-        self.opaque_names.append(f"{kind.name} ({kind.reason})" if kind.reason else kind.name)
+        reason = reason or kind.reason
+        self.opaque_names.append(f"{kind.name} ({reason})" if reason else kind.name)
         return _validate(w, i, kind.name, outs, df)
 
     def result(self) -> EngineResult:
@@ -500,6 +534,31 @@ def _traced_call(w, i: int, kind, node, buf: list, df, placeholders: dict):
         return None
 
 
+def _auto_call(w, i: int, kind, node, buf: list, df, placeholders: dict):
+    """A Function traced without opt-in (custom.py Note [Traced without opt-in]): its traced
+    grads, or why it runs as an opaque call instead (Dynamo's verdict, grads that may be
+    undefined where Dynamo saw tensors, or our trace of its backward raising: the opaque call
+    then raises what eager raises)."""
+    why = THREAD.step.verdicts[i]
+    if why is not None:
+        return why
+    info = custom.fwd_info(node)
+    ms = custom.materializes(node, info)
+    if any(df.of(g) is not True and not ms[k] and info.out_info[k] is not None
+           for k, g in enumerate(buf)):
+        return "a grad may be undefined (set_materialize_grads(False)); Dynamo saw tensors"
+    try:
+        outs = _traced_call(w, i, kind, node, buf, df, placeholders)
+    except TraceFailed:
+        raise
+    except Exception as e:  # noqa: BLE001 -- the user's backward on fake tensors
+        return f"tracing its backward raised {type(e).__name__}: {e}"
+    if outs is None:
+        return "its backward wrote its ctx, or fake tensors cannot run it"
+    THREAD.step.auto_traced.append(kind.name)
+    return outs
+
+
 def _opaque_call(w, i: int, name: str, site_kind: str, buf: list, df,
                  release: bool = False) -> list:
     specs = []
@@ -579,6 +638,7 @@ def trace_backward(w, opts: Options, root_grads: list, slots: list, delivers: bo
     SymInt inputs) for a dynamic graph (dynamic.py Note [Dynamic shapes]): the SymInts are
     graph inputs after the saved tensors; NotDynamic raised means: trace it static."""
     root_defined = tuple(g is not None for g in root_grads)
+    verdicts = _dynamo_verdicts(w)
     example = [g for g in root_grads if g is not None] + list(w.saved)
     n_roots = len(example) - len(w.saved)
     try:
@@ -617,7 +677,7 @@ def trace_backward(w, opts: Options, root_grads: list, slots: list, delivers: bo
         result.update(ran=ran, out_layouts=out_layouts)
         return ran.outputs if out_layouts is None else flatten(ran.outputs)
 
-    trace_step = TraceStep()
+    trace_step = TraceStep(verdicts)
     sites = trace_step.sites
     try:
         with current_step(trace_step):
@@ -632,7 +692,8 @@ def trace_backward(w, opts: Options, root_grads: list, slots: list, delivers: bo
     plan = Plan(root_defined, ran.leaf_outputs, ran.capture_outputs, ran.executed,
                 ran.will_execute, tuple(sites), tuple(opaque_names), in_layouts,
                 result["out_layouts"], ran.out_defined, delivers and opts.accumulate,
-                version_checks=ran.version_checks)
+                version_checks=ran.version_checks,
+                auto_traced=tuple(dict.fromkeys(trace_step.auto_traced)))
     if sites and not opts.accumulate and plan.out_layouts is None:
         plan.relayout = view_chains(gm, plan.capture_outputs)
     if sites:

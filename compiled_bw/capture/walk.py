@@ -13,7 +13,7 @@ import operator
 import torch
 
 from .aot import saved_of
-from .custom import auto_traced, ctx_state, fwd_info, safe_ctx_state
+from .custom import AUTO_DYNAMO, auto_traced, class_refusal, ctx_state, fwd_info, safe_ctx_state
 from .hooks import COUNTS, RETAINED, leaf_hooks, node_hooks, retained_by_node
 from .nodes import (
     AOT,
@@ -402,20 +402,26 @@ def _custom_entry(w, i: int, node, how: str, meta: tuple, entry: list):
     ts = node.saved_tensors        # unpacks: eager's version-counter / freed checks
     result = False
     if how == TRACE_CUSTOM:
-        if auto_traced(type(node)):
-            state = safe_ctx_state(node)
+        auto = auto_traced(type(node))
+        if auto:
+            state = safe_ctx_state(node, auto)
+            if state is not None and auto == AUTO_DYNAMO:
+                why = class_refusal(node, ts, meta)     # custom.py Note [Refused for good]
+                if why is not None:
+                    entry.append(RUN_OPAQUE)
+                    state, result = None, f"opaque: {why}"
         else:
             try:
                 state = ctx_state(node)
             except TypeError as e:
                 raise WalkUnsupported(str(e)) from None
-        if state is None:           # something the key cannot hold: run it opaque
-            entry.append(RUN_OPAQUE)
-            result = RUN_OPAQUE
-        else:
+        if state is not None:
             entry.append(state)
             add_saved_list(w, i, "tensors", ts, entry)
             return False
+        if not result:              # something the key cannot hold: run it opaque
+            entry.append(RUN_OPAQUE)
+            result = RUN_OPAQUE
     # the real node unpacks them at run time; Slots only release them afterwards
     if info.subclass or any(t is not None and type(t) not in PLAIN for t in ts):
         raise WalkUnsupported(f"custom Function node {name}: {_SUBCLASS_OPAQUE}")

@@ -2,8 +2,8 @@
 
 Consumes a GraphModule; produces it without nodes whose results nothing uses (e.g. the
 partial ops of a node that fake tensors could not run, which then became an opaque call).
-Calls FX marks impure (and our opaque op, which has no side effects of its own) follow FX's
-own rules in `Node.is_impure`.
+Calls FX marks impure (our opaque op and delivery points among them: capture/opaque.py,
+capture/deliver.py) stay, by FX's own rules in `Node.is_impure`.
 """
 import torch
 

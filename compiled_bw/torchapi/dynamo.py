@@ -56,11 +56,12 @@ USED = {
     "torch.utils._sympy.functions.Max": "capture/dynamic.py",
     "torch.utils._sympy.functions.Min": "capture/dynamic.py",
     "torch._C._dynamo.eval_frame._debug_get_cache_entry_list": "capture/guarded.py",
-    "torch._dynamo.eval_frame._stance": "capture/guarded.py",
-    "torch._dynamo.symbolic_convert.InstructionTranslator.current_tx": "capture/guarded.py",
-    "torch._dynamo.side_effects.SideEffects.is_modified": "capture/guarded.py",
-    "torch._dynamo.variables.base.AttributeMutationNew": "capture/guarded.py",
-    "torch._dynamo.variables.base.ValueMutationNew": "capture/guarded.py",
+    "torch._dynamo.eval_frame._stance": "capture/guarded.py, capture/custom.py",
+    "torch._dynamo.symbolic_convert.InstructionTranslator.current_tx":
+        "capture/guarded.py, capture/custom.py (guard source names)",
+    "torch._dynamo.side_effects.SideEffects.is_modified": "capture/guarded.py, capture/custom.py",
+    "torch._dynamo.variables.base.AttributeMutationNew": "capture/guarded.py, capture/custom.py",
+    "torch._dynamo.variables.base.ValueMutationNew": "capture/guarded.py, capture/custom.py",
     "torch.fx.experimental._config.backed_size_oblivious": "runtime/dynamic.py",
 }
 
@@ -203,3 +204,60 @@ class _Guards:
     def check(self, fn, args: tuple) -> bool:
         with torch.enable_grad():
             return bool(self.manager.check({"fn": fn, "args": args}))
+
+
+# ---- Dynamo's verdict on a custom Function's backward (capture/custom.py) -----------------------
+
+def _backward_call(fn, args, sentinel):
+    out = fn(*args)
+    sentinel + 1                # an op in every graph: the backend is always called
+    return out
+
+
+def backward_verdict(fn, args: tuple, covered) -> str | None:
+    """Dynamo's verdict on `fn(*args)` under no_grad (capture/custom.py Note [Traced without
+    opt-in]): None if it traces whole (fullgraph, static shapes, numbers specialized) with no
+    effect outside the call (_clean) and every guard it installed names a source
+    `covered(name)` accepts; else why not, in words.  Nothing of fn runs: the compiled graph
+    raises before any of it (or any replayed side effect) would."""
+    import types
+
+    import torch._dynamo as dynamo
+    from torch._dynamo.eval_frame import _stance
+    from torch._dynamo.symbolic_convert import InstructionTranslator
+
+    if dynamo.config.disable or _stance.stance != "default" or not dynamo.is_dynamo_supported():
+        return "Dynamo is disabled"
+    verdict = []
+
+    def backend(gm, example_inputs):
+        tx = InstructionTranslator.current_tx()
+        if not all(isinstance(x, torch.Tensor) for x in example_inputs):
+            verdict.append("a number Dynamo left unspecialized")
+        elif not _clean(tx):
+            verdict.append("it has a side effect Dynamo records (a mutation of an object "
+                           "from outside the call, a tensor hook, a random draw)")
+        else:
+            names = sorted({g.name for g in tx.output.guards if not covered(g.name)})
+            verdict.append(f"it reads {', '.join(names)}, which the cache key does not "
+                           "follow" if names else None)
+
+        def never(*_a):
+            raise _Captured
+        return never
+    _region_count[0] += 1
+    code = _backward_call.__code__.replace(co_name=f"_backward_call_{_region_count[0]}")
+    f = types.FunctionType(code, _backward_call.__globals__, code.co_name)
+    try:
+        with torch.no_grad(), dynamo.config.patch(
+                specialize_int=True, specialize_float=True, assume_static_by_default=True,
+                automatic_dynamic_shapes=False):
+            dynamo.optimize(backend, nopython=True, dynamic=False)(f)(fn, args, torch.zeros(()))
+    except _Captured:
+        pass
+    except Exception as e:  # noqa: BLE001 -- graph break, unsupported: no trace
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        return f"Dynamo: {type(e).__name__}: {first[:200]}"
+    else:
+        return "Dynamo ran it without a graph"
+    return verdict[0] if verdict else "Dynamo compiled no graph"
