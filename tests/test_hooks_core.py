@@ -85,3 +85,54 @@ def test_hook_that_raises_leaves_grads_untouched():
         h.remove()
         return [a.grad, b.grad, msg]
     differential(build, step)
+
+
+class _Logged(torch.autograd.Function):
+    """Logs its backward (traced when Dynamo finds it safe: the log is a ctx list, so not)."""
+
+    @staticmethod
+    def forward(ctx, x, log):
+        ctx.log = log
+        return x * 1.0
+
+    @staticmethod
+    def backward(ctx, g):
+        ctx.log.append("apply")
+        return g, None
+
+
+class _Pure(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 1.0
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2.0
+
+
+def test_start_node_not_needed_runs_only_its_tensor_hooks():
+    # ENGINE.md 1.6: grad(y, unrelated, allow_unused=True) evaluates y's node -- its tensor
+    # hooks run -- but does not run it: no node pre/post hook, no backward, and
+    # _will_engine_execute_node(y.grad_fn) is False (the graph applied it: PyTorch's
+    # test_grad_unreachable_discovery failed once custom Functions were traced)
+    def step(_):
+        out = []
+        for make in ("logged", "pure", "builtin"):
+            log = []
+            x = torch.randn(3, requires_grad=True)
+            unrelated = torch.randn(3, requires_grad=True)
+            if make == "logged":
+                y = _Logged.apply(x * 2, log)
+            elif make == "pure":
+                y = _Pure.apply(x * 2)
+            else:
+                y = (x * 3).sin()
+            y.grad_fn.register_prehook(lambda go, log=log: log.append("node prehook"))
+            y.grad_fn.register_hook(lambda gi, go, log=log: log.append("node posthook"))
+            y.register_hook(lambda g, log=log, y=y: log.append(
+                ("tensor hook", g.clone(), torch._C._will_engine_execute_node(y.grad_fn))))
+            r = torch.autograd.grad(y, (unrelated,), torch.ones(3), allow_unused=True)
+            out.append([r, log])
+        return out
+    differential(lambda: None, step, steps=2, captures=3)

@@ -140,8 +140,6 @@ def _needed_and_captured(w, opts):
             if p not in seen:
                 seen.add(p)
                 queue.append(p)
-    if len(w.root_edges) == 1:
-        needed[w.root_edges[0][0]] = True   # the start node always runs (ENGINE.md 1.6)
     return needed, captures
 
 
@@ -231,6 +229,12 @@ class _Engine:
         self.captured = [False] * n
         for c in self.captures:
             self.captured[c] = True
+        # ENGINE.md 1.6: the start node (one root edge: no GraphRoot) is always evaluated, but
+        # when it is neither needed nor captured that means its tensor and retains_grad hooks
+        # only -- no node hooks, no apply, and _will_engine_execute_node says False
+        start = w.root_edges[0][0] if len(w.root_edges) == 1 else -1
+        self.start_only = start if start >= 0 and not (
+            self.needed[start] or self.captured[start]) else -1
         self.deps = deps = [0] * n
         for es in w.edges:
             for c, _ in es:
@@ -286,7 +290,7 @@ class _Engine:
             if c < 0:
                 continue
             deps[c] -= 1
-            if not (self.needed[c] or self.captured[c]):
+            if not (self.needed[c] or self.captured[c] or c == self.start_only):
                 continue
             b = buffers.get(c)
             if b is None:
@@ -311,6 +315,8 @@ class _Engine:
         h = w.hooks.get(i)
         if self.captured[i]:
             buf = self.capture(i, kind, buf, h)
+        elif i == self.start_only:
+            self.tensor_hooks_only(i, kind, buf, h)
         if not self.needed[i]:
             return
         self.executed.append(i)
@@ -340,12 +346,17 @@ class _Engine:
             for pos, nr in self.captures[i]:
                 self.capture_pos[pos] = self.emit(buf[nr])
             return buf
-        # only tensor + retains_grad hooks run, hooked value kept
+        buf = self.tensor_hooks_only(i, kind, buf, h)    # hooked value kept
+        for pos, nr in self.captures[i]:
+            self.capture_pos[pos] = self.emit(buf[nr])
+        return buf
+
+    def tensor_hooks_only(self, i: int, kind, buf: list, h) -> list:
+        """A node evaluated but not run (ENGINE.md 1.6): only its tensor and retains_grad
+        hooks."""
         if h is not None and (h.tensor or h.retains):
             _dense_only(f"the tensor hooks of {kind.name}", buf)
             buf = _hook_call(self.w, i, kind.name, "pre-capture", buf, [], self.df)
-        for pos, nr in self.captures[i]:
-            self.capture_pos[pos] = self.emit(buf[nr])
         return buf
 
     def apply(self, i: int, kind, buf: list, h) -> list:
