@@ -148,47 +148,68 @@ def _clean(tx) -> bool:
         AttributeMutationNew, ValueMutationNew)) for v in se.id_to_variable.values())
 
 
-def region_guards(fn, args: tuple):
-    """Dynamo's verdict on `fn(*args)` under enable_grad: its guard manager (`.check(
-    {"fn": fn, "args": args})` says whether a later call would trace the same graph) if
-    Dynamo traces it whole (fullgraph, static shapes, numbers specialized: each is a value
-    guard, none a graph input) with no effect outside the call (_clean), else None.  Nothing of
-    fn runs: the compiled graph raises before any of it would, and a Dynamo that would not
-    compile (disabled, a stance other than the default) is not called."""
+def _dynamo_usable() -> bool:
+    """A Dynamo that would compile: not disabled, the default stance, a supported Python."""
+    import torch._dynamo as dynamo
+    from torch._dynamo.eval_frame import _stance
+    return not dynamo.config.disable and _stance.stance == "default" and \
+        dynamo.is_dynamo_supported()
+
+
+def _trace_once(template, call_args: tuple, judge, grad_mode):
+    """Dynamo on a fresh copy of `template` (its own code object, so its own cache entry)
+    called with `call_args` under `grad_mode`: fullgraph, static shapes, numbers specialized
+    (each a value guard, none a graph input).  `judge(tx, example_inputs)` runs in the backend,
+    whose graph raises _Captured before any of the traced code would run.  Returns (the copy,
+    None) when the backend was reached, (None, Dynamo's exception) when it refused (a graph
+    break, something unsupported), (None, None) when the call ran without a graph."""
     import types
 
     import torch._dynamo as dynamo
-    from torch._C._dynamo.eval_frame import _debug_get_cache_entry_list
-    from torch._dynamo.eval_frame import _stance
     from torch._dynamo.symbolic_convert import InstructionTranslator
 
-    if dynamo.config.disable or _stance.stance != "default" or not dynamo.is_dynamo_supported():
-        return None
-    verdict = []
-
     def backend(gm, example_inputs):
-        # every input a tensor: a number Dynamo left unspecialized would have no value guard
-        verdict.append(all(isinstance(x, torch.Tensor) for x in example_inputs)
-                       and _clean(InstructionTranslator.current_tx()))
+        judge(InstructionTranslator.current_tx(), example_inputs)
 
         def never(*_a):
             raise _Captured
         return never
     _region_count[0] += 1
-    code = _region_call.__code__.replace(co_name=f"_region_call_{_region_count[0]}")
-    f = types.FunctionType(code, _region_call.__globals__, code.co_name)
+    code = template.__code__.replace(co_name=f"{template.__name__}_{_region_count[0]}")
+    f = types.FunctionType(code, template.__globals__, code.co_name)
     try:
-        with torch.enable_grad(), dynamo.config.patch(
+        with grad_mode, dynamo.config.patch(
                 specialize_int=True, specialize_float=True, assume_static_by_default=True,
                 automatic_dynamic_shapes=False):
-            dynamo.optimize(backend, nopython=True, dynamic=False)(f)(fn, args)
+            dynamo.optimize(backend, nopython=True, dynamic=False)(f)(*call_args)
     except _Captured:
-        pass
-    except Exception:  # noqa: BLE001 -- graph break, unsupported: no verdict
+        return f, None
+    except Exception as e:  # noqa: BLE001 -- graph break, unsupported: the caller says why
+        return None, e
+    return None, None
+
+
+def _all_tensors(example_inputs) -> bool:
+    # a number Dynamo left unspecialized would be a graph input with no value guard
+    return all(isinstance(x, torch.Tensor) for x in example_inputs)
+
+
+def region_guards(fn, args: tuple):
+    """Dynamo's verdict on `fn(*args)` under enable_grad: its guard manager (`.check(
+    {"fn": fn, "args": args})` says whether a later call would trace the same graph) if
+    Dynamo traces it whole (_trace_once) with no effect outside the call (_clean), else None.
+    Nothing of fn runs, and a Dynamo that would not compile is not called."""
+    from torch._C._dynamo.eval_frame import _debug_get_cache_entry_list
+
+    if not _dynamo_usable():
         return None
-    else:
-        return None                 # ran without the graph (no tensor op): nothing to guard
-    entries = _debug_get_cache_entry_list(code)
+    verdict = []
+    f, _ = _trace_once(_region_call, (fn, args),
+                       lambda tx, ex: verdict.append(_all_tensors(ex) and _clean(tx)),
+                       torch.enable_grad())
+    if f is None:           # refused, or ran without the graph (no tensor op): nothing to guard
+        return None
+    entries = _debug_get_cache_entry_list(f.__code__)
     if verdict != [True] or len(entries) != 1:
         return None
     return _Guards(entries[0].guard_manager, f)
@@ -216,23 +237,16 @@ def _backward_call(fn, args, sentinel):
 
 def backward_verdict(fn, args: tuple, covered) -> str | None:
     """Dynamo's verdict on `fn(*args)` under no_grad (capture/custom.py Note [Traced without
-    opt-in]): None if it traces whole (fullgraph, static shapes, numbers specialized) with no
-    effect outside the call (_clean) and every guard it installed names a source
-    `covered(name)` accepts; else why not, in words.  Nothing of fn runs: the compiled graph
-    raises before any of it (or any replayed side effect) would."""
-    import types
-
-    import torch._dynamo as dynamo
-    from torch._dynamo.eval_frame import _stance
-    from torch._dynamo.symbolic_convert import InstructionTranslator
-
-    if dynamo.config.disable or _stance.stance != "default" or not dynamo.is_dynamo_supported():
+    opt-in]): None if it traces whole (_trace_once) with no effect outside the call (_clean)
+    and every guard it installed names a source `covered(name)` accepts; else why not, in
+    words.  Nothing of fn runs: the compiled graph raises before any of it (or any replayed
+    side effect) would."""
+    if not _dynamo_usable():
         return "Dynamo is disabled"
     verdict = []
 
-    def backend(gm, example_inputs):
-        tx = InstructionTranslator.current_tx()
-        if not all(isinstance(x, torch.Tensor) for x in example_inputs):
+    def judge(tx, example_inputs) -> None:
+        if not _all_tensors(example_inputs):
             verdict.append("a number Dynamo left unspecialized")
         elif not _clean(tx):
             verdict.append("it has a side effect Dynamo records (a mutation of an object "
@@ -241,23 +255,10 @@ def backward_verdict(fn, args: tuple, covered) -> str | None:
             names = sorted({g.name for g in tx.output.guards if not covered(g.name)})
             verdict.append(f"it reads {', '.join(names)}, which the cache key does not "
                            "follow" if names else None)
-
-        def never(*_a):
-            raise _Captured
-        return never
-    _region_count[0] += 1
-    code = _backward_call.__code__.replace(co_name=f"_backward_call_{_region_count[0]}")
-    f = types.FunctionType(code, _backward_call.__globals__, code.co_name)
-    try:
-        with torch.no_grad(), dynamo.config.patch(
-                specialize_int=True, specialize_float=True, assume_static_by_default=True,
-                automatic_dynamic_shapes=False):
-            dynamo.optimize(backend, nopython=True, dynamic=False)(f)(fn, args, torch.zeros(()))
-    except _Captured:
-        pass
-    except Exception as e:  # noqa: BLE001 -- graph break, unsupported: no trace
-        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
-        return f"Dynamo: {type(e).__name__}: {first[:200]}"
-    else:
+    f, err = _trace_once(_backward_call, (fn, args, torch.zeros(())), judge, torch.no_grad())
+    if err is not None:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else ""
+        return f"Dynamo: {type(err).__name__}: {first[:200]}"
+    if f is None:
         return "Dynamo ran it without a graph"
     return verdict[0] if verdict else "Dynamo compiled no graph"
