@@ -669,3 +669,24 @@ def test_a_guard_failing_after_several_hits_of_the_same_key():
     assert st.dynamic_hits == 6
     assert any("saved tensor" in r and "is not the traced" in r
                for r in st.recompile_reasons), st.recompile_reasons
+
+
+def value_selecting(state, n):
+    # max/min/kthvalue/median/mode over a dim save the input's sizes (self_sym_sizes): symbolic
+    # in our copy of value_selecting_reduction_backward (one capture per size before)
+    if state is None:
+        return [torch.randn(6, requires_grad=True)]
+    (w,) = state
+    w.grad = None
+    x = torch.randn(n, 6) * w
+    y = torch.randn(3, n, 6) * w
+    loss = x.max(0).values.sum() + x.min(1, keepdim=True).values.pow(2).sum() \
+        + y.kthvalue(2, dim=-1).values.sum() + y.median(1).values.exp().sum() \
+        + y.amax(0).sum() + x.nanmedian(-2, keepdim=True).values.sum()
+    loss.backward()
+    return grads(state)
+
+
+def test_value_selecting_reductions_are_symbolic():
+    st = run([5, 8, 3, 12, 6], value_selecting, captures=2, dynamic_captures=1)
+    assert st.dynamic_hits == 3

@@ -190,6 +190,16 @@ def _expand(g, v, saved, need):
     return [g.sum_to_size(v["self_sym_sizes"])]
 
 
+def _value_selecting(g, v, saved, need):
+    # FunctionsManual.cpp value_selecting_reduction_backward_symint (max/min/kthvalue/mode/
+    # median/nanmedian over a dim): the grad scattered to the selected indices of zeros
+    sizes, dim, idx = v["self_sym_sizes"], v["dim"], saved("indices")
+    zeros = g.new_zeros(sizes)
+    if not v["keepdim"] and len(sizes) > 0:
+        return [zeros.scatter(dim, idx.unsqueeze(dim), g.unsqueeze(dim))]
+    return [zeros.scatter(dim, idx, g)]
+
+
 def _mm(g, v, saved, need):
     out = [None, None]
     if need[0]:
@@ -302,6 +312,9 @@ FORMULAS = {
     "SplitBackward0": (_split, ("self_sym_sizes", "split_size")),
     "SplitWithSizesBackward0": (_split_sizes, ("self_sym_sizes", "split_sizes")),
     "UnsafeSplitBackward0": (_split, ("self_sym_sizes", "split_size")),
+    **dict.fromkeys(("MaxBackward0", "MinBackward0", "KthvalueBackward0", "ModeBackward0",
+                     "MedianBackward1", "NanmedianBackward1"),
+                    (_value_selecting, ("self_sym_sizes",))),
     "MmBackward0": (_mm, ("self_sym_sizes", "self_sym_strides", "mat2_sym_sizes",
                           "mat2_sym_strides")),
     "AddmmBackward0": (_addmm, ("mat1_sym_sizes", "mat1_sym_strides", "mat2_sym_sizes",
