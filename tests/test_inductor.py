@@ -60,6 +60,8 @@ def test_grad_strides_follow_eagers_formulas():
 
 
 class _Scale(torch.autograd.Function):
+    compiled_bw_traceable = False   # the test is about an opaque call's output layout
+
     @staticmethod
     def forward(ctx, x):
         return x * 1.5
@@ -221,15 +223,16 @@ def test_fx_graph_cache_key_follows_our_code(monkeypatch):
             (x.sin() * 3).sum().backward()
         return x.grad
 
-    monkeypatch.setattr(torch._inductor.config, "fx_graph_cache", True)
-    compiled_bw.reset()
-    run()                                   # compiled (or served) under today's key
-    compiled_bw.reset()
-    hits = counters["inductor"]["fxgraph_cache_hit"]
-    run()
-    assert counters["inductor"]["fxgraph_cache_hit"] == hits + 1, "same code: served from the cache"
-    monkeypatch.setattr(ours, "SOURCE_KEY", "another version")
-    compiled_bw.reset()
-    misses = counters["inductor"]["fxgraph_cache_miss"]
-    run()
-    assert counters["inductor"]["fxgraph_cache_miss"] == misses + 1, "other code: compiled anew"
+    # config.patch, not monkeypatch: monkeypatch's undo deletes a config module's entry
+    with torch._inductor.config.patch(fx_graph_cache=True):
+        compiled_bw.reset()
+        run()                                   # compiled (or served) under today's key
+        compiled_bw.reset()
+        hits = counters["inductor"]["fxgraph_cache_hit"]
+        run()
+        assert counters["inductor"]["fxgraph_cache_hit"] == hits + 1, "same code: from the cache"
+        monkeypatch.setattr(ours, "SOURCE_KEY", "another version")
+        compiled_bw.reset()
+        misses = counters["inductor"]["fxgraph_cache_miss"]
+        run()
+        assert counters["inductor"]["fxgraph_cache_miss"] == misses + 1, "other code: compiled anew"
