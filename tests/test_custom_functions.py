@@ -463,28 +463,99 @@ class _SparseGrad(torch.autograd.Function):
         return g.to_sparse()
 
 
-def test_sparse_grad_out_of_an_opaque_call_raises_once_then_falls_back():
-    """A custom Function whose backward returns a sparse grad where the graph holds a dense one
-    (known only when it runs): that backward raises an error naming the Function (README known
-    deviation), leaves no .grad written, and later backwards of the graph run eager autograd."""
-    def run(x):
-        x.grad = None
-        (_SparseGrad.apply(x) * 2).sum().backward()
-        return x.grad
+class _FixedGrad(torch.autograd.Function):
+    """PyTorch's test_sparse_backward FixedGradientFunction: returns the grad it saved."""
 
-    x = torch.randn(4, 3, requires_grad=True)
-    want = run(x)
+    @staticmethod
+    def forward(ctx, x, grad_x):
+        ctx.save_for_backward(grad_x)
+        return x
+
+    @staticmethod
+    def backward(ctx, g):
+        (grad_x,) = ctx.saved_tensors
+        return grad_x, None
+
+
+@pytest.mark.parametrize("order", ["sparse_first", "dense_first", "sparse_only"])
+def test_sparse_grads_out_of_opaque_calls_summed_for_a_leaf(order):
+    """PyTorch's test_sparse_backward: custom backwards return sparse COO and dense grads for
+    one dense leaf; eager's InputBuffer sums them (a sparse buffer is added to the dense grad,
+    sparse + sparse stays sparse) and .grad is their sum (backends/eager.py Note [Sparse grads
+    from opaque calls]).  The first step runs as eager does; later ones run eager autograd."""
+    size = (6, 3, 2)
+
+    def build():
+        torch.manual_seed(0)
+        sp1 = torch.sparse_coo_tensor(torch.tensor([[0, 3, 4], [0, 2, 2]]), torch.randn(3, 2),
+                                      size)
+        sp2 = torch.sparse_coo_tensor(torch.tensor([[0, 1, 3, 4], [0, 1, 2, 2]]),
+                                      torch.randn(4, 2), size)
+        dense = torch.rand(size)
+        grads = {"sparse_first": [sp1, dense, sp2], "dense_first": [dense, sp1, sp2],
+                 "sparse_only": [sp1, sp2]}[order]
+        return torch.randn(size, requires_grad=True), grads
+
+    def step(state):
+        x, gs = state
+        x.grad = None
+        out = _FixedGrad.apply(x, gs[0])
+        for g in gs[1:]:
+            out = out + _FixedGrad.apply(x, g)
+        out.sum().abs().backward()
+        return x.grad.layout, x.grad.to_dense()
+
+    st = differential(build, step, steps=2, captures=1, fallbacks=1, strict=False)
+    assert all("sparse" in r for r in st.fallback_reasons), st.fallback_reasons
+
+
+@pytest.mark.parametrize("call", ["backward", "grad"])
+def test_sparse_grad_out_of_an_opaque_call_is_the_result(call):
+    """A custom backward returns a sparse grad for a dense input (eager's validate_outputs
+    allows it: gradcheck's test_gradcheck_backward_mul_by_grad_output); it becomes .grad or
+    grad()'s result as in eager."""
+    def build():
+        return torch.randn(4, 3, requires_grad=True), None
+
+    def step(state):
+        x, _ = state
+        x.grad = None
+        y = (_SparseGrad.apply(x) * 2).sum()
+        got = torch.autograd.grad(y, x)[0] if call == "grad" else (y.backward(), x.grad)[1]
+        return got.layout, got.to_dense()
+
+    differential(build, step, steps=2, captures=1, fallbacks=1, strict=False)
+
+
+def test_sparse_grad_into_a_traced_formula_raises_once_then_falls_back():
+    """A sparse grad from a custom backward that a traced formula would use (known only when
+    it runs; eager computes on with it): that backward raises an error naming the Function
+    (README known deviation), leaves no .grad written, and later backwards of the graph run
+    eager autograd.  Under Inductor's code (no background compile) a sparse grad anywhere."""
+    def run(w):
+        w.grad = None
+        (_SparseGrad.apply(w * 3) * 2).sum().backward()
+        return w.grad
+
+    w = torch.randn(4, 3, requires_grad=True)
+    want = run(w)
     compiled_bw.reset()
     with compiled_bw.enable(backend="eager"):
         with pytest.raises(RuntimeError, match=r"SparseGradBackward returned a torch\.sparse_coo grad"):
-            run(x)
-        assert x.grad is None
+            run(w)
+        assert w.grad is None
         for _ in range(2):
-            got = run(x)
+            got = run(w)
             assert got.layout == torch.sparse_coo
             torch.testing.assert_close(got.to_dense(), want.to_dense())
     st = compiled_bw.stats()
     assert st.fallbacks == 2 and all("sparse" in r for r in st.fallback_reasons), st
+    compiled_bw.reset()
+    with compiled_bw.enable(backend="inductor", background_compile=False):
+        x = torch.randn(4, 3, requires_grad=True)
+        with pytest.raises(RuntimeError, match=r"SparseGradBackward returned a torch\.sparse_coo grad"):
+            (_SparseGrad.apply(x) * 2).sum().backward()
+        assert x.grad is None
 
 
 def test_clear_saved_tensors_on_access():

@@ -8,6 +8,8 @@ In the copy, opaque calls and delivery points call their Python implementation d
 (Note [Direct opaque calls]).  The copy's `forward` is called, never the module itself
 (Note [The graph is no user module]).
 """
+import operator
+
 import torch
 
 from ..capture import deliver, opaque
@@ -36,14 +38,71 @@ from ..torchapi.dynamo import BoxedCodeGen
 # too, once per compile, and a hook's error made the compile fail.
 
 
+# Note [Sparse grads from opaque calls]
+# A custom backward or a hook may return a sparse (COO/CSR) grad for a dense input: eager's
+# validate_outputs allows it, its InputBuffer sums it with the other grads of that input, and
+# AccumulateGrad stores it (sparse + sparse stays sparse).  The graph was traced with a dense
+# value there; Inductor's code cannot take another layout (capture/opaque.py NotDense), but
+# this backend's code is plain torch calls.  Where all the graph does with such an output is
+# eager's own work on it -- sum it into an input buffer (aten.add, which the trace emits for
+# InputBuffer accumulation: `_buffer_add` below puts the operands in the order eager's
+# InputBuffer::accumulate does, as ATen adds a dense tensor to a sparse one only in that
+# order), hand it to a delivery point (the real AccumulateGrad) or return it from grad() --
+# the output may come back non-dense (opaque_direct's `loose`), and the run computes what eager
+# computes.  The step records it; runtime/run.py then runs this graph's later backwards with
+# eager autograd (Inductor's compile of it could not take the tensor).  Anything else done
+# with such an output still raises NotDense.
+
+
+def _buffer_add(old, new):
+    """InputBuffer::accumulate (input_buffer.cpp): a sparse buffer is added to the new grad."""
+    if old.layout is torch.sparse_coo or old.layout is torch.sparse_csr:
+        return new + old
+    return old + new
+
+
+def _loose_outputs(node: torch.fx.Node) -> frozenset:
+    """Positions of an opaque call's outputs used only by accumulation, delivery and output."""
+    loose = set()
+    for user in node.users:
+        if user.target is not operator.getitem:
+            return frozenset()
+        todo, ok = [user], True
+        while todo and ok:
+            for u in todo.pop().users:
+                if u.op == "output" or (u.op == "call_function" and u.target is deliver.deliver):
+                    continue
+                if u.op == "call_function" and u.target is torch.ops.aten.add.Tensor and \
+                        len(u.args) == 2 and not u.kwargs:
+                    todo.append(u)
+                    continue
+                ok = False
+                break
+        if ok:
+            loose.add(user.args[1])
+    return frozenset(loose)
+
+
 def compile_eager(gm: torch.fx.GraphModule, example_inputs: list):
     graph = torch.fx.Graph()
     graph.output(graph.graph_copy(gm.graph, {}))
+    adds = set()
     for node in graph.nodes:
         if node.op == "call_function" and node.target is opaque.opaque:
             node.target = opaque.opaque_direct
+            loose = _loose_outputs(node)    # Note [Sparse grads from opaque calls]
+            if loose:
+                node.kwargs = {"loose": loose}
+                todo = [u for g in node.users for u in g.users]
+                while todo:
+                    u = todo.pop()
+                    if u.target is torch.ops.aten.add.Tensor and u not in adds:
+                        adds.add(u)
+                        todo.extend(u.users)
         elif node.op == "call_function" and node.target is deliver.deliver:
             node.target = deliver.deliver_direct
+    for node in adds:
+        node.target = _buffer_add
     graph.set_codegen(BoxedCodeGen())
     boxed = torch.fx.GraphModule(gm, graph)
     assert boxed._boxed_call

@@ -199,6 +199,9 @@ def _same_layout(t: torch.Tensor, strides: tuple) -> bool:
 _storage_use_count = torch_autograd.storage_use_count
 
 
+_LOOSE_LAYOUTS = (torch.sparse_coo, torch.sparse_csr)
+
+
 class NotDense(RuntimeError):
     """An opaque call returned a sparse (non-strided) grad at run time: the graph cannot go on,
     and runtime/run.py remembers the graph as a fallback."""
@@ -335,10 +338,11 @@ def _opaque_impl(site: int, grads: list, label: str) -> list:
 # path (the Python wrapper).
 
 
-def opaque_direct(site: int, grads: list, label: str) -> list:
+def opaque_direct(site: int, grads: list, label: str, loose: frozenset = frozenset()) -> list:
     """One opaque call, called by the graph's code directly (the eager backend: Note [Direct
     opaque calls]) or by `_opaque_impl`.  label: what the call runs, for readers of the graph
-    (e.g. 'custom DoubleBackward')."""
+    (e.g. 'custom DoubleBackward').  loose: the outputs that may come back sparse (the eager
+    backend: Note [Sparse grads from opaque calls])."""
     step = THREAD.step
     s = step.sites[site]
     if step.undefined:          # some grads are undefined this step: pass None for them
@@ -375,6 +379,10 @@ def opaque_direct(site: int, grads: list, label: str) -> list:
             continue
         plain = type(o) is torch.Tensor
         if not plain or o.layout is not torch.strided:
+            if plain and len(res) in loose and o.layout in _LOOSE_LAYOUTS:
+                step.went_sparse = f"{label} returned a {o.layout} grad"
+                res.append(o)
+                continue
             _check_dense(o, label)
         # Note [Passed-through grads]: a grad user code returned unchanged goes on as is
         if any(o is g for g in grads) and _same_layout(o, want) and \

@@ -56,6 +56,9 @@ class Compiled:
     # with (hints), and those a run found instead (recapture with them on the next hit)
     layout_hints: dict = dataclasses.field(default_factory=dict)
     layout_found: dict | None = None
+    # backends/eager.py Note [Sparse grads from opaque calls]: a run's opaque call returned a
+    # sparse grad (what did); its later backwards run eagerly
+    went_sparse: str | None = None
 
 
 @dataclasses.dataclass

@@ -127,7 +127,7 @@ class Step:
     runtime/engine_state.py): this step's nodes, input metadata and hooks."""
     __slots__ = ("_will_ids", "captured_ids", "checks", "current", "hooks", "hooks_changed",
                  "in_meta", "memo", "nodes", "notes", "plan", "real_layouts", "sites",
-                 "stealable", "tls", "undefined", "walk")
+                 "stealable", "tls", "undefined", "walk", "went_sparse")
 
     def __init__(self, w, plan, opts=None) -> None:
         self.walk = w            # engine_state.py's execution order reads its edges
@@ -145,6 +145,8 @@ class Step:
         self.memo: dict = {}
         self.stealable: dict = {}  # id -> weakref of opaque outputs nobody else references
         self.real_layouts: dict = {}  # (site, output) -> (shape, strides) where the guess was wrong
+        # backends/eager.py Note [Sparse grads from opaque calls]: what returned one, if any
+        self.went_sparse: str | None = None
         # site -> saved tensors it checks once it ran (capture/trace.py Note [Saved tensors
         # modified during the backward]); None: nothing to check
         self.checks: dict | None = None
@@ -269,7 +271,7 @@ def _call(state, t_outputs, grad_tensors, keep_graph, inputs, allow_unused, accu
     if slots is None and not opts.retain_graph and not w.frees_saved_itself:
         slots = _install(w)     # Python walk: Slots free the saved tensors after the run
     try:
-        return _run_first_or_hit(state, entry, w, opts, list(grad_tensors), slots)
+        result = _run_first_or_hit(state, entry, w, opts, list(grad_tensors), slots)
     except NotDense as e:   # no leaf was touched; this graph runs eagerly from now on
         state.cache.put(root_key, key, Fallback(f"an opaque call returned a sparse grad: "
                                                 f"{str(e).split(' where ')[0]}"))
@@ -278,6 +280,10 @@ def _call(state, t_outputs, grad_tensors, keep_graph, inputs, allow_unused, accu
         state.cache.put(root_key, key, Fallback("user code inside the backward registered a "
                                                 "hook on a node that had not run yet"))
         raise
+    if entry.went_sparse:   # backends/eager.py Note [Sparse grads from opaque calls]
+        state.cache.put(root_key, key, Fallback(f"an opaque call returned a sparse grad: "
+                                                f"{entry.went_sparse}"))
+    return result
 
 
 def _root_edges(t_outputs) -> list:
@@ -706,6 +712,8 @@ def _run_in_engine(state, entry: Compiled, w, opts, box: list, checks: dict | No
         picked = _pick_outputs(plan, outs, opts.accumulate, step)
         if step.real_layouts:
             _record_layouts(entry, step.real_layouts)
+        if step.went_sparse:
+            entry.went_sparse = step.went_sparse
         if opts.accumulate:
             return picked
         if plan.relayout and step.real_layouts:
