@@ -7,17 +7,14 @@ backward or hook made, never the tensor (a reference would defeat the steal in e
 compiled_bw keeps eager's answer where leaf grads are delivered by AccumulateGrad called
 directly or by the engine (Note [Direct delivery], _Deliver), and at a delivery point (a graph
 with user code inside) for a custom backward's or hook's own result (runtime/run.py Note
-[Stealing at delivery points]).  One tensor returned for two inputs is still copied for both
-(an opaque call copies a grad it returns for two inputs): xfail(strict), README Known
-deviations.
+[Stealing at delivery points]), for one tensor returned for two leaves and for a grad a
+custom backward passes through unchanged (capture/opaque.py Note [One grad for several
+leaves]).
 """
 import pytest
 import torch
 from differential import differential
 from torch.autograd import Function
-
-_DELIVERY_POINT_COPIES = pytest.mark.xfail(
-    strict=True, reason="README known deviation: one grad returned for two inputs is copied")
 
 
 class _TwoOut(Function):
@@ -73,105 +70,96 @@ def test_non_contiguous_grad_is_copied():
     differential(_ab, step)
 
 
-@_DELIVERY_POINT_COPIES
-def test_one_of_two_leaves_steals_the_buffer():
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_one_of_two_leaves_steals_the_buffer(backend):
+    """PyTorch's test_no_grad_copy: the leaf delivered last takes the one buffer."""
     def step(st):
         a, b = st
         a.grad = b.grad = None
         _TwoOut.apply(a, b)[1][0].backward()
         pa, pb = a.grad.data_ptr(), b.grad.data_ptr()
-        return pa == pb, pa == _TwoOut.ptr or pb == _TwoOut.ptr, a.grad, b.grad
-    differential(_ab, step)
-
-
-@pytest.mark.parametrize("backend", ["eager", "inductor"])
-def test_custom_backward_buffer_is_stolen(backend):
-    def step(st):
-        a, _ = st
-        a.grad = None
-        _Fresh.apply(a).sum().backward()
-        return a.grad.data_ptr() == _Fresh.ptr, a.grad
+        return pa == pb, pa == _TwoOut.ptr, pb == _TwoOut.ptr, a.grad, b.grad
     differential(_ab, step, backend=backend, options={"background_compile": False})
 
 
-class _Kept(Function):
-    """Its backward keeps a reference to the grad it returns: eager copies (use_count > 1)."""
+class _Shared(Function):
+    """Returns one tensor for both inputs: a new one (`fresh`), or its grad, which it may also
+    keep (`kept`: eager then copies for both leaves)."""
+    ptr = None
+    mode = "fresh"
     kept = None
-    view = False
 
     @staticmethod
-    def forward(ctx, x):
-        return x * 2
+    def forward(ctx, a, b):
+        return a * b
 
     @staticmethod
     def backward(ctx, g):
-        r = g * 2
-        _Kept.kept.append(r[1:] if _Kept.view else r)
-        return r
+        r = g * 2 if _Shared.mode == "fresh" else g
+        _Shared.ptr = r.data_ptr()
+        if _Shared.mode == "kept":
+            _Shared.kept.append(r)
+        return r, r
 
 
-@pytest.mark.parametrize("keep", ["tensor", "view"])
-def test_custom_backward_buffer_kept_elsewhere_is_copied(keep):
-    """A reference to the returned tensor, or a view of it (which holds it), makes eager copy."""
-    def step(st):
-        a, _ = st
-        a.grad = None
-        _Kept.kept = []
-        _Kept.view = keep == "view"
-        _Kept.apply(a).sum().backward()
-        return a.grad.data_ptr() == _Kept.kept[0].data_ptr(), a.grad
-    differential(_ab, step)
+class _Pass(Function):
+    """Passes its grad through; `keep` also keeps it (eager then copies)."""
+    ptr = None
+    keep: list | None = None
+
+    @staticmethod
+    def forward(ctx, x):
+        return x * 1
+
+    @staticmethod
+    def backward(ctx, g):
+        _Pass.ptr = g.data_ptr()
+        if _Pass.keep is not None:
+            _Pass.keep.append(g)
+        return g
 
 
-def test_stolen_grad_is_not_written_afterwards():
-    """The stolen buffer is the graph's opaque output: nothing later in the graph may write it
-    (two leaves, the second fed from the same custom output through an op: no steal there)."""
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+@pytest.mark.parametrize("mode", ["fresh", "passed", "kept"])
+def test_one_tensor_for_two_leaves(backend, mode):
+    """Eager puts the one tensor in both leaves' buffers: the first AccumulateGrad copies, the
+    last takes it unless user code keeps it too (use_count)."""
     def step(st):
         a, b = st
         a.grad = b.grad = None
-        y = _Fresh.apply(a)
-        (y * b).sum().backward()
-        return a.grad, b.grad, a.grad.data_ptr() == _Fresh.ptr
-    differential(_ab, step)
+        _Shared.mode, _Shared.kept = mode, []
+        (_Shared.apply(a, b) * 3).sum().backward()
+        pa, pb = a.grad.data_ptr(), b.grad.data_ptr()
+        return pa == _Shared.ptr, pb == _Shared.ptr, a.grad, b.grad
+    differential(_ab, step, backend=backend, options={"background_compile": False})
 
 
-def test_node_post_hook_result_is_stolen():
-    """A node post-hook's replacement grad_inputs go to the leaf: eager takes the hook's buffer."""
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+@pytest.mark.parametrize("keep", [False, True])
+def test_passed_through_grad_is_stolen_unless_kept(backend, keep):
+    """A custom backward that returns its grad (made by the graph, used nowhere else): eager's
+    AccumulateGrad takes it; if the backward also kept it, eager copies.  If this fails for
+    keep=False only, the reference count capture/opaque.py _OWNED_REFS expects has moved."""
     def step(st):
         a, _ = st
         a.grad = None
-        ptrs = []
-
-        def hook(grad_inputs, grad_outputs):
-            r = grad_inputs[0] * 3
-            ptrs.append(r.data_ptr())
-            return (r,)
-        y = a.exp()
-        y.grad_fn.register_hook(hook)
-        y.sum().backward()
-        return a.grad, a.grad.data_ptr() == ptrs[0]
-    differential(_ab, step)
+        _Pass.keep = [] if keep else None
+        (_Pass.apply(a) * 2).sum().backward()
+        return a.grad.data_ptr() == _Pass.ptr, a.grad
+    differential(_ab, step, backend=backend, options={"background_compile": False})
 
 
-def test_grad_a_hook_keeps_is_copied():
-    """A tensor hook's result that the hook also keeps: eager copies (use_count > 1)."""
+def test_passed_through_grad_used_again_is_not_stolen():
+    """The grad a custom backward passes through to a leaf also feeds another node (AddBackward0
+    hands one grad to both its inputs; the custom node runs first): the leaf must not take
+    that buffer, or a hook that scales `.grad` in place would change what the other node
+    computes from it."""
     def step(st):
-        a, _ = st
-        a.grad = None
-        kept = []
-        h = a.register_hook(lambda g: kept.append(g * 3) or kept[-1])
-        (a * 2).sum().backward()
+        a, b = st
+        a.grad = b.grad = None
+        _Pass.keep = None
+        h = a.register_post_accumulate_grad_hook(lambda p: [p.grad.mul_(10)] and None)
+        ((b * 2 + _Pass.apply(a)) ** 2).sum().backward()
         h.remove()
-        return a.grad.data_ptr() == kept[0].data_ptr(), a.grad
-    differential(_ab, step)
-
-
-def test_accumulation_into_an_existing_grad_is_in_place():
-    """`.grad` defined: eager adds in place (same buffer afterwards) when grad mode is off."""
-    def step(st):
-        a, _ = st
-        a.grad = torch.zeros(5, 6)
-        before = a.grad.data_ptr()
-        _Fresh.apply(a).sum().backward()
-        return a.grad.data_ptr() == before, a.grad
+        return a.grad, b.grad, a.grad.data_ptr() == _Pass.ptr
     differential(_ab, step)

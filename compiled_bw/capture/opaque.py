@@ -49,6 +49,11 @@ class OpaqueSite:
     release: bool = False  # then free the node's saved variables (Note [Hooked saved tensors])
     steal: bool = False    # leaf: its grad is an opaque output used only here (Note [Stealing
     #                        at delivery points] in runtime/run.py)
+    # opaque calls (runtime/run.py mark_stealing, Note [One grad for several leaves]): the
+    # inputs the graph uses nowhere else, and, when every output goes straight to a delivery
+    # point, the output positions in the order they are delivered
+    free_inputs: frozenset = frozenset()
+    deliver_order: tuple | None = None
     out_meta: tuple | None = None  # node/custom: per output, the input metadata of its edge's
     #                        slot (None: invalid edge); fixed by the signature, so run-time
     #                        validation needs no lookup of this step's nodes
@@ -363,6 +368,8 @@ def opaque_direct(site: int, grads: list, label: str, loose: frozenset = frozens
     specs = s.out_specs
     if len(outs) != len(specs):     # zip(strict=True) raised here before
         raise ValueError(f"compiled_bw: {label}: {len(outs)} outputs, {len(specs)} expected")
+    if s.deliver_order is not None and len(outs) > 1:
+        outs = _one_owner(s, outs)
     res = []
     strides = s.out_strides
     for k in range(len(outs)):
@@ -387,6 +394,8 @@ def opaque_direct(site: int, grads: list, label: str, loose: frozenset = frozens
         # Note [Passed-through grads]: a grad user code returned unchanged goes on as is
         if any(o is g for g in grads) and _same_layout(o, want) and \
                 (len(outs) == 1 or sum(x is o for x in outs) == 1):
+            if s.free_inputs and _owned_input(o, grads, s.free_inputs):
+                step.stealable[id(o)] = weakref.ref(o)
             res.append(o)
             continue
         # which outputs user code kept no reference to (runtime/run.py Note [Stealing at
@@ -423,6 +432,52 @@ def opaque_direct(site: int, grads: list, label: str, loose: frozenset = frozens
 # and so is a grad returned for two inputs: eager's AccumulateGrad then copies for the first
 # leaf and may steal for the last; one shared tensor in two graph outputs would be stolen
 # by whichever leaf comes first (README Known deviations: such grads are copied).
+
+
+# Note [One grad for several leaves]
+# A custom backward may return one tensor for several inputs (`return g, g`; PyTorch's
+# test_no_grad_copy), and eager's engine puts that one tensor into each next node's input
+# buffer.  Where those are leaves, the AccumulateGrads that run first find it referenced
+# elsewhere and copy it; the last one, the only holder left, takes the buffer itself (when
+# nothing else references it; accumulate_grad.h).  So when every output of an opaque call goes
+# straight to a delivery point (mark_stealing: `deliver_order`), a tensor returned several
+# times stays itself where it is delivered last and is a copy elsewhere; it is then stealable
+# by the usual rules (Note [Stealing at delivery points]) -- for a grad the call was given and
+# returned (Note [Passed-through grads]), only when the graph uses that input nowhere else
+# (`free_inputs`) and no other tensor or Python reference holds it than the graph's own
+# variable and argument list (`_owned_input`), as eager's use count would show.
+
+def _one_owner(s: OpaqueSite, outs: list) -> list:
+    kept = [k for k, spec in enumerate(s.out_specs) if spec is not None]
+    if len(kept) != len(s.deliver_order):
+        return outs
+    rank = {pos: r for r, pos in enumerate(s.deliver_order)}
+    last: dict = {}
+    for pos, k in enumerate(kept):
+        o = outs[k]
+        if o is not None and (id(o) not in last or rank[pos] > rank[last[id(o)][0]]):
+            last[id(o)] = (pos, k)
+    if len(last) == sum(outs[k] is not None for k in kept):
+        return outs
+    outs = list(outs)       # (it may be user code's list)
+    for k in kept:
+        o = outs[k]
+        if o is not None and last[id(o)][1] != k:
+            outs[k] = o.clone()
+    return outs
+
+
+# Python references to a grad a custom backward was given and returned, when nothing but the
+# graph holds it: the graph's variable and argument list, `outs`, opaque_direct's and
+# _owned_input's `o`, getrefcount's argument, and one more on this path (measured on both
+# backends; tests/test_no_grad_copy.py fails, naming it, if the count moves)
+_OWNED_REFS = 7
+
+
+def _owned_input(o: torch.Tensor, grads: list, free: frozenset) -> bool:
+    return any(g is o and i in free for i, g in enumerate(grads)) and \
+        sys.getrefcount(o) <= _OWNED_REFS and o._use_count() == 1 and \
+        _storage_use_count(o.untyped_storage()._cdata) <= 2
 
 
 def _views_input(o: torch.Tensor, grads: list) -> bool:

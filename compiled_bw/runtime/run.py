@@ -543,8 +543,26 @@ def mark_stealing(gm, sites: list) -> None:
 
     from ..capture.deliver import deliver
     from ..capture.opaque import opaque
+    order = {n: i for i, n in enumerate(gm.graph.nodes)}
     for n in gm.graph.nodes:
-        if n.op != "call_function" or n.target is not deliver:
+        if n.op != "call_function":
+            continue
+        if n.target is opaque:          # capture/opaque.py Note [One grad for several leaves]
+            s = sites[n.args[0]]
+            s.free_inputs = frozenset(
+                i for i, g in enumerate(n.args[1]) if isinstance(g, torch.fx.Node)
+                and g.op != "placeholder" and len(g.users) == 1) if s.kind == "custom" else \
+                frozenset()
+            delivered = []
+            for u in n.users:
+                d = next(iter(u.users)) if len(u.users) == 1 else None
+                if u.target is not operator.getitem or d is None or d.target is not deliver:
+                    delivered = None
+                    break
+                delivered.append((order[d], u.args[1]))
+            s.deliver_order = None if not delivered else tuple(p for _, p in sorted(delivered))
+            continue
+        if n.target is not deliver:
             continue
         g = n.args[1]
         sites[n.args[0]].steal = (
