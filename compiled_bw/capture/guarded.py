@@ -40,8 +40,6 @@ _MAX_PER_KEY = 8
 class Capture:
     guards: object
     number: int                 # unique per capture: the region's key part
-    traced: object = None       # the region's traced graph (recompute.py), None: declined
-    done: bool = False          # traced (or declined) already
 
 
 _CAPTURES: dict = {}    # function key -> [Capture]
