@@ -466,3 +466,26 @@ def test_opaque_output_layout_feeds_a_traced_view():
         return [base.grad]
     differential(build, step)      # a leaf's .grad only: the layout is not observed
     assert "compiled_bw.opaque" in compiled_bw.last_graph().code
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_formula_reading_tensor_data_runs_as_the_real_node(backend):
+    """An LSTM over packed sequences: PackPaddedSequenceBackward0's formula reads its batch
+    sizes' data, which fake tensors do not have.  That node runs opaquely (the real node);
+    the rest of the backward is compiled -- no fallback of the whole backward."""
+    def build():
+        torch.manual_seed(0)
+        return torch.nn.LSTM(5, 4, batch_first=True), torch.randn(3, 6, 5, requires_grad=True)
+
+    def step(state):
+        m, x = state
+        m.zero_grad(set_to_none=True)
+        x.grad = None
+        packed = torch.nn.utils.rnn.pack_padded_sequence(x, torch.tensor([6, 4, 1]),
+                                                         batch_first=True)
+        out, (h, _) = m(packed)
+        pad = torch.nn.utils.rnn.pad_packed_sequence(out, batch_first=True)[0]
+        (pad.pow(2).sum() + h.sum()).backward()
+        return x.grad, [p.grad for p in m.parameters()]
+
+    differential(build, step, backend=backend)
