@@ -191,6 +191,41 @@ def node_hooks(node, retained: dict | None, dicts=None) -> NodeHooks | None:
     return h
 
 
+def hooks_and_signature(node, retained: dict | None, dicts):
+    """(node_hooks(node, retained, dicts), its signature()), or None: the C++ walk asks it for
+    every node with hooks on every step, so the common case -- one hook dict on one slot, or
+    node hooks only -- makes no generator and no sort (the same values as the general path)."""
+    tensor = None
+    if COUNTS.tensor:
+        recs = node.metadata.get(TENSOR_HOOKS_KEY)
+        if recs:
+            if len(recs) == 1:
+                slot, r = recs[0]
+                d = r()
+                if d:
+                    tensor = {slot: [d]}
+                    t_sig = ((slot, tuple([_ident(hk) for hk in d.values()])),)
+            else:
+                h = node_hooks(node, retained, dicts)
+                return None if h is None else (h, h.signature())
+    if retained and id(node) in retained:
+        h = node_hooks(node, retained, dicts)
+        return None if h is None else (h, h.signature())
+    pre = post = None
+    if COUNTS.node:
+        pre, post = dicts(node)
+        pre, post = pre or None, post or None
+    if tensor is None and pre is None and post is None:
+        return None
+    h = NodeHooks()
+    if tensor is not None:
+        h.tensor = tensor
+    h.pre, h.post = pre, post
+    return h, (t_sig if tensor is not None else (), (),
+               None if pre is None else tuple([_ident(hk) for hk in pre.values()]),
+               None if post is None else tuple([_ident(hk) for hk in post.values()]))
+
+
 # Note [Hooks registered during the backward]
 # Eager reads a node's hooks when the node runs, so user code running inside the backward (a
 # hook, a custom backward) may register a hook, a retain_grad or a node hook on a node that

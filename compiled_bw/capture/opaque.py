@@ -197,6 +197,8 @@ def _same_layout(t: torch.Tensor, strides: tuple) -> bool:
 
 
 _storage_use_count = torch_autograd.storage_use_count
+_TENSOR = torch.Tensor
+_STRIDED = torch.strided
 
 
 class NotDense(RuntimeError):
@@ -341,6 +343,10 @@ def opaque_direct(site: int, grads: list, label: str) -> list:
     (e.g. 'custom DoubleBackward')."""
     step = THREAD.step
     s = step.sites[site]
+    if s.kind == "pre" and len(grads) == 1 and not step.undefined:
+        h = step.hooks[s.node_index]
+        if not (h.retains or h.pre) and grads[0] is not None:
+            return _tensor_hooks_call(step, s, site, h, grads, label)
     if step.undefined:          # some grads are undefined this step: pass None for them
         grads = [None if g is None or not defined.evaluate(f, step.undefined, step.memo)
                  else g for g, f in zip(grads, s.in_defined, strict=True)]
@@ -354,13 +360,65 @@ def opaque_direct(site: int, grads: list, label: str) -> list:
         hooks.check_registered(step, s, fastwalk.hook_dicts())
     if step.checks:     # capture/trace.py Note [Saved tensors modified during the backward]
         check_after_call(step.checks, site)
+    return _outputs(step, s, site, outs, grads, label)
+
+
+# Note [One-grad tensor hook calls]
+# The commonest opaque call runs the tensor hooks of a one-output node (`y.register_hook`,
+# module full backward hooks' BackwardHookFunctionBackward): this step's grad is defined and
+# the node has no retains_grad and no node pre-hooks.  The call then does only what eager's
+# engine does for it (hooks.run_tensor_hooks: each hook of each dict, in order, on a snapshot
+# of the dict; a result is checked as eager checks it), the checks after user code ran, and
+# hands the grad on without the per-output loop when it comes back as the very tensor it was
+# given in the promised layout (Note [Passed-through grads]); anything else goes through
+# `_outputs` as before.  Which hooks run is read from this step's dicts (the NodeHooks the
+# walk made), never from the capture: a hook added to a dict the graph calls is called, one
+# removed is not (as in eager); a dict added or removed changes the signature (recapture).
+
+
+def _tensor_hooks_call(step, s: OpaqueSite, site: int, h, grads: list, label: str) -> list:
+    g0 = grads[0]
+    prev = step.current
+    step.current = step.nodes[s.node_index]
+    try:
+        g = g0
+        for d in h.tensor.get(0, ()):
+            for hook in list(d.values()):     # snapshot: hooks may remove themselves
+                res = hook(g)
+                if res is not None and res is not g:
+                    g = hooks.check_single(g, res, hook)
+    finally:
+        step.current = prev
+    if step.hooks_changed:      # hooks.py Note [Hooks registered during the backward]
+        hooks.check_registered(step, s, fastwalk.hook_dicts())
+    if step.checks:     # capture/trace.py Note [Saved tensors modified during the backward]
+        check_after_call(step.checks, site)
+    return _outputs(step, s, site, [g], grads, label)
+
+
+def _outputs(step, s: OpaqueSite, site: int, outs, grads: list, label: str) -> list:
+    """The graph's values for what user code returned (the kept outputs): Notes [Undefined
+    grads] (defined.py), [Passed-through grads], [Opaque output layout], runtime/run.py
+    [Stealing at delivery points]."""
     if type(outs) is not list:
         outs = list(outs)
+    strides = s.out_strides
+    n = len(outs)
+    if n == len(strides) == len(s.out_specs) and n <= len(grads):
+        # Note [Passed-through grads], every output at once: each the grad given for its slot,
+        # plain, in the promised layout, and no tensor returned twice
+        for k in range(n):
+            o = outs[k]
+            if o is not grads[k] or o is None or type(o) is not _TENSOR or \
+                    o.layout is not _STRIDED or o.stride() != strides[k]:
+                break
+        else:
+            if n == 1 or len({id(o) for o in outs}) == n:
+                return outs
     specs = s.out_specs
     if len(outs) != len(specs):     # zip(strict=True) raised here before
         raise ValueError(f"compiled_bw: {label}: {len(outs)} outputs, {len(specs)} expected")
     res = []
-    strides = s.out_strides
     for k in range(len(outs)):
         spec = specs[k]
         if spec is None:
