@@ -15,7 +15,7 @@ def _x():
 @pytest.mark.parametrize("bad", ["dtype", "not a tensor", "size", "raises"])
 def test_one_grad_hook_result_checks_are_eagers(bad):
     def step(st):
-        x, log = st
+        x, _log = st
         x.grad = torch.ones(4)
         y = x * 2
         z = y.sin()
@@ -55,7 +55,7 @@ def test_hook_registering_and_removing_hooks_of_its_own_tensor():
 
 def test_retains_grad_next_to_a_tensor_hook():
     def step(st):
-        x, log = st
+        x, _log = st
         x.grad = None
         y = x * 2
         y.retain_grad()
