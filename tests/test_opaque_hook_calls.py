@@ -128,3 +128,23 @@ def test_module_full_backward_hook_replacing_grads():
         m(x).pow(2).sum().backward()
         return [x.grad] + [p.grad for p in m.parameters()]
     differential(build, step)
+
+
+def test_hooks_see_the_node_that_runs_them():
+    """torch._C._current_autograd_node() inside a tensor hook, a node pre-hook and a post-hook
+    is the node whose hooks run (eager's NodeGuard)."""
+    def name():
+        n = torch._C._current_autograd_node()
+        return None if n is None else n.name()
+
+    def step(st):
+        x, log = st
+        x.grad = None
+        y = x * 2
+        y.register_hook(lambda g: log.append(("tensor", name())))
+        z = y.sin()
+        z.grad_fn.register_prehook(lambda go: log.append(("pre", name())))
+        z.grad_fn.register_hook(lambda gi, go: log.append(("post", name())))
+        z.sum().backward()
+        return [x.grad, list(log)]
+    differential(_x, step)

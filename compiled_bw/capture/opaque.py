@@ -351,7 +351,7 @@ def opaque_direct(site: int, grads: list, label: str) -> list:
         grads = [None if g is None or not defined.evaluate(f, step.undefined, step.memo)
                  else g for g, f in zip(grads, s.in_defined, strict=True)]
     prev = step.current
-    step.current = step.nodes[s.node_index]
+    step.current = s.node_index
     try:
         outs = _run(s, step, grads)
     finally:
@@ -364,22 +364,23 @@ def opaque_direct(site: int, grads: list, label: str) -> list:
 
 
 # Note [One-grad tensor hook calls]
-# The commonest opaque call runs the tensor hooks of a one-output node (`y.register_hook`,
-# module full backward hooks' BackwardHookFunctionBackward): this step's grad is defined and
-# the node has no retains_grad and no node pre-hooks.  The call then does only what eager's
-# engine does for it (hooks.run_tensor_hooks: each hook of each dict, in order, on a snapshot
-# of the dict; a result is checked as eager checks it), the checks after user code ran, and
-# hands the grad on without the per-output loop when it comes back as the very tensor it was
-# given in the promised layout (Note [Passed-through grads]); anything else goes through
-# `_outputs` as before.  Which hooks run is read from this step's dicts (the NodeHooks the
-# walk made), never from the capture: a hook added to a dict the graph calls is called, one
-# removed is not (as in eager); a dict added or removed changes the signature (recapture).
+# The commonest hook call runs the tensor hooks of a one-output node (`y.register_hook`): this
+# step's grad is defined and the node has no retains_grad and no node pre-hooks.  The call then
+# does only what eager's engine does for it (hooks.run_tensor_hooks: each hook of each dict, in
+# order, on a snapshot of the dict; a result other than the grad itself is checked as eager
+# checks it: hooks.py Note [Cheap result checks]), then the checks after user code ran.  Every
+# call's outputs (`_outputs`) are handed on in one pass when each is the very grad given for its
+# slot, plain, in the promised layout, none twice (Note [Passed-through grads]: identity hooks,
+# module full backward hooks, pass-through Functions); anything else takes the per-output loop.
+# Which hooks run is read from this step's dicts (the NodeHooks the walk made), never from the
+# capture: a hook added to a dict the graph calls is called, one removed is not (as in eager);
+# a dict added or removed, or other hook code, changes the signature (recapture).
 
 
 def _tensor_hooks_call(step, s: OpaqueSite, site: int, h, grads: list, label: str) -> list:
     g0 = grads[0]
     prev = step.current
-    step.current = step.nodes[s.node_index]
+    step.current = s.node_index
     try:
         g = g0
         for d in h.tensor.get(0, ()):
@@ -393,6 +394,8 @@ def _tensor_hooks_call(step, s: OpaqueSite, site: int, h, grads: list, label: st
         hooks.check_registered(step, s, fastwalk.hook_dicts())
     if step.checks:     # capture/trace.py Note [Saved tensors modified during the backward]
         check_after_call(step.checks, site)
+    if g is g0 and g.stride() == s.out_strides[0]:
+        return [g]
     return _outputs(step, s, site, [g], grads, label)
 
 
