@@ -331,10 +331,15 @@ def _opaque_impl(site: int, grads: list, label: str) -> list:
 # call looks its CacheKey up once, and an opaque output nobody references is not probed for
 # sharing an input grad's storage: the custom_hooks walk alone (thread CPU, 3000 walks of one
 # graph) ~60 -> ~47 us; the step ~1.47x/1.54x -> ~1.39x/1.50x eager (benchmarks/RESULTS.md).
+# Then a tensor-hook call got its own short path (Note [One-grad tensor hook calls]), hook
+# results their cheap checks (hooks.py Note [Cheap result checks]), outputs that are the grads
+# given a one-pass hand-on, the walk's hook entry one pass, and the running node is an index:
+# a tensor hook ~12-14 -> ~6-7 us a call (eager ~0.4-0.8 us; thread CPU, loaded machine).
 # Left: the walk's Python callback per custom node (~2 us each, ~4 us with cold caches in a
-# step: the entry in C++ needs an extension rebuild), the engine task (~55 us: _Deliver's apply,
-# run_backward, the Python Step), the glue (~40 us), graphs with opaque calls off the C++ hit
-# path (the Python wrapper).
+# step: the entry in C++ needs an extension rebuild), per hooked node (~1.5 us), the hook call's
+# own Python (~4 us: opaque_direct, the hook loop, check_after_call, the output check), the
+# engine task (~55 us: _Deliver's apply, run_backward, the Python Step), the glue (~40 us),
+# graphs with opaque calls off the C++ hit path (the Python wrapper).
 
 
 def opaque_direct(site: int, grads: list, label: str) -> list:
