@@ -334,7 +334,7 @@ def _opaque_impl(site: int, grads: list, label: str) -> list:
 # Then a tensor-hook call got its own short path (Note [One-grad tensor hook calls]), hook
 # results their cheap checks (hooks.py Note [Cheap result checks]), outputs that are the grads
 # given a one-pass hand-on, the walk's hook entry one pass, and the running node is an index:
-# a tensor hook ~12-14 -> ~6-7 us a call (eager ~0.4-0.8 us; thread CPU, loaded machine).
+# a tensor hook ~12-16 -> ~6-10 us a call (eager ~0.4-0.8 us; thread CPU, loaded machine).
 # Left: the walk's Python callback per custom node (~2 us each, ~4 us with cold caches in a
 # step: the entry in C++ needs an extension rebuild), per hooked node (~1.5 us), the hook call's
 # own Python (~4 us: opaque_direct, the hook loop, check_after_call, the output check), the
