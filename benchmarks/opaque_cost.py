@@ -5,8 +5,9 @@ backends, cache hits).
 Consumes --n, --steps; prints per mode the median backward time for N and for 0 opaque calls
 (the same chain of built-in ops without them), and the difference per call in µs -- next to
 eager's own per-PyNode / per-hook cost measured the same way, interleaved in one process.
-`--profile` adds the top functions (cProfile, cumulative) of compiled_bw's cache-hit step.
-Run: python -m benchmarks.opaque_cost [--n 64] [--steps 200] [--profile]
+`--profile` adds the top functions (cProfile, cumulative) of compiled_bw's cache-hit step;
+`--cpu` times the backward's thread CPU time instead of wall clock (on a shared machine).
+Run: python -m benchmarks.opaque_cost [--n 64] [--steps 200] [--profile] [--cpu]
 """
 from __future__ import annotations
 
@@ -61,7 +62,7 @@ MODES = {
 }
 
 
-def measure(kind: str, n: int, steps: int) -> dict:
+def measure(kind: str, n: int, steps: int, clock=time.perf_counter) -> dict:
     progs = {k: _program(kind if k else "plain", n) for k in (True, False)}
     times: dict = {(m, k): [] for m in MODES for k in progs}
     for ctx in MODES.values():              # captures and compiles, then warm
@@ -75,9 +76,9 @@ def measure(kind: str, n: int, steps: int) -> dict:
                 w.grad = None
                 lo = loss()
                 with ctx():
-                    t0 = time.perf_counter()
+                    t0 = clock()
                     lo.backward()
-                    times[(m, k)].append(time.perf_counter() - t0)
+                    times[(m, k)].append(clock() - t0)
     out = {}
     for m in MODES:
         with_, without = (statistics.median(times[(m, k)]) * 1e6 for k in (True, False))
@@ -112,11 +113,13 @@ def main(argv=None) -> int:
     ap.add_argument("--n", type=int, default=64)
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--cpu", action="store_true")
     a = ap.parse_args(argv)
     torch.set_num_threads(1)
     print(f"{'opaque kind':12} {'mode':13} {'N calls µs':>11} {'0 calls µs':>11} {'µs per call':>12}")
     for kind in ("function", "hook"):
-        for m, (w, wo, per) in measure(kind, a.n, a.steps).items():
+        for m, (w, wo, per) in measure(kind, a.n, a.steps,
+                                                time.thread_time if a.cpu else time.perf_counter).items():
             print(f"{kind:12} {m:13} {w:11.1f} {wo:11.1f} {per:12.2f}", flush=True)
         if a.profile:
             print(profile(kind, a.n))

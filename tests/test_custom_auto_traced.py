@@ -438,3 +438,75 @@ def test_side_effect_zoo(body, capsys):
     if body not in MAY_TRACE:
         assert f"{fn.__name__}Backward" not in _traced(), compiled_bw.explain()
     SCALE = 2.0
+
+
+GATE = 2.0
+GATES = [2.0]
+
+
+def _gate_helper(g):
+    return g * 2
+
+
+class _ScaledByGlobal(torch.autograd.Function):
+    """Auto-traced; its backward reads module globals only (Note [Constant function keys])."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x * 1
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * GATE
+
+
+class _ScaledByList(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 1
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * GATES[0]
+
+
+class _ScaledByHelper(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 1
+
+    @staticmethod
+    def backward(ctx, g):
+        return _gate_helper(g)
+
+
+@pytest.mark.parametrize("change", ["reassigned", "list mutated", "helper replaced"])
+def test_backward_reading_globals_sees_each_steps_values(change):
+    """A traced backward bakes in the globals it reads: each step must see the values they
+    hold then (a kept key would replay the first step's)."""
+    global GATE, _gate_helper
+    helper = _gate_helper
+
+    def step(st):
+        global GATE, _gate_helper
+        x, log = st
+        x.grad = None
+        i = len(log) % 3
+        log.append(i)
+        if change == "reassigned":
+            GATE = 2.0 + i
+        elif change == "list mutated":
+            GATES[0] = 2.0 + i
+        else:
+            _gate_helper = (lambda g, i=i: g * (i + 1)) if i else helper
+        fn = {"reassigned": _ScaledByGlobal, "list mutated": _ScaledByList,
+              "helper replaced": _ScaledByHelper}[change]
+        fn.apply(x.sin()).sum().backward()
+        return [x.grad]
+    try:
+        differential(lambda: [torch.randn(3, requires_grad=True), []], step, steps=4,
+                     captures=None)
+        if change == "reassigned":
+            assert "_ScaledByGlobal" in _traced(), compiled_bw.explain()
+    finally:
+        GATE, GATES[0], _gate_helper = 2.0, 2.0, helper

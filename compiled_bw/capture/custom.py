@@ -230,24 +230,42 @@ def function_key(fn, depth: int = 2):
 
 # Note [Constant function keys]
 # The walk keys every traced custom node on its backward (ctx_state), every step.  A function
-# that reads nothing a key must follow -- no closure, no default values, no global names (torch's
-# BackwardHookFunction.backward, `return args`, in every module full backward hook) -- has the
-# same key as long as its code and defaults are the same objects: that key is kept, and checked
-# against them on each use (~1 us a node saved).
-_CONSTANT_KEYS: dict = {}   # function -> (its __code__, its key)
+# that reads no closure and no default values has the same key as long as its code is the same
+# object and each global name it may read (`_global_names`) holds the same object as when the
+# key was made, provided each of those is a value whose key is its identity or its immutable
+# value (a module, a class, a builtin, a torch op, an int / float / str / dtype ...: `_KEPT`):
+# torch's BackwardHookFunction.backward (`return args`, in every module full backward hook)
+# reads none, a typical backward reads `torch`.  That key is kept with the objects it was made
+# from and checked against them on each use, by identity (~1-3 us a node saved); a global
+# reassigned (`SCALE = 3.0`), a name defined or deleted, or any other value (a list, a
+# function, whose key follows its own globals) makes function_key run.
+_CONSTANT_KEYS: dict = {}   # function -> (its __code__, its key, global names, their values)
+_KEPT = _BY_IDENTITY + (int, bool, str, float, type(None), torch.dtype, torch.device,
+                        torch.layout, torch.memory_format)
+_ABSENT = object()
 
 
 def backward_key(fn):
     """function_key(fn), from _CONSTANT_KEYS where Note [Constant function keys] allows."""
-    got = _CONSTANT_KEYS.get(fn) if type(fn) is types.FunctionType else None
-    if got is not None and got[0] is fn.__code__ and fn.__defaults__ is None \
-            and fn.__kwdefaults__ is None:
-        return got[1]
+    plain_fn = type(fn) is types.FunctionType
+    if plain_fn:
+        got = _CONSTANT_KEYS.get(fn)
+        if got is not None and got[0] is fn.__code__ and fn.__defaults__ is None \
+                and fn.__kwdefaults__ is None:
+            g = fn.__globals__
+            for name, v in zip(got[2], got[3], strict=True):
+                if g.get(name, _ABSENT) is not v:
+                    break
+            else:
+                return got[1]
     key = function_key(fn)
-    if (type(fn) is types.FunctionType and fn.__closure__ is None and fn.__defaults__ is None
-            and fn.__kwdefaults__ is None and not _global_names(fn.__code__)
-            and key is not NOT_PLAIN):
-        _CONSTANT_KEYS[fn] = (fn.__code__, key)
+    if (plain_fn and fn.__closure__ is None and fn.__defaults__ is None
+            and fn.__kwdefaults__ is None and key is not NOT_PLAIN):
+        names = _global_names(fn.__code__)
+        g = fn.__globals__
+        values = tuple(g.get(name, _ABSENT) for name in names)
+        if all(v is _ABSENT or type(v) in _KEPT or isinstance(v, _BY_IDENTITY) for v in values):
+            _CONSTANT_KEYS[fn] = (fn.__code__, key, names, values)
     return key
 
 

@@ -36,7 +36,7 @@ def _deliver_impl(site: int, grad, label: str) -> None:
         ref = step.stealable.get(id(grad))
         steal = ref is not None and ref() is grad
     prev = step.current
-    step.current = node
+    step.current = s.node_index
     changed = step.tls.enter()
     try:
         fastwalk.run_leaf(node, grad, steal)

@@ -52,7 +52,7 @@ import torch
 from ..core.thread import THREAD
 from . import packed
 from . import walk as _walk_module
-from .hooks import COUNTS, RETAINED, leaf_hooks, node_hooks, retained_by_node
+from .hooks import COUNTS, RETAINED, hooks_and_signature, leaf_hooks, retained_by_node
 from .nodes import (
     AOT,
     CUSTOM,
@@ -446,11 +446,12 @@ def fast_walk(root_edges: list) -> FastWalk:
     hook_entries = []
     if len(cw.hook_nodes) and (COUNTS.tensor or COUNTS.node or len(RETAINED)):
         retained = retained_by_node() if len(RETAINED) else None
+        dicts, node = _S.ext.hook_dicts, cw.node
         for i in cw.hook_nodes:
-            h = node_hooks(cw.node(i), retained, _S.ext.hook_dicts)
-            if h is not None:
-                w.hooks[i] = h
-                hook_entries.append((i, h.signature()))
+            hs = hooks_and_signature(node(i), retained, dicts)
+            if hs is not None:
+                w.hooks[i] = hs[0]
+                hook_entries.append((i, hs[1]))
     for i in cw.hook_leaves:
         var = w.leaves[i]
         if var._backward_hooks:

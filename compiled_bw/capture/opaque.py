@@ -202,6 +202,8 @@ def _same_layout(t: torch.Tensor, strides: tuple) -> bool:
 
 
 _storage_use_count = torch_autograd.storage_use_count
+_TENSOR = torch.Tensor
+_STRIDED = torch.strided
 
 
 _LOOSE_LAYOUTS = (torch.sparse_coo, torch.sparse_csr)
@@ -337,10 +339,15 @@ def _opaque_impl(site: int, grads: list, label: str) -> list:
 # call looks its CacheKey up once, and an opaque output nobody references is not probed for
 # sharing an input grad's storage: the custom_hooks walk alone (thread CPU, 3000 walks of one
 # graph) ~60 -> ~47 us; the step ~1.47x/1.54x -> ~1.39x/1.50x eager (benchmarks/RESULTS.md).
+# Then a tensor-hook call got its own short path (Note [One-grad tensor hook calls]), hook
+# results their cheap checks (hooks.py Note [Cheap result checks]), outputs that are the grads
+# given a one-pass hand-on, the walk's hook entry one pass, and the running node is an index:
+# a tensor hook ~12-16 -> ~6-10 us a call (eager ~0.4-0.8 us; thread CPU, loaded machine).
 # Left: the walk's Python callback per custom node (~2 us each, ~4 us with cold caches in a
-# step: the entry in C++ needs an extension rebuild), the engine task (~55 us: _Deliver's apply,
-# run_backward, the Python Step), the glue (~40 us), graphs with opaque calls off the C++ hit
-# path (the Python wrapper).
+# step: the entry in C++ needs an extension rebuild), per hooked node (~1.5 us), the hook call's
+# own Python (~4 us: opaque_direct, the hook loop, check_after_call, the output check), the
+# engine task (~55 us: _Deliver's apply, run_backward, the Python Step), the glue (~40 us),
+# graphs with opaque calls off the C++ hit path (the Python wrapper).
 
 
 def opaque_direct(site: int, grads: list, label: str, loose: frozenset = frozenset()) -> list:
@@ -350,11 +357,15 @@ def opaque_direct(site: int, grads: list, label: str, loose: frozenset = frozens
     backend: Note [Sparse grads from opaque calls])."""
     step = THREAD.step
     s = step.sites[site]
+    if s.kind == "pre" and len(grads) == 1 and not step.undefined:
+        h = step.hooks[s.node_index]
+        if not (h.retains or h.pre) and grads[0] is not None:
+            return _tensor_hooks_call(step, s, site, h, grads, label)
     if step.undefined:          # some grads are undefined this step: pass None for them
         grads = [None if g is None or not defined.evaluate(f, step.undefined, step.memo)
                  else g for g, f in zip(grads, s.in_defined, strict=True)]
     prev = step.current
-    step.current = step.nodes[s.node_index]
+    step.current = s.node_index
     try:
         outs = _run(s, step, grads)
     finally:
@@ -363,15 +374,70 @@ def opaque_direct(site: int, grads: list, label: str, loose: frozenset = frozens
         hooks.check_registered(step, s, fastwalk.hook_dicts())
     if step.checks:     # capture/trace.py Note [Saved tensors modified during the backward]
         check_after_call(step.checks, site)
+    return _outputs(step, s, site, outs, grads, label)
+
+
+# Note [One-grad tensor hook calls]
+# The commonest hook call runs the tensor hooks of a one-output node (`y.register_hook`): this
+# step's grad is defined and the node has no retains_grad and no node pre-hooks.  The call then
+# does only what eager's engine does for it (hooks.run_tensor_hooks: each hook of each dict, in
+# order, on a snapshot of the dict; a result other than the grad itself is checked as eager
+# checks it: hooks.py Note [Cheap result checks]), then the checks after user code ran.  Every
+# call's outputs (`_outputs`) are handed on in one pass when each is the very grad given for its
+# slot, plain, in the promised layout, none twice (Note [Passed-through grads]: identity hooks,
+# module full backward hooks, pass-through Functions); anything else takes the per-output loop.
+# Which hooks run is read from this step's dicts (the NodeHooks the walk made), never from the
+# capture: a hook added to a dict the graph calls is called, one removed is not (as in eager);
+# a dict added or removed, or other hook code, changes the signature (recapture).
+
+
+def _tensor_hooks_call(step, s: OpaqueSite, site: int, h, grads: list, label: str) -> list:
+    g0 = grads[0]
+    prev = step.current
+    step.current = s.node_index
+    try:
+        g = g0
+        for d in h.tensor.get(0, ()):
+            for hook in list(d.values()):     # snapshot: hooks may remove themselves
+                res = hook(g)
+                if res is not None and res is not g:
+                    g = hooks.check_single(g, res, hook)
+    finally:
+        step.current = prev
+    if step.hooks_changed:      # hooks.py Note [Hooks registered during the backward]
+        hooks.check_registered(step, s, fastwalk.hook_dicts())
+    if step.checks:     # capture/trace.py Note [Saved tensors modified during the backward]
+        check_after_call(step.checks, site)
+    if g is g0 and g.stride() == s.out_strides[0]:
+        return [g]
+    return _outputs(step, s, site, [g], grads, label)
+
+
+def _outputs(step, s: OpaqueSite, site: int, outs, grads: list, label: str) -> list:
+    """The graph's values for what user code returned (the kept outputs): Notes [Undefined
+    grads] (defined.py), [Passed-through grads], [Opaque output layout], runtime/run.py
+    [Stealing at delivery points]."""
     if type(outs) is not list:
         outs = list(outs)
+    strides = s.out_strides
+    n = len(outs)
+    if n == len(strides) == len(s.out_specs) and n <= len(grads):
+        # Note [Passed-through grads], every output at once: each the grad given for its slot,
+        # plain, in the promised layout, and no tensor returned twice
+        for k in range(n):
+            o = outs[k]
+            if o is not grads[k] or o is None or type(o) is not _TENSOR or \
+                    o.layout is not _STRIDED or o.stride() != strides[k]:
+                break
+        else:
+            if n == 1 or len({id(o) for o in outs}) == n:
+                return outs
     specs = s.out_specs
     if len(outs) != len(specs):     # zip(strict=True) raised here before
         raise ValueError(f"compiled_bw: {label}: {len(outs)} outputs, {len(specs)} expected")
     if s.deliver_order is not None and len(outs) > 1:
         outs = _one_owner(s, outs)
     res = []
-    strides = s.out_strides
     for k in range(len(outs)):
         spec = specs[k]
         if spec is None:

@@ -44,7 +44,7 @@ def _current_autograd_node():
     step = THREAD.running
     if step is None or step.current is None:
         return _orig_current_node()
-    return step.current
+    return step.nodes[step.current]     # the index of the node whose user code runs
 
 
 def _will_engine_execute_node(node):

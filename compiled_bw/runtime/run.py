@@ -136,7 +136,7 @@ class Step:
         self.hooks = w.hooks
         self.plan = plan
         self.sites = plan.opaque_sites if plan is not None else []
-        self.current = None
+        self.current = None     # index of the node whose user code runs (engine_state.py)
         self.hooks_changed = False  # capture/hooks.py Note [Hooks registered during the backward]
         self.notes: list = []
         self._will_ids = None

@@ -1,0 +1,150 @@
+"""Opaque hook calls on their fast paths (capture/opaque.py Note [One-grad tensor hook calls],
+Note [Passed-through grads]) keep every check eager makes: each program hits one of them and
+does what would go wrong if that path skipped a check -- a hook returning another dtype or a
+non-tensor, a hook registering or removing hooks of its own dict, retains_grad next to a
+hook, hooks that change between steps, one tensor returned for two grads."""
+import pytest
+import torch
+from differential import differential
+
+
+def _x():
+    return [torch.randn(4, requires_grad=True), []]
+
+
+@pytest.mark.parametrize("bad", ["dtype", "not a tensor", "size", "raises"])
+def test_one_grad_hook_result_checks_are_eagers(bad):
+    def step(st):
+        x, _log = st
+        x.grad = torch.ones(4)
+        y = x * 2
+        z = y.sin()
+        if bad == "dtype":
+            y.register_hook(lambda g: g.double())
+        elif bad == "not a tensor":
+            y.register_hook(lambda g: 3)
+        elif bad == "size":
+            y.register_hook(lambda g: g.sum())
+        else:
+            y.register_hook(lambda g: 1 / 0)
+        z.sum().backward()
+        return [x.grad]
+    differential(_x, step, allow_errors=True)
+
+
+def test_hook_registering_and_removing_hooks_of_its_own_tensor():
+    """Eager calls the hooks a dict held when the node ran (a snapshot): one registered by a
+    hook is called from the next backward on, one removed by a hook still runs this time."""
+    def step(st):
+        x, log = st
+        x.grad = None
+        y = x * 2
+        handles = []
+
+        def first(g):
+            log.append("first")
+            y.register_hook(lambda g: log.append("added") or g * 7)
+            handles[0].remove()
+            return g + 1
+        y.register_hook(first)
+        handles.append(y.register_hook(lambda g: log.append("second") or g * 3))
+        y.sin().sum().backward()
+        return [x.grad, list(log)]
+    differential(_x, step)
+
+
+def test_retains_grad_next_to_a_tensor_hook():
+    def step(st):
+        x, _log = st
+        x.grad = None
+        y = x * 2
+        y.retain_grad()
+        y.register_hook(lambda g: g * 3)
+        y.sin().sum().backward()
+        return [x.grad, y.grad]
+    differential(_x, step)
+
+
+def test_tensor_hook_on_a_tensor_used_twice_sees_the_sum():
+    def step(st):
+        x, log = st
+        x.grad = None
+        y = x * 2
+        y.register_hook(lambda g: log.append(round(g.sum().item(), 4)) or g)
+        (y.sin() + y.cos()).sum().backward()
+        return [x.grad, list(log)]
+    differential(_x, step)
+
+
+def test_hooks_replaced_between_steps():
+    """Same hook code, other closures, other results each step; then another function."""
+    def step(st):
+        x, log = st
+        x.grad = None
+        y = x * 2
+        k = len(log)
+        log.append(k)
+        if k < 3:
+            y.register_hook(lambda g: g * (k + 2))
+        else:
+            y.register_hook(lambda g: None)
+            y.register_hook(lambda g: g - k)
+        y.sin().sum().backward()
+        return [x.grad]
+    differential(_x, step, steps=5, captures=2)
+
+
+def test_post_hook_returning_one_tensor_for_two_grads():
+    """Note [Passed-through grads]: one tensor returned for two grads reaches two leaves."""
+    def build():
+        return [torch.randn(4, requires_grad=True), torch.randn(4, requires_grad=True)]
+
+    def step(st):
+        a, b = st
+        a.grad = b.grad = None
+        y = a * b
+        y.grad_fn.register_hook(lambda gi, go: (gi[0], gi[0]))
+        y.sum().backward()
+        a.grad.mul_(2)             # must not change b.grad
+        return [a.grad, b.grad, a.grad.data_ptr() == b.grad.data_ptr()]
+    differential(build, step)
+
+
+def test_module_full_backward_hook_replacing_grads():
+    lin = []
+
+    def build():
+        torch.manual_seed(0)
+        m = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Tanh(), torch.nn.Linear(4, 2))
+        m[0].register_full_backward_hook(lambda mod, gi, go: (gi[0] * 2,))
+        m[2].register_full_backward_pre_hook(lambda mod, go: (go[0] + 1,))
+        lin.append(m)
+        return [m, torch.randn(3, 4, requires_grad=True)]
+
+    def step(st):
+        m, x = st
+        m.zero_grad(set_to_none=True)
+        x.grad = None
+        m(x).pow(2).sum().backward()
+        return [x.grad] + [p.grad for p in m.parameters()]
+    differential(build, step)
+
+
+def test_hooks_see_the_node_that_runs_them():
+    """torch._C._current_autograd_node() inside a tensor hook, a node pre-hook and a post-hook
+    is the node whose hooks run (eager's NodeGuard)."""
+    def name():
+        n = torch._C._current_autograd_node()
+        return None if n is None else n.name()
+
+    def step(st):
+        x, log = st
+        x.grad = None
+        y = x * 2
+        y.register_hook(lambda g: log.append(("tensor", name())))
+        z = y.sin()
+        z.grad_fn.register_prehook(lambda go: log.append(("pre", name())))
+        z.grad_fn.register_hook(lambda gi, go: log.append(("post", name())))
+        z.sum().backward()
+        return [x.grad, list(log)]
+    differential(_x, step)
