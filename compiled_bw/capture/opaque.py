@@ -374,7 +374,7 @@ def opaque_direct(site: int, grads: list, label: str, loose: frozenset = frozens
         hooks.check_registered(step, s, fastwalk.hook_dicts())
     if step.checks:     # capture/trace.py Note [Saved tensors modified during the backward]
         check_after_call(step.checks, site)
-    return _outputs(step, s, site, outs, grads, label)
+    return _outputs(step, s, site, outs, grads, label, loose)
 
 
 # Note [One-grad tensor hook calls]
@@ -413,15 +413,17 @@ def _tensor_hooks_call(step, s: OpaqueSite, site: int, h, grads: list, label: st
     return _outputs(step, s, site, [g], grads, label)
 
 
-def _outputs(step, s: OpaqueSite, site: int, outs, grads: list, label: str) -> list:
+def _outputs(step, s: OpaqueSite, site: int, outs, grads: list, label: str,
+             loose: frozenset = frozenset()) -> list:
     """The graph's values for what user code returned (the kept outputs): Notes [Undefined
     grads] (defined.py), [Passed-through grads], [Opaque output layout], runtime/run.py
-    [Stealing at delivery points]."""
+    [Stealing at delivery points], [One grad for several leaves], backends/eager.py [Sparse
+    grads from opaque calls] (loose)."""
     if type(outs) is not list:
         outs = list(outs)
     strides = s.out_strides
     n = len(outs)
-    if n == len(strides) == len(s.out_specs) and n <= len(grads):
+    if n == len(strides) == len(s.out_specs) and n <= len(grads) and not s.free_inputs:
         # Note [Passed-through grads], every output at once: each the grad given for its slot,
         # plain, in the promised layout, and no tensor returned twice
         for k in range(n):
@@ -525,8 +527,7 @@ def _one_owner(s: OpaqueSite, outs: list) -> list:
             last[id(o)] = (pos, k)
     if len(last) == sum(outs[k] is not None for k in kept):
         return outs
-    outs = list(outs)       # (it may be user code's list)
-    for k in kept:
+    for k in kept:          # (`outs` is ours: custom.finish and the hook runners make it)
         o = outs[k]
         if o is not None and last[id(o)][1] != k:
             outs[k] = o.clone()
@@ -534,7 +535,7 @@ def _one_owner(s: OpaqueSite, outs: list) -> list:
 
 
 # Python references to a grad a custom backward was given and returned, when nothing but the
-# graph holds it: the graph's variable and argument list, `outs`, opaque_direct's and
+# graph holds it: the graph's variable and argument list, `outs`, _outputs' and
 # _owned_input's `o`, getrefcount's argument, and one more on this path (measured on both
 # backends; tests/test_no_grad_copy.py fails, naming it, if the count moves)
 _OWNED_REFS = 7
