@@ -690,3 +690,46 @@ def value_selecting(state, n):
 def test_value_selecting_reductions_are_symbolic():
     st = run([5, 8, 3, 12, 6], value_selecting, captures=2, dynamic_captures=1)
     assert st.dynamic_hits == 3
+
+
+def repeats(state, n):
+    # repeat/tile save the input's sizes and the repeats (RepeatBackward0): both symbolic in
+    # our copy of repeat_backward; the repeats of z follow n, and a repeat of 1 (x's second
+    # dim) is summed over by no reshape
+    if state is None:
+        return [torch.randn(4, requires_grad=True), torch.randn(2, 3, requires_grad=True)]
+    w, z = state
+    w.grad = z.grad = None
+    x = torch.randn(n, 4) * w
+    loss = x.repeat(2, 1, 3).sin().sum() + x.tile(3).pow(2).mean() \
+        + x.repeat(1, 1).exp().sum() + z.repeat(n, 2).cos().sum()
+    loss.backward()
+    return grads(state)
+
+
+def test_repeat_sizes_and_repeats_are_symbolic():
+    st = run([5, 8, 3, 12, 6], repeats, captures=2, dynamic_captures=1)
+    assert st.dynamic_hits == 3
+
+
+def indexing(state, n):
+    # advanced indexing saves the input's sizes and the index tensors (IndexBackward0): the
+    # sizes symbolic in our copy of index_backward, the indices' lengths symbolic dims of
+    # saved tensors; repeated indices accumulate
+    if state is None:
+        return [torch.randn(4, requires_grad=True)]
+    (w,) = state
+    w.grad = None
+    x = torch.randn(n, 4) * w
+    g = torch.Generator().manual_seed(n)
+    rows = torch.randint(0, n, (n + 3,), generator=g)
+    cols = torch.tensor([0, 2, 2, 3])
+    loss = x[rows].sin().sum() + x[:, cols].pow(2).sum() \
+        + x[rows[:2].unsqueeze(1), cols].exp().sum() + x[[0, n - 1]].sum()
+    loss.backward()
+    return grads(state)
+
+
+def test_index_sizes_and_index_lengths_are_symbolic():
+    st = run([5, 8, 3, 12, 6], indexing, captures=2, dynamic_captures=1)
+    assert st.dynamic_hits == 3
