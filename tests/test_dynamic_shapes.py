@@ -733,3 +733,26 @@ def indexing(state, n):
 def test_index_sizes_and_index_lengths_are_symbolic():
     st = run([5, 8, 3, 12, 6], indexing, captures=2, dynamic_captures=1)
     assert st.dynamic_hits == 3
+
+
+def batch_first_linear(state, b):
+    # what nn.MultiheadAttention does with batch_first inputs: a linear of the transposed
+    # (length, batch, d) input.  At batch 1 that input is contiguous and ATen's linear takes
+    # its addmm path (a view, AddmmBackward0, a view) instead of matmul + add: another autograd
+    # graph, never served by the dynamic graph of the other one
+    if state is None:
+        return torch.nn.Linear(6, 5)
+    state.zero_grad()
+    x = torch.randn(b, 7, 6, requires_grad=True)
+    torch.nn.functional.linear(x.transpose(0, 1), state.weight, state.bias).sin().sum() \
+        .backward()
+    return grads(state) + [x.grad]
+
+
+def test_a_batch_of_one_that_builds_another_graph():
+    # 4: static; 6: dynamic; 1: a static capture of the other graph; 8: the dynamic graph;
+    # 1 again: the static hit of its own graph.  The log names where the graphs part.
+    st = run([4, 6, 1, 8, 1], batch_first_linear, captures=3, dynamic_captures=1)
+    assert st.dynamic_hits == 1
+    assert any("graph size changed" in r and "AddBackward0 -> " in r
+               for r in st.recompile_reasons), st.recompile_reasons

@@ -47,6 +47,14 @@ With that range, size-oblivious reasoning is exact, so Inductor's compile runs w
 choice Inductor makes with `guard_or_false` (an optimization whose general path is right for
 every size) then adds no guard (it added `batch * length <= 4096` on the transformer
 benchmark: one more capture and compile for the larger sizes).
+Some programs build another autograd graph at size 1, which no size rule can serve: ATen's
+`linear` of a contiguous 3-D input takes its addmm path (view, AddmmBackward0, view), of any
+other one matmul + add (UnsafeViewBackward0, MmBackward0, AddBackward0), and
+nn.MultiheadAttention's batch_first in-projection is a linear of a transposed (length, batch,
+d) input, contiguous only at batch 1.  Another graph is another capture (the recompile log
+says "graph size changed", and where the graphs part); its grads come from other kernels
+(a bias grad summed over (length, 1) vs over length), so the dynamic graph of the other one
+is never asked to serve it.
 """
 from __future__ import annotations
 
