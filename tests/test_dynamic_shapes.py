@@ -185,8 +185,10 @@ def squeeze_ones(state, n):
 
 
 def test_squeeze_of_a_dim_going_to_one():
-    # squeeze() of [1, 1, 3] drops two dims, of [n, 1, 3] one: another structure, static
-    run([2, 4, 1, 6, 1, 8], squeeze_ones, captures=3, dynamic_captures=1)
+    # squeeze() of [1, 1, 3] drops two dims, of [n, 1, 3] one: another structure, captured
+    # dynamic at once (runtime/dynamic.py Note [Another graph after a dynamic one]); its
+    # guards keep it to sizes of 1 there
+    run([2, 4, 1, 6, 1, 8], squeeze_ones, captures=3, dynamic_captures=2)
 
 
 def seq_model(state, t):
@@ -735,24 +737,27 @@ def test_index_sizes_and_index_lengths_are_symbolic():
     assert st.dynamic_hits == 3
 
 
-def batch_first_linear(state, b):
+def batch_first_linear(state, size):
     # what nn.MultiheadAttention does with batch_first inputs: a linear of the transposed
     # (length, batch, d) input.  At batch 1 that input is contiguous and ATen's linear takes
     # its addmm path (a view, AddmmBackward0, a view) instead of matmul + add: another autograd
     # graph, never served by the dynamic graph of the other one
     if state is None:
         return torch.nn.Linear(6, 5)
+    b, t = size
     state.zero_grad()
-    x = torch.randn(b, 7, 6, requires_grad=True)
+    x = torch.randn(b, t, 6, requires_grad=True)
     torch.nn.functional.linear(x.transpose(0, 1), state.weight, state.bias).sin().sum() \
         .backward()
     return grads(state) + [x.grad]
 
 
 def test_a_batch_of_one_that_builds_another_graph():
-    # 4: static; 6: dynamic; 1: a static capture of the other graph; 8: the dynamic graph;
-    # 1 again: the static hit of its own graph.  The log names where the graphs part.
-    st = run([4, 6, 1, 8, 1], batch_first_linear, captures=3, dynamic_captures=1)
-    assert st.dynamic_hits == 1
+    # (4, 7): static; (6, 5): dynamic; (1, 7): the other graph, captured dynamic at once
+    # (runtime/dynamic.py Note [Another graph after a dynamic one]); (8, 9): the first
+    # dynamic graph; (1, 9), (1, 3): the second.  The log names where the graphs part.
+    sizes = [(4, 7), (6, 5), (1, 7), (8, 9), (1, 9), (1, 3)]
+    st = run(sizes, batch_first_linear, captures=3, dynamic_captures=2)
+    assert st.dynamic_hits == 3
     assert any("graph size changed" in r and "AddBackward0 -> " in r
                for r in st.recompile_reasons), st.recompile_reasons
