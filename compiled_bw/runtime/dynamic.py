@@ -36,7 +36,7 @@ from ..capture.trace import TraceFailed, trace_backward
 from ..passes import run_passes
 from ..torchapi.dynamo import size_oblivious, symbolic_fakes, symint
 from . import background
-from .cache import Compiled, describe_change
+from .cache import Compiled
 
 STATIC = None   # step()'s answer (STATIC, slots): the static path, with these Slots
 _DYN_HOW = (TRACE, LEAF, AOT)   # the node kinds a dynamic graph may hold
@@ -60,15 +60,6 @@ _DYN_HOW = (TRACE, LEAF, AOT)   # the node kinds a dynamic graph may hold
 # seen before still take the Python path, once per set of sizes.
 _KNOWN_MAX = 512    # remembered keys per cache (each holds a walk key: tens of KB on large
 #                     graphs); then forgotten all at once, and remembered again as used
-
-
-# Note [Another graph after a dynamic one]
-# Sizes varied for this root (it has a dynamic graph with these options), and the step builds
-# another autograd graph (a structure the dynamic graph cannot serve: e.g. a batch of 1 in
-# nn.MultiheadAttention, capture/dynamic.py Note [Sizes of one]).  Its sizes will most likely
-# vary too: it is captured dynamic at once, as with dynamic=True (every size of its signature
-# symbolic), instead of static now and dynamic at its next size.  Its guards decide as for any
-# dynamic graph; where no size can be symbolic, it is captured static as before.
 
 
 @dataclasses.dataclass
@@ -150,13 +141,6 @@ def step(state, w, root_edges, opts, grad_tensors, key, root_key):
         paths = all_size_paths(pw)
     elif prev is not None and prev[0] == base:
         paths = size_diff(prev[1], pw.signature)
-        if paths is None and any(e.base == base for e in cache.dynamic.get(root_key, ())):
-            # Note [Another graph after a dynamic one]
-            old = cache.last.get(root_key)
-            if old is not None:
-                state.log_recompile(f"another graph after a dynamic one: "
-                                    f"{describe_change(old, key)}")
-            paths = all_size_paths(pw)
         if not paths:
             return None
         # the sizes that varied before vary still: one graph for all of them
@@ -251,6 +235,7 @@ def _capture(state, w, pw, opts, grad_tensors, key, root_key, spec, base, prev):
 
 
 def _describe(pw, spec, prev) -> str:
+    # (prev: the last miss of the root, maybe of another structure with dynamic=True)
     old = _values_at(prev[1], spec.paths) if prev is not None and \
         size_diff(prev[1], pw.signature) is not None else None
     new = _values_at(pw.signature, spec.paths)
