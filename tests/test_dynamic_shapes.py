@@ -690,3 +690,91 @@ def value_selecting(state, n):
 def test_value_selecting_reductions_are_symbolic():
     st = run([5, 8, 3, 12, 6], value_selecting, captures=2, dynamic_captures=1)
     assert st.dynamic_hits == 3
+
+
+def repeats(state, n):
+    # repeat/tile save the input's sizes and the repeats (RepeatBackward0): both symbolic in
+    # our copy of repeat_backward; the repeats of z follow n, and a repeat of 1 (x's second
+    # dim) is summed over by no reshape
+    if state is None:
+        return [torch.randn(4, requires_grad=True), torch.randn(2, 3, requires_grad=True)]
+    w, z = state
+    w.grad = z.grad = None
+    x = torch.randn(n, 4) * w
+    loss = x.repeat(2, 1, 3).sin().sum() + x.tile(3).pow(2).mean() \
+        + x.repeat(1, 1).exp().sum() + z.repeat(n, 2).cos().sum()
+    loss.backward()
+    return grads(state)
+
+
+def test_repeat_sizes_and_repeats_are_symbolic():
+    st = run([5, 8, 3, 12, 6], repeats, captures=2, dynamic_captures=1)
+    assert st.dynamic_hits == 3
+
+
+def indexing(state, n):
+    # advanced indexing saves the input's sizes and the index tensors (IndexBackward0): the
+    # sizes symbolic in our copy of index_backward, the indices' lengths symbolic dims of
+    # saved tensors; repeated indices accumulate
+    if state is None:
+        return [torch.randn(4, requires_grad=True)]
+    (w,) = state
+    w.grad = None
+    x = torch.randn(n, 4) * w
+    g = torch.Generator().manual_seed(n)
+    rows = torch.randint(0, n, (n + 3,), generator=g)
+    cols = torch.tensor([0, 2, 2, 3])
+    loss = x[rows].sin().sum() + x[:, cols].pow(2).sum() \
+        + x[rows[:2].unsqueeze(1), cols].exp().sum() + x[[0, n - 1]].sum()
+    loss.backward()
+    return grads(state)
+
+
+def test_index_sizes_and_index_lengths_are_symbolic():
+    st = run([5, 8, 3, 12, 6], indexing, captures=2, dynamic_captures=1)
+    assert st.dynamic_hits == 3
+
+
+def batch_first_linear(state, size):
+    # what nn.MultiheadAttention does with batch_first inputs: a linear of the transposed
+    # (length, batch, d) input.  At batch 1 that input is contiguous and ATen's linear takes
+    # its addmm path (a view, AddmmBackward0, a view) instead of matmul + add: another autograd
+    # graph, never served by the dynamic graph of the other one
+    if state is None:
+        return torch.nn.Linear(6, 5)
+    b, t = size
+    state.zero_grad()
+    x = torch.randn(b, t, 6, requires_grad=True)
+    torch.nn.functional.linear(x.transpose(0, 1), state.weight, state.bias).sin().sum() \
+        .backward()
+    return grads(state) + [x.grad]
+
+
+def test_a_batch_of_one_that_builds_another_graph():
+    # (4, 7): static; (6, 5): dynamic; (1, 7): a static capture of the other graph; (8, 9):
+    # the first dynamic graph; (1, 9): the other graph's own dynamic capture; (1, 3): its
+    # hit.  The log names where the graphs part.
+    sizes = [(4, 7), (6, 5), (1, 7), (8, 9), (1, 9), (1, 3)]
+    st = run(sizes, batch_first_linear, captures=4, dynamic_captures=2)
+    assert st.dynamic_hits == 2
+    assert any("graph size changed" in r and "AddBackward0 -> " in r
+               for r in st.recompile_reasons), st.recompile_reasons
+
+
+def two_structures(state, k):
+    # the same root (mean of pow) over two graphs: tanh at even steps, sigmoid at odd ones,
+    # and a batch size that changes every step
+    if state is None:
+        return torch.nn.Linear(4, 3)
+    state.zero_grad()
+    h = state(torch.randn(3 + k, 4))
+    (h.tanh() if k % 2 == 0 else h.sigmoid().sin()).pow(2).mean().backward()
+    return grads(state)
+
+
+def test_dynamic_true_with_another_graph_of_the_same_root():
+    # dynamic=True: the second graph's capture describes its sizes without comparing them
+    # with the last miss's signature, another structure (it raised out of backward())
+    st = run([0, 1, 2, 3], two_structures, captures=2, dynamic_captures=2,
+             options={"dynamic": True})
+    assert st.dynamic_hits == 2

@@ -47,6 +47,14 @@ With that range, size-oblivious reasoning is exact, so Inductor's compile runs w
 choice Inductor makes with `guard_or_false` (an optimization whose general path is right for
 every size) then adds no guard (it added `batch * length <= 4096` on the transformer
 benchmark: one more capture and compile for the larger sizes).
+Some programs build another autograd graph at size 1, which no size rule can serve: ATen's
+`linear` of a contiguous 3-D input takes its addmm path (view, AddmmBackward0, view), of any
+other one matmul + add (UnsafeViewBackward0, MmBackward0, AddBackward0), and
+nn.MultiheadAttention's batch_first in-projection is a linear of a transposed (length, batch,
+d) input, contiguous only at batch 1.  Another graph is another capture (the recompile log
+says "graph size changed", and where the graphs part); its grads come from other kernels
+(a bias grad summed over (length, 1) vs over length), so the dynamic graph of the other one
+is never asked to serve it.
 """
 from __future__ import annotations
 
@@ -200,6 +208,36 @@ def _value_selecting(g, v, saved, need):
     return [zeros.scatter(dim, idx, g)]
 
 
+def _repeat(g, v, saved, need):
+    # FunctionsManual.cpp repeat_backward: the grad's leading (new) dims summed away, then
+    # each dim repeated r != 1 times viewed as (r, size) and the r's summed, in one reshape
+    sizes, repeats = v["self_sym_sizes"], v["repeats"]
+    if any(r == 0 for r in repeats):
+        return [g.new_zeros(sizes)]
+    extra = g.dim() - len(sizes)
+    for _ in range(extra):
+        g = g.sum(0)
+    shape, dims = [], []
+    for d, n in enumerate(sizes):
+        r = repeats[d + extra]
+        if r != 1:
+            shape.append(r)
+            dims.append(len(shape) - 1)
+        shape.append(n)
+    if dims:
+        g = g.reshape(shape).sum(dims)
+    return [g]
+
+
+def _index(g, v, saved, need):
+    # derivatives.yaml index.Tensor: index_backward(grad.new_zeros(self.sym_sizes()), indices,
+    # grad): index_put with accumulate (the functional form: what the node records on fake
+    # tensors, which are subclass-like)
+    indices = saved("indices", many=True)
+    zeros = g.new_zeros(v["self_sym_sizes"])
+    return [torch.ops.aten.index_put(zeros, indices, g, True)]
+
+
 def _mm(g, v, saved, need):
     out = [None, None]
     if need[0]:
@@ -315,6 +353,8 @@ FORMULAS = {
     **dict.fromkeys(("MaxBackward0", "MinBackward0", "KthvalueBackward0", "ModeBackward0",
                      "MedianBackward1", "NanmedianBackward1"),
                     (_value_selecting, ("self_sym_sizes",))),
+    "RepeatBackward0": (_repeat, ("self_sym_sizes", "repeats")),
+    "IndexBackward0": (_index, ("self_sym_sizes",)),
     "MmBackward0": (_mm, ("self_sym_sizes", "self_sym_strides", "mat2_sym_sizes",
                           "mat2_sym_strides")),
     "AddmmBackward0": (_addmm, ("mat1_sym_sizes", "mat1_sym_strides", "mat2_sym_sizes",
@@ -430,14 +470,30 @@ def classify(w, path: tuple, strict: bool = True) -> Site | None:
                       "constant: no symbolic copy of it here)")
         return Site("value", i, path[2] if len(path) > 2 else -1, attr=attr)
     t = k - len(kind.value_attrs)
-    if t >= len(kind.tensor_attrs) or len(path) != 4 or path[2] not in (0, 1):
+    layout = _tensor_layout(w.nodes[i], kind)
+    if t >= len(layout) or layout[t] is None or len(path) != 4 or path[2] not in (0, 1):
         return no(f"node {i} {name}: saved tensor state changed")
-    key = (i, kind.tensor_attrs[t], -1)
+    key = (i, *layout[t])
     try:
         s = w.saved_node.index(key)
     except ValueError:
         return no(f"node {i} {name}: saved tensor list changed")
     return Site("saved", i, s, path[2], path[3])
+
+
+def _tensor_layout(node, kind) -> list:
+    """Per signature position after a built-in node's saved values, the saved tensor it
+    describes: (attr, -1) for a tensor, (attr, j) for element j of a list of optional tensors
+    (walk.py values_entry: the elements' metadata, then the list's length: None here)."""
+    out: list = []
+    for a in kind.tensor_attrs:
+        raw = getattr(node, "_raw_saved_" + a, None)
+        if isinstance(raw, (tuple, list)):
+            out.extend((a, j) for j in range(len(raw)))
+            out.append(None)
+        else:
+            out.append((a, -1))
+    return out
 
 
 # Note [Dynamic AOT backwards]
@@ -688,7 +744,15 @@ class DynWalk:
             if any(isinstance(v, complex) for v in values.values()):
                 raise NotDynamic(f"node {i} {kind.name}: complex scalar")
 
-            def saved(attr):
+            def saved(attr, many=False):
+                """The saved tensor attr; many: the list of optional tensors attr (None
+                where undefined)."""
+                if many:
+                    n = len(getattr(node, "_raw_saved_" + attr))
+                    ts = [placeholders.get((i, attr, j)) for j in range(n)]
+                    if any(t is not None and t.dtype.is_complex for t in ts):
+                        raise NotDynamic(f"node {i} {kind.name}: saved {attr} complex")
+                    return ts
                 t = placeholders.get((i, attr, -1))
                 if t is None or t.dtype.is_complex:
                     raise NotDynamic(f"node {i} {kind.name}: saved {attr} missing or complex")

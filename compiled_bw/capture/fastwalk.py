@@ -511,7 +511,16 @@ def describe(old: CSig, new: CSig) -> str:
     """First difference between two CSigs, in words (runtime/cache.py)."""
     lo, ln = _rows(old), _rows(new)
     if len(lo) != len(ln):
-        return f"graph size changed: {len(lo) - 1} -> {len(ln) - 1} nodes"
+        first = ""
+        for o, r in zip(lo, ln, strict=False):
+            if r["index"] == 0xFFFFFFFF or o["index"] == 0xFFFFFFFF:
+                break
+            if (o["index"], o["class_id"]) != (r["index"], r["class_id"]):
+                first = (f" (first at node {r['index']}: "
+                         f"{_S.ext.class_kind(o['class_id']).name} -> "
+                         f"{_S.ext.class_kind(r['class_id']).name})")
+                break
+        return f"graph size changed: {len(lo) - 1} -> {len(ln) - 1} nodes{first}"
     for o, r in zip(lo, ln, strict=True):
         if r["index"] == 0xFFFFFFFF:
             if old.key[o["start"]:o["end"]] != new.key[r["start"]:r["end"]]:

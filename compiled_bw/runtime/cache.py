@@ -121,7 +121,10 @@ def describe_change(old: CacheKey, new: CacheKey) -> str:
         return f"roots changed: {oroots} -> {nroots}" if reason == "signature changed" and \
             oroots != nroots else reason
     if len(osig) != len(nsig):
-        return f"graph size changed: {len(osig)} -> {len(nsig)} nodes"
+        first = next((f" (first at node {b[0]}: {a[1]} -> {b[1]})" for a, b in
+                      zip(osig, nsig, strict=False) if "execution order" not in (a[0], b[0])
+                      and (a[0], a[1]) != (b[0], b[1])), "")
+        return f"graph size changed: {len(osig)} -> {len(nsig)} nodes{first}"
     for a, b in zip(osig, nsig, strict=False):
         if a != b and a[0] == "execution order":
             return "execution order of the nodes changed"

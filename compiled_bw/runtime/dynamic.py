@@ -235,7 +235,9 @@ def _capture(state, w, pw, opts, grad_tensors, key, root_key, spec, base, prev):
 
 
 def _describe(pw, spec, prev) -> str:
-    old = _values_at(prev[1], spec.paths) if prev is not None else None
+    # (prev: the last miss of the root, maybe of another structure with dynamic=True)
+    old = _values_at(prev[1], spec.paths) if prev is not None and \
+        size_diff(prev[1], pw.signature) is not None else None
     new = _values_at(pw.signature, spec.paths)
     parts = []
     for k, site in enumerate(spec.sites):
