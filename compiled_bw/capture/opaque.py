@@ -259,7 +259,7 @@ def _late_post_hooks(s: OpaqueSite, step, node, outs: list) -> list:
 def _run(s: OpaqueSite, step, grads: list) -> list:
     node = step.nodes[s.node_index]
     if s.kind == "unpack":
-        from .unpacked import run_unpack     # (it imports this module)
+        from .unpacked import run_unpack  # (it imports this module)
         outs = [run_unpack(s, node, s.node_index)]
     elif s.kind == "node" or s.kind == "hooked" or s.kind == "custom":
         n_hooks = hooks.COUNTS.node
@@ -267,8 +267,8 @@ def _run(s: OpaqueSite, step, grads: list) -> list:
             outs = _validated(s, step, custom.call_backward(node, grads))
         elif s.observe is not None:     # unpacked.py Note [Unpack calls]: noting the unpacks
             from .unpacked import observed_call
-            outs = _validated(s, step, as_list(
-                observed_call(node, grads, s.observe, s.node_index)))
+            outs = observed_call(node, grads, s.observe, s.node_index,
+                                 lambda o: _validated(s, step, as_list(o)))
         else:
             outs = _validated(s, step, as_list(node(*grads)))
         if hooks.COUNTS.node != n_hooks:    # a node hook was registered while it ran

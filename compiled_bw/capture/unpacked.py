@@ -26,7 +26,8 @@ is a pure function of what the unpacks return, so we trace it on them:
     the unpack really returned: a node runs as one opaque call of the real node (nodes.py Note
     [Hooked saved tensors]) until a run has seen it, and that run (its unpacks swapped for ones
     that call the real unpack and note what it returned) records it under the walk's signature;
-    the next walk with that signature traces with it and keys on it.  At run time the unpack
+    the next walk with that signature traces with it and keys on it (not when a hook was
+    registered on the node while it ran: eager runs it after apply, a formula could not).  At run time the unpack
     call checks the tensor against it: other strides are copied into the traced ones (Note
     [Opaque output layout]: same values); another shape, dtype or device raises (the graph
     cannot compute what eager would) and forgets the record, so the next backward runs the
@@ -43,6 +44,7 @@ import dataclasses
 import torch
 
 from ..torchapi import checkpoint as ckpt
+from .hooks import COUNTS
 from .nodes import TRACE, NodeKind, hidden_state_unknown, node_kind
 from .packed import TraceableUnpack
 from .saved import Slot, raw_saved
@@ -52,8 +54,13 @@ _MAX_OBSERVED = 512
 _KINDS: dict = {}
 
 
+def reset() -> None:
+    """Forget what unpacks returned (compiled_bw.reset)."""
+    _OBSERVED.clear()
+
+
 def ext():
-    from .fastwalk import _S     # the loaded C++ extension (capture/fastwalk.py)
+    from .fastwalk import _S  # the loaded C++ extension (capture/fastwalk.py)
     return _S.ext
 
 
@@ -122,9 +129,11 @@ def choose(w, unpack_nodes: dict) -> None:
     w.observe = {i: (obs, attrs) for i, attrs in unpack_nodes.items()}
 
 
-def observed_call(node, grads: list, observe: tuple, i: int):
+def observed_call(node, grads: list, observe: tuple, i: int, validated):
     """The real node's call (its whole apply), with each hooked saved tensor's unpack noting
-    what it returned into the record (Note [Unpack calls])."""
+    what it returned into the record (Note [Unpack calls]), once `validated` (eager's
+    validate_outputs) accepted its grads: an unpack whose tensor makes the node raise stays a
+    call of the real node, which raises eager's error."""
     store, attrs = observe
     x = ext()
     got, handles = {}, []
@@ -136,6 +145,7 @@ def observed_call(node, grads: list, observe: tuple, i: int):
             return t
         return unpack
 
+    n_hooks = COUNTS.node
     try:
         for a in attrs:
             cell = [None]
@@ -145,6 +155,9 @@ def observed_call(node, grads: list, observe: tuple, i: int):
     finally:
         for h in handles:
             x.unswap_saved(h)
+    outs = validated(outs)
+    if COUNTS.node != n_hooks:  # a hook registered on the node while it ran: the real node
+        got = dict.fromkeys(got)   # runs it after apply (opaque.py), a traced formula could not
     for a, m in got.items():
         store[(i, a)] = m
     return outs

@@ -12,6 +12,7 @@ import operator
 
 import torch
 
+from . import unpacked
 from .aot import saved_of
 from .custom import AUTO_DYNAMO, auto_traced, class_refusal, ctx_state, fwd_info, safe_ctx_state
 from .hooks import COUNTS, RETAINED, leaf_hooks, node_hooks, retained_by_node
@@ -29,7 +30,6 @@ from .nodes import (
     node_kind,
 )
 from .packed import traceable_entry
-from . import unpacked
 from .recompute import checkpoint_entry
 from .saved import SLOTS_KEY, foreign_saved_hooks, input_meta, install_slots, sequence_nr
 from .subclass import PLAIN, SubclassUnsupported, layout_of
