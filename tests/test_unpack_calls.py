@@ -196,7 +196,7 @@ def test_unpack_hook_returning_a_non_tensor_on_a_later_step():
         return [*_build(), [0]]
 
     def step(st):
-        m, x, log, n = st
+        m, x, _log, n = st
         n[0] += 1
         m.zero_grad(set_to_none=True)
         with torch.autograd.graph.saved_tensors_hooks(
