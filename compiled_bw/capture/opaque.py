@@ -260,7 +260,7 @@ def _run(s: OpaqueSite, step, grads: list) -> list:
     node = step.nodes[s.node_index]
     if s.kind == "unpack":
         from .unpacked import run_unpack  # (it imports this module)
-        outs = [run_unpack(s, node, s.node_index)]
+        outs = [run_unpack(s, node, s.node_index, grads)]
     elif s.kind == "node" or s.kind == "hooked" or s.kind == "custom":
         n_hooks = hooks.COUNTS.node
         if s.kind == "custom":

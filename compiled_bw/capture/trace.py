@@ -385,7 +385,7 @@ class _Engine:
         """unpacked.py Note [Unpack calls]: the formula traced on its unpack calls' outputs."""
         if getattr(self.w, "formulas", None):
             raise TraceFailed(f"{kind.name}: unpack calls in a dynamic graph", eager_error=False)
-        with unpacked.Probes(self.w, i, kind) as probes:
+        with unpacked.Probes(self.w, i, kind, buf, self.df) as probes:
             outs = _traced_call(self.w, i, kind, node, buf, self.df, self.placeholders)
         if outs is None or not probes.sites:
             raise TraceFailed(f"{kind.name}: its formula, traced on its saved tensors' unpack "

@@ -29,9 +29,11 @@ is a pure function of what the unpacks return, so we trace it on them:
     the next walk with that signature traces with it and keys on it (not when a hook was
     registered on the node while it ran: eager runs it after apply, a formula could not).  At run time the unpack
     call checks the tensor against it: other strides are copied into the traced ones (Note
-    [Opaque output layout]: same values); another shape, dtype or device raises (the graph
-    cannot compute what eager would) and forgets the record, so the next backward runs the
-    real node again and records anew.
+    [Opaque output layout]: same values); with another shape, dtype or device the real node
+    runs on what this run's unpacks returned (the node's grads are the calls' inputs), so
+    eager's error (its formula's, or validate_outputs') is raised; if eager would have gone
+    on, compiled_bw's error is (the graph cannot compute what eager would).  Either way the
+    record is forgotten: the next backward runs the real node again and records anew.
 A formula that fake tensors cannot run, after some unpack call was placed, fails the trace
 (this backward runs eager autograd): the real node would unpack again.  Lists of saved tensors,
 nodes whose saved state is hidden or never traced (nodes.py Note [Hidden saved state]), and
@@ -167,8 +169,11 @@ class Probes:
     """While node i's formula is traced: its hooked saved tensors swapped for ones whose unpack
     places an unpack call in the graph (once per tensor) and returns its output."""
 
-    def __init__(self, w, i: int, kind: NodeKind) -> None:
+    def __init__(self, w, i: int, kind: NodeKind, buf: list, df) -> None:
         self.w, self.i, self.name = w, i, kind.name
+        self.buf, self.df = buf, df
+        self.attrs = tuple(a for j, a in w.unpack[1] if j == i)
+        self.out_meta = tuple(None if c < 0 else w.in_meta[c][nr] for c, nr in w.edges[i])
         self.sites: list = []
         self.outs: dict = {}
         self.handles: list = []
@@ -200,10 +205,13 @@ class Probes:
                 from .opaque import OpaqueSite, label, opaque, register_site
                 shape, stride, dtype, device = m
                 site = OpaqueSite(self.i, self.name, "unpack", (), ((shape, dtype, device),),
-                                  out_strides=(stride,), attr=a, observe=(self.w.unpack[0], m))
+                                  out_strides=(stride,), attr=a,
+                                  in_defined=tuple(self.df.of(g) for g in self.buf),
+                                  out_meta=self.out_meta,
+                                  observe=(self.w.unpack[0], m, not self.sites, self.attrs))
                 sid = register_site(site)
                 self.sites.append(site)
-                t = self.outs[a] = opaque(sid, [], label(site))[0]
+                t = self.outs[a] = opaque(sid, list(self.buf), label(site))[0]
             return t
         return unpack
 
@@ -215,15 +223,55 @@ ERR_CHANGED = (
     "without compiled_bw.enable() to get eager autograd's result.")
 
 
-def run_unpack(s, node, i: int):
+_DONE: dict = {}    # id(node) -> {attr: tensor} its unpack calls returned so far this run
+
+
+def run_unpack(s, node, i: int, grads: list):
     """An unpack call at run time (Note [Unpack calls]): eager's unpack of the saved tensor."""
     t = getattr(node, "_saved_" + s.attr)
-    store, want = s.observe
+    store, want, first, attrs = s.observe
+    if first:
+        _DONE[id(node)] = {}
+    done = _DONE.get(id(node))
+    if done is not None:
+        done[s.attr] = t
     got = _meta(t)
     if got is None or got[0] != want[0] or got[2:] != want[2:]:
         store[(i, s.attr)] = None       # the next walk runs the real node, which records
+        _DONE.pop(id(node), None)
+        _eager_error(s, node, grads, done or {s.attr: t}, attrs)
         desc = (f"{got[2]}, {got[3]}, shape {list(got[0])}" if got is not None
                 else type(t).__name__)
         raise RuntimeError(ERR_CHANGED.format(
             name=s.name, got=desc, want=f"{want[2]}, {want[3]}, shape {list(want[0])}"))
+    if s.release or (done is not None and len(done) == len(attrs)):
+        _DONE.pop(id(node), None)
     return t.detach()
+
+
+def _eager_error(s, node, grads: list, done: dict, attrs: tuple) -> None:
+    """What eager's formula does with what the unpacks returned this run: the real node runs
+    on them (the saved tensors not unpacked yet are unpacked by it, as eager would); its error,
+    or validate_outputs', is raised.  Returns when eager would have gone on."""
+    from .validate import ValidateError, validate_metas
+    x = ext()
+    handles = []
+
+    def probe(h, a):
+        def unpack():
+            return done[a] if a in done else x.unpack_swapped(h[0], node)
+        return unpack
+    try:
+        for a in attrs:
+            cell = [None]
+            handles.append(x.swap_saved(raw_saved(node, a), probe(cell, a)))
+            cell[0] = handles[-1]
+        outs = node(*grads)
+    finally:
+        for h in handles:
+            x.unswap_saved(h)
+    outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
+    try:
+        validate_metas(s.name, outs, s.out_meta)
+    except ValidateError as e:
+        raise RuntimeError(str(e)) from None
