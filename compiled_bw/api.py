@@ -330,9 +330,10 @@ def reset() -> None:
     _G.caches.clear()
     _G.states.clear()       # they hold the caches and stats
     _G.stats = Stats()
-    from .capture import custom, guarded
+    from .capture import custom, guarded, unpacked
     guarded.reset()
     custom.reset()
+    unpacked.reset()
     _G.last_graph = None
     _G.last_plan = None
     _G.last_fn = None

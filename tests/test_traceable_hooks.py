@@ -183,7 +183,7 @@ def test_nested_contexts_innermost_wins():
                 out = out.sin()
         out.sum().backward()
         return [grads(m), list(log)]
-    differential(_mlp, step, strict=True)
+    differential(_mlp, step, strict=True, captures=2)
 
 
 def _raising_unpack(p):

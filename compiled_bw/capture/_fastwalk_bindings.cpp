@@ -4,6 +4,7 @@
 // helpers the Python side and tests call (saved_hooks_in, run_leaf, accumulate_nodes, ...).
 #include "_fastwalk.h"
 
+#include <ATen/SavedTensorHooks.h>
 #include <torch/csrc/dynamo/compiled_autograd.h>
 
 using torch::dynamo::autograd::AutogradCompilerCall;
@@ -11,6 +12,35 @@ using torch::dynamo::autograd::CompiledNodeArgs;
 using torch::dynamo::autograd::NodeCall;
 using torch::dynamo::autograd::SizeInput;
 using namespace compiled_bw::fastwalk;
+
+namespace {
+// capture/unpacked.py Note [Unpack calls]: a SavedVariable carrying user hooks is swapped, while
+// its node's formula is traced or run, for one whose unpack calls a Python function (which
+// emits the graph's unpack call, or calls the original's unpack and notes what it returned).
+struct ProbeHooks : SavedVariableHooks {
+  PyObject* fn;  // owned
+  explicit ProbeHooks(PyObject* f) : fn(f) { Py_INCREF(f); }
+  ~ProbeHooks() override {
+    py::gil_scoped_acquire g;
+    Py_DECREF(fn);
+  }
+  void call_pack_hook(const at::Tensor&) override {}
+  at::Tensor call_unpack_hook() override {
+    py::gil_scoped_acquire g;
+    THPObjectPtr r(PyObject_CallNoArgs(fn));
+    if (!r) throw python_error();
+    TORCH_CHECK_TYPE(THPVariable_Check(r.get()), "compiled_bw: an unpack probe returned ",
+                     Py_TYPE(r.get())->tp_name);
+    return THPVariable_Unpack(r.get());
+  }
+};
+struct Swap {
+  SavedVariable* where;
+  SavedVariable orig;
+};
+std::unordered_map<int64_t, std::unique_ptr<Swap>> g_swaps;
+int64_t g_next_swap = 0;
+}  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   // The How enum (_fastwalk.h), name -> value: capture/fastwalk.py's _classify answers with it.
@@ -52,6 +82,40 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       }
     }
     return false;
+  });
+  // Note [Unpack calls] (capture/unpacked.py): swap_saved(raw SavedTensor, fn) -> handle puts
+  // a SavedVariable whose unpack calls fn() where the raw one was; unpack_swapped(handle, node)
+  // runs the original's unpack (the user's hook, torch's checks); unswap_saved puts it back.
+  m.def("swap_saved", [](py::object raw, py::object fn) {
+    auto* sv = raw.cast<SavedVariable*>();
+    auto s = std::make_unique<Swap>();
+    s->where = sv;
+    s->orig = std::move(*sv);
+    auto tls = at::SavedTensorDefaultHooks::get_tls_state();  // no default hooks on ours
+    at::SavedTensorDefaultHooks::set_tls_state(at::impl::SavedTensorDefaultHooksTLS());
+    try {
+      SavedVariable fresh(at::empty({0}), false);
+      fresh.register_hooks(std::make_unique<ProbeHooks>(fn.ptr()));
+      *sv = std::move(fresh);
+    } catch (...) {
+      at::SavedTensorDefaultHooks::set_tls_state(tls);
+      *sv = std::move(s->orig);
+      throw;
+    }
+    at::SavedTensorDefaultHooks::set_tls_state(tls);
+    int64_t h = g_next_swap++;
+    g_swaps[h] = std::move(s);
+    return h;
+  });
+  m.def("unpack_swapped", [](int64_t h, py::object node) {
+    Swap& s = *g_swaps.at(h);
+    return s.orig.unpack(node_of(node.ptr()));
+  });
+  m.def("unswap_saved", [](int64_t h) {
+    auto it = g_swaps.find(h);
+    if (it == g_swaps.end()) return;
+    *it->second->where = std::move(it->second->orig);
+    g_swaps.erase(it);
   });
   m.def("node_streams", [](py::iterable nodes) {
     Streams s;

@@ -67,6 +67,7 @@ from .nodes import (
 from .nodes import node_kind as _node_kind
 from .recompute import is_checkpointed
 from .saved import input_meta, input_metadata, install_slots, raw_saved
+from .unpacked import eligible_attrs
 from .walk import WalkUnsupported, _as_opaque, _custom_entry, class_info, values_entry, walk_graph
 
 log = logging.getLogger("compiled_bw")
@@ -442,6 +443,9 @@ def fast_walk(root_edges: list) -> FastWalk:
     if hooked and any(is_checkpointed(n, _node_kind(type(n)).tensor_attrs)
                       for n in map(cw.node, hooked)):
         raise GiveUp("a checkpointed region (recompute.py traces it)")
+    if hooked and any(eligible_attrs(n, _node_kind(type(n)).tensor_attrs) is not None
+                      for n in map(cw.node, hooked)):
+        raise GiveUp("saved tensors with unpack hooks (unpacked.py traces their nodes)")
     w = FastWalk(cw, kinds)
     hook_entries = []
     if len(cw.hook_nodes) and (COUNTS.tensor or COUNTS.node or len(RETAINED)):

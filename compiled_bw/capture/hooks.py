@@ -261,7 +261,7 @@ def check_registered(step, site, dicts=None) -> None:
         pos = order.index(site.node_index)
     except ValueError:
         return
-    if site.kind not in ("pre", "pre-capture"):
+    if site.kind not in ("pre", "pre-capture", "unpack"):
         pos += 1                # its node ran (or runs no more hooks of its own)
     pending = order[pos:]
     if changed is not True:     # tensor hooks / retain_grad: only their nodes

@@ -163,9 +163,11 @@ def _offset_unknown(valid: list) -> bool:
 # the node's variables after it ran when retain_graph=False (capture/opaque.py).  The
 # signature marks such a node ("hooked"), so a graph traced with it is never reused for a step
 # without hooks there, nor the other way round.  Its saved tensors are not graph inputs.
-# Two kinds of hooks are traced instead: traceable pairs (packed.py Note [Traceable saved-tensor
+# Three kinds of hooks are traced instead: traceable pairs (packed.py Note [Traceable saved-tensor
 # hooks]) and non-reentrant checkpoint regions that qualify (recompute.py Note [Traced
-# recomputation]); their nodes keep their class's kind.
+# recomputation]), whose nodes keep their class's kind, and plain hooks on a built-in node once a
+# run recorded what its unpacks return (unpacked.py Note [Unpack calls]: the formula is traced,
+# each unpack an opaque call; its kind is the class's with hooked=True).
 HOOKED_REASON = "saved tensors carry hooks, unpacked by the node"
 _HOOKED: dict = {}
 

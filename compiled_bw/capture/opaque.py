@@ -9,7 +9,9 @@ makes outputs from that metadata and whose real implementation runs, for the ste
           eager does (nodes.py Note [Hooked saved tensors]);
   custom  a custom autograd.Function: PyNode's semantics (capture/custom.py), validate_outputs;
   pre     a node's tensor hooks, retains_grad and node pre-hooks (capture/hooks.py);
-  post    a node's post-hooks.
+  post    a node's post-hooks;
+  unpack  one saved tensor's unpack (the user's unpack hook) feeding a traced formula
+          (unpacked.py Note [Unpack calls]).
 Being a torch.library op, every backend (Inductor included) keeps it as an extern call.
 Outputs are fresh tensors (a custom op may not return its inputs): a value a call passes
 through unchanged is cloned.  Undefined grads (capture/defined.py Note [Undefined grads]): an
@@ -41,6 +43,7 @@ class OpaqueSite:
     node_index: int
     name: str
     kind: str              # "node" | "hooked" | "custom" | "pre" | "pre-capture" | "post"
+    #                        | "unpack"
     edges: tuple           # node/custom: (child | -1, input_nr) per output
     out_specs: tuple       # per output: None (undefined) or (shape, dtype, device)
     n_first: int = 0       # post: how many of the grads are the node's outputs
@@ -54,6 +57,8 @@ class OpaqueSite:
     # point, the output positions in the order they are delivered
     free_inputs: frozenset = frozenset()
     deliver_order: tuple | None = None
+    attr: str = ""         # unpack: the saved tensor's attr (unpacked.py Note [Unpack calls])
+    observe: tuple | None = None   # unpack: (record, traced meta); hooked: (record, attrs)
     out_meta: tuple | None = None  # node/custom: per output, the input metadata of its edge's
     #                        slot (None: invalid edge); fixed by the signature, so run-time
     #                        validation needs no lookup of this step's nodes
@@ -263,10 +268,17 @@ def _late_post_hooks(s: OpaqueSite, step, node, outs: list) -> list:
 
 def _run(s: OpaqueSite, step, grads: list) -> list:
     node = step.nodes[s.node_index]
-    if s.kind == "node" or s.kind == "hooked" or s.kind == "custom":
+    if s.kind == "unpack":
+        from .unpacked import run_unpack  # (it imports this module)
+        outs = [run_unpack(s, node, s.node_index, grads)]
+    elif s.kind == "node" or s.kind == "hooked" or s.kind == "custom":
         n_hooks = hooks.COUNTS.node
         if s.kind == "custom":
             outs = _validated(s, step, custom.call_backward(node, grads))
+        elif s.observe is not None:     # unpacked.py Note [Unpack calls]: noting the unpacks
+            from .unpacked import observed_call
+            outs = observed_call(node, grads, s.observe, s.node_index,
+                                 lambda o: _validated(s, step, as_list(o)))
         else:
             outs = _validated(s, step, as_list(node(*grads)))
         if hooks.COUNTS.node != n_hooks:    # a node hook was registered while it ran

@@ -24,7 +24,7 @@ from torch.fx.experimental.symbolic_shapes import (
 
 from ..core.thread import THREAD, current_step
 from ..torchapi.dynamo import FakeTensor, fake_tensor
-from . import custom, defined, recompute
+from . import custom, defined, recompute, unpacked
 from .aot import SpliceFailed, aot_plan, trace_aot
 from .deliver import deliver
 from .dynamic import NotDynamic
@@ -376,11 +376,26 @@ class _Engine:
             if isinstance(why, str):
                 return self.opaque_node(i, kind, node, buf, h, f"opaque: {why}")
             outs = why
+        elif kind.how == TRACE and kind.hooked:
+            outs = self.unpack_calls(i, kind, node, buf, h)
         elif kind.how in (TRACE, TRACE_CUSTOM):
             outs = _traced_call(w, i, kind, node, buf, self.df, self.placeholders)
         if outs is None:   # custom Function, or a node fake tensors cannot run
             return self.opaque_node(i, kind, node, buf, h)
         self.check_saved_after_last_call(i)
+        return outs
+
+    def unpack_calls(self, i: int, kind, node, buf: list, h) -> list:
+        """unpacked.py Note [Unpack calls]: the formula traced on its unpack calls' outputs."""
+        if getattr(self.w, "formulas", None):
+            raise TraceFailed(f"{kind.name}: unpack calls in a dynamic graph", eager_error=False)
+        with unpacked.Probes(self.w, i, kind, buf, self.df) as probes:
+            outs = _traced_call(self.w, i, kind, node, buf, self.df, self.placeholders)
+        if outs is None or not probes.sites:
+            raise TraceFailed(f"{kind.name}: its formula, traced on its saved tensors' unpack "
+                              "calls, cannot run on fake tensors", eager_error=False)
+        if not self.opts.retain_graph and not (h is not None and h.post):
+            probes.sites[-1].release = True     # eager: after the node (no user code between)
         return outs
 
     def check_saved_after_last_call(self, i: int) -> None:
@@ -410,7 +425,8 @@ class _Engine:
                               "an input that needs no grad (the hooks would see its grad)",
                               eager_error=False)
         outs = _opaque_call(w, i, kind.name, site_kind, buf, df,
-                            release and not (h is not None and h.post))
+                            release and not (h is not None and h.post),
+                            getattr(w, "observe", {}).get(i))
         reason = reason or kind.reason
         self.opaque_names.append(f"{kind.name} ({reason})" if reason else kind.name)
         return _validate(w, i, kind.name, outs, df)
@@ -581,7 +597,7 @@ def _auto_call(w, i: int, kind, node, buf: list, df, placeholders: dict):
 
 
 def _opaque_call(w, i: int, name: str, site_kind: str, buf: list, df,
-                 release: bool = False) -> list:
+                 release: bool = False, observe: tuple | None = None) -> list:
     specs = []
     for c, nr in w.edges[i]:
         if c < 0:
@@ -598,6 +614,7 @@ def _opaque_call(w, i: int, name: str, site_kind: str, buf: list, df,
             specs.append((tuple(shape), dtype, device))
     site = OpaqueSite(i, name, site_kind, w.edges[i], tuple(specs),
                       in_defined=tuple(df.of(g) for g in buf), release=release,
+                      observe=observe,
                       out_meta=tuple(None if c < 0 else w.in_meta[c][nr] for c, nr in w.edges[i]))
     sid = register_site(site)
     return _opaque_outputs(sid, specs, opaque(sid, list(buf), opaque_label(site)), df)

@@ -12,6 +12,7 @@ import operator
 
 import torch
 
+from . import unpacked
 from .aot import saved_of
 from .custom import AUTO_DYNAMO, auto_traced, class_refusal, ctx_state, fwd_info, safe_ctx_state
 from .hooks import COUNTS, RETAINED, leaf_hooks, node_hooks, retained_by_node
@@ -72,12 +73,15 @@ class Walk:
         "kinds",
         "leaves",
         "nodes",
+        "observe",
         "regions",
         "root_edges",
         "saved",
         "saved_node",
         "signature",
         "slot_only",
+        "unpack",
+        "unpack_nodes",
     )
 
     def __init__(self) -> None:
@@ -93,6 +97,11 @@ class Walk:
         self.signature: tuple = ()
         self.root_edges: list = []     # (node index, input_nr) per root
         self.regions: dict = {}        # id(checkpoint frame) -> recompute.Region | None
+        # unpacked.py Note [Unpack calls]: node index -> attrs of its hooked saved tensors;
+        # (record, traced metas or None); node index -> (record, attrs) for one-call runs
+        self.unpack_nodes: dict = {}
+        self.unpack = None
+        self.observe: dict = {}
 
     # ---- the walk interface (capture/fastwalk.py FastWalk implements the same) ----
     # Saved-tensor life cycle: install (Slots, to trace), take_saved (into the Box),
@@ -218,6 +227,8 @@ def walk_graph(root_edges: list) -> Walk:
     order = sorted(range(len(seqs)), key=lambda k: seqs[k][0])
     sig.append(("execution order", tuple(seqs[k][1] for k in order)))
     w.signature = tuple(sig)
+    if w.unpack_nodes:
+        unpacked.choose(w, w.unpack_nodes)
     return w
 
 
@@ -311,6 +322,15 @@ def values_entry(w, i: int, node, info: tuple, entry: list) -> bool:
                          for v in ((values,) if one_value else values))
             return False
         entry.append("hooked")      # the real node runs: its saved state is not baked in
+        attrs = None
+        if type(w) is Walk and extension(always=True) is not None:
+            attrs = unpacked.eligible_attrs(node, kind.tensor_attrs)
+        if attrs is not None:     # unpacked.py Note [Unpack calls]: maybe traced, values keyed
+            values = vget(node) if vget is not None else ()
+            entry.extend(tuple(v) if type(v) is list else v
+                         for v in ((values,) if one_value else values))
+            entry.append(attrs)
+            w.unpack_nodes[i] = attrs
         return True
     if vget is not None:
         vals = vget(node)

@@ -111,6 +111,8 @@ def step(state, w, root_edges, opts, grad_tensors, key, root_key):
         state.stats.cache_hits += 1
         state.stats.dynamic_hits += 1
         return known.bound, None, w
+    if any(k.hooked for k in w.kinds):
+        return None     # unpack calls (capture/unpacked.py) stay in static graphs
     if not _eligible(state, w, key) or any(k.how not in _DYN_HOW for k in w.kinds):
         _why_static(state, w, key, root_key)
         return None     # (before a second walk: custom Functions' and hooked nodes' state)
