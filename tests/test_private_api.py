@@ -124,6 +124,28 @@ def test_dispatch_tls_restores_autograd_inside_custom_ops():
     assert dispatch_tls.snapshot() == snap
 
 
+def test_dispatch_tls_kept_restores_both_sets_even_on_error():
+    """core/dispatch_tls.py kept() (torch._C._ForceDispatchKeyGuard entered with the current
+    _dispatch_tls_local_include_set / _exclude_set): what its body leaves excluded or included
+    is undone on exit, also when the body raises."""
+    from compiled_bw.core import dispatch_tls
+    from compiled_bw.torchapi import autograd as ta
+    k, inc_k = ta.DispatchKey.ADInplaceOrView, ta.DispatchKey.PythonTLSSnapshot
+    before = (ta.dispatch_tls_local_include_set(), ta.dispatch_tls_local_exclude_set())
+    try:
+        with dispatch_tls.kept():
+            ta.dispatch_tls_set_dispatch_key_excluded(k, True)
+            torch._C._dispatch_tls_set_dispatch_key_included(inc_k, True)
+            assert ta.dispatch_tls_is_dispatch_key_excluded(k)
+            raise ValueError("body failed")
+    except ValueError:
+        pass
+    assert not ta.dispatch_tls_is_dispatch_key_excluded(k)
+    assert not torch._C._dispatch_tls_is_dispatch_key_included(inc_k)
+    assert (ta.dispatch_tls_local_include_set(), ta.dispatch_tls_local_exclude_set()) == before
+    assert (torch.ones(2, requires_grad=True) * 2).requires_grad
+
+
 def test_dispatch_tls_restorer_compares_exclude_sets():
     """core/dispatch_tls.py Restorer: DispatchKeySet equality tells an unchanged state apart,
     and the restore works on every call, not only the first."""

@@ -74,11 +74,13 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import traceback
 import weakref
 
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
+from ..core.dispatch_tls import kept as kept_dispatch_state
 from ..torchapi import checkpoint as ckpt
 from ..torchapi.dynamo import OpOverload, pytree
 from . import guarded
@@ -442,10 +444,12 @@ def _trace_region(module, state: list, args: list, frame, call=None, extra=None,
         return list(recorded)
 
     before = _tree_key(module)
-    try:
-        gm = make_fx(f, tracing_mode="fake")(*[t.detach() for t in tensors])
-    except Exception:  # noqa: BLE001 -- data-dependent, unsupported: the region runs eagerly
-        return None
+    with kept_dispatch_state():     # Note [Dispatch state after a failed trace]
+        try:
+            gm = make_fx(f, tracing_mode="fake")(*[t.detach() for t in tensors])
+        except Exception as e:  # noqa: BLE001 -- data-dependent, unsupported: runs eagerly
+            traceback.clear_frames(e.__traceback__)
+            return None
     if _tree_key(module) != before:
         return None
     out = gm.graph.find_nodes(op="output")[0].args[0]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import traceback
 from typing import NamedTuple
 
 import torch
@@ -22,6 +23,7 @@ from torch.fx.experimental.symbolic_shapes import (
     free_unbacked_symbols,
 )
 
+from ..core.dispatch_tls import kept as kept_dispatch_state
 from ..core.thread import THREAD, current_step
 from ..torchapi.dynamo import FakeTensor, fake_tensor
 from . import custom, defined, recompute, unpacked
@@ -717,13 +719,16 @@ def trace_backward(w, opts: Options, root_grads: list, slots: list, delivers: bo
 
     trace_step = TraceStep(verdicts)
     sites = trace_step.sites
-    try:
-        with current_step(trace_step):
-            gm = make_fx(program, tracing_mode="fake")(*example, *(ints if n_ints else ()))
-    except (TraceFailed, NotDynamic):
-        raise
-    except Exception as e:  # anything else: eager runs and shows the real behaviour
-        raise TraceFailed(f"trace failed: {type(e).__name__}: {e}", eager_error=False) from e
+    with kept_dispatch_state():     # Note [Dispatch state after a failed trace]
+        try:
+            with current_step(trace_step):
+                gm = make_fx(program, tracing_mode="fake")(*example, *(ints if n_ints else ()))
+        except (TraceFailed, NotDynamic) as e:
+            traceback.clear_frames(e.__traceback__)
+            raise
+        except Exception as e:  # anything else: eager runs and shows the real behaviour
+            traceback.clear_frames(e.__traceback__)
+            raise TraceFailed(f"trace failed: {type(e).__name__}: {e}", eager_error=False) from e
     _check_no_trace_time_values(gm)
     _name_inputs(gm, w, n_roots, in_layouts, n_ints)
     ran = result["ran"]

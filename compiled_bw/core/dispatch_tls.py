@@ -7,7 +7,9 @@ local exclude set in one call and redoes the per-key comparison only when that s
 from the one it last saw (an opaque call's dispatcher state is the same on every call).  A custom op's implementation runs with the Autograd (and Autocast) dispatch keys
 excluded, but the user code we run there -- a custom Function's backward, a hook -- may use
 autograd itself (checkpoint's recomputation, grads taken inside a hook), exactly as under the
-eager engine.  tests/test_private_api.py checks the API.
+eager engine.  Also `kept()`: a context that puts the whole local include and exclude sets back
+as they were on entry, however its body ends (Note [Dispatch state after a failed trace]).
+tests/test_private_api.py checks the API.
 """
 from __future__ import annotations
 
@@ -70,3 +72,24 @@ class Restorer:
 def undo(changed: tuple) -> None:
     for k, was in changed:
         _set_excluded(k, not was)
+
+
+# Note [Dispatch state after a failed trace]
+# A capture traces the real nodes under make_fx with fake tensors; eager never does.  When that
+# trace raises inside torch, torch does not always unwind the dispatcher's thread-local state:
+# a ConvolutionBackward0 fed a forward-AD dual grad (forward-over-reverse, PyTorch's
+# test_conv_backend) reaches aten._fw_primal's native kernel through FakeTensor's meta
+# fallback, which fails an internal assert and leaves ADInplaceOrView, AutogradOther,
+# PythonTLSSnapshot, the functorch keys and more excluded in this thread.  We fall back to
+# eager for that step, correctly, but every later op in the thread then ran below autograd:
+# outputs without grad_fn ("element 0 of tensors does not require grad" at the next
+# backward, under compiled_bw or not), functorch and Python dispatch modes bypassed.  The
+# state is set when the failed trace's frames are freed (a guard object held by a frame
+# local restores what it saw), i.e. when the exception dies, after the trace returned.  So a
+# trace runs inside `kept()`, which restores both sets as they were when it began, and clears
+# the frames of its exception (traceback.clear_frames) before leaving it.
+def kept():
+    """Context manager: the local dispatch-key include and exclude sets on exit are those on
+    entry (torch's ForceDispatchKeyGuard, entered with the current sets)."""
+    return torch_autograd.ForceDispatchKeyGuard(torch_autograd.dispatch_tls_local_include_set(),
+                                                _exclude_set())

@@ -40,6 +40,8 @@ dispatch_keys = C._dispatch_keys
 dispatch_tls_is_dispatch_key_excluded = C._dispatch_tls_is_dispatch_key_excluded
 dispatch_tls_set_dispatch_key_excluded = C._dispatch_tls_set_dispatch_key_excluded
 dispatch_tls_local_exclude_set = C._dispatch_tls_local_exclude_set
+dispatch_tls_local_include_set = C._dispatch_tls_local_include_set
+ForceDispatchKeyGuard = C._ForceDispatchKeyGuard
 foreach_copy_ = torch._foreach_copy_
 storage_use_count = C._storage_Use_Count
 
@@ -80,7 +82,9 @@ USED = {
     "torch._C._dispatch_keys": "capture/subclass.py",
     "torch._C._dispatch_tls_is_dispatch_key_excluded": "core/dispatch_tls.py",
     "torch._C._dispatch_tls_set_dispatch_key_excluded": "core/dispatch_tls.py",
-    "torch._C._dispatch_tls_local_exclude_set": "core/dispatch_tls.py (Restorer)",
+    "torch._C._dispatch_tls_local_exclude_set": "core/dispatch_tls.py (Restorer, kept)",
+    "torch._C._dispatch_tls_local_include_set": "core/dispatch_tls.py (kept)",
+    "torch._C._ForceDispatchKeyGuard": "core/dispatch_tls.py (kept)",
     "torch._foreach_copy_": "runtime/cudagraphs.py",
     "torch._C._storage_Use_Count": "capture/opaque.py (Note [Stealing at delivery points])",
     "torch.autograd.function.BackwardCFunction": "capture/custom.py",

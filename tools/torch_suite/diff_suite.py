@@ -5,7 +5,9 @@ Consumes: out/<base>.jsonl and out/<other>.jsonl written by conftest.py (a mode 
 Produces (stdout): outcome counts per mode; every test that passes under eager and fails or
   errors under compiled_bw (with its error); tests that pass under compiled_bw only through
   fallbacks; fallback reasons aggregated; and out/<other>_captured.txt, the node ids of tests
-  that captured at least one graph (input for the Inductor re-run).
+  that ran at least one compiled graph, captured there or reused from the cache (input for the
+  Inductor re-run: a test that only reused graphs an earlier test captured captures them itself
+  when the Inductor run does not run that earlier test first).
 
 Usage: python diff_suite.py [base_prefix=eager] [other_prefix=cbw_eager]
 """
@@ -69,7 +71,7 @@ def main():
         for n in fixed:
             print(f"  {base[n]['outcome']:8s} {n}: {base[n]['error'][:200]}")
 
-    captured, fb_only, none_ran, mixed = [], [], [], []
+    captured, fb_only, none_ran, mixed, hits_only = [], [], [], [], []
     reasons = collections.Counter()
     reason_tests = collections.defaultdict(set)
     notes = collections.Counter()
@@ -83,19 +85,21 @@ def main():
             reason_tests[k].add(n)
         for x in st.get("notes", []):
             notes[norm_reason(x)] += 1
-        if st["captures"] > 0:
+        compiled = st["captures"] > 0 or st.get("cache_hits", 0) > 0
+        if compiled:
             captured.append(n)
         if other[n]["outcome"] == "passed":
-            if st["captures"] == 0 and st["fallbacks"] > 0:
+            if not compiled and st["fallbacks"] > 0:
                 fb_only.append(n)
-            elif st["captures"] > 0 and st["fallbacks"] > 0:
+            elif compiled and st["fallbacks"] > 0:
                 mixed.append(n)
             elif st["captures"] == 0 and st["fallbacks"] == 0:
-                none_ran.append(n)
+                (hits_only if compiled else none_ran).append(n)
     print(f"\nof the {len(ran)} eager-passing tests run under {other_p}:")
-    print(f"  captured >=1 graph: {len(captured)}")
+    print(f"  ran >=1 compiled graph (captured or reused): {len(captured)}")
+    print(f"    of which only reused graphs captured by earlier tests: {len(hits_only)}")
     print(f"  passed with fallbacks only (nothing compiled): {len(fb_only)}")
-    print(f"  passed with captures and fallbacks: {len(mixed)}")
+    print(f"  passed with compiled graphs and fallbacks: {len(mixed)}")
     print(f"  passed with no backward through compiled_bw at all: {len(none_ran)}")
     cats = collections.Counter()
     cat_tests = collections.defaultdict(set)
