@@ -237,3 +237,23 @@ def test_unpack_hook_returning_a_wrong_shape_on_a_later_step():
             return [str(e), *grads(m), x.grad, list(log)]
         return ["ok", *grads(m), x.grad, list(log)]
     differential(build, step, strict=True, captures=2, steps=4, allow_errors=True)
+
+
+def test_unpack_of_an_expanded_tensor_then_of_a_dense_one():
+    """PyTorch's test_default_saved_tensors_hooks_double_backward: the double backward's nodes
+    save the expanded grad of a sum (stride 0).  The first step's identity unpack returns it
+    as saved; the next steps' hooks pack `2 * x`, dense, under the same graph.  No copy can
+    take the recorded layout: the formula is traced on a contiguous tensor instead."""
+    def build():
+        return torch.randn(5, requires_grad=True), [0]
+
+    def step(st):
+        a, n = st
+        a.grad = None
+        pack = (lambda x: x) if n[0] == 0 else (lambda x: 2 * x)
+        n[0] += 1
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda x: x):
+            (g,) = torch.autograd.grad((a ** 3).sum(), (a,), create_graph=True)
+            g.sum().backward()
+        return a.grad
+    differential(build, step, steps=4, captures=None, fallbacks=None, strict=False)

@@ -29,7 +29,8 @@ is a pure function of what the unpacks return, so we trace it on them:
     the next walk with that signature traces with it and keys on it (not when a hook was
     registered on the node while it ran: eager runs it after apply, a formula could not).  At run time the unpack
     call checks the tensor against it: other strides are copied into the traced ones (Note
-    [Opaque output layout]: same values); with another shape, dtype or device the real node
+    [Opaque output layout]: same values; a recorded layout no copy can have -- an expanded
+    tensor, stride 0 -- is traced as contiguous, so each run copies into that); with another shape, dtype or device the real node
     runs on what this run's unpacks returned (the node's grads are the calls' inputs), so
     eager's error (its formula's, or validate_outputs') is raised; if eager would have gone
     on, compiled_bw's error is (the graph cannot compute what eager would).  Either way the
@@ -202,8 +203,11 @@ class Probes:
         def unpack():
             t = self.outs.get(a)
             if t is None:
-                from .opaque import OpaqueSite, label, opaque, register_site
+                from .opaque import OpaqueSite, dense, label, opaque, register_site
                 shape, stride, dtype, device = m
+                like = torch.empty_strided(shape, stride, dtype=dtype, device="meta")
+                if not dense(like):     # an expanded tensor: no copy can take its layout,
+                    stride = like.contiguous().stride()  # so traced on a contiguous one
                 site = OpaqueSite(self.i, self.name, "unpack", (), ((shape, dtype, device),),
                                   out_strides=(stride,), attr=a,
                                   in_defined=tuple(self.df.of(g) for g in self.buf),
