@@ -382,11 +382,18 @@ def opaque_direct(site: int, grads: list, label: str, loose: frozenset = frozens
         outs = _run(s, step, grads)
     finally:
         step.current = prev
+    if step.hooks_changed or step.checks:
+        _after_user_code(step, s, site)
+    return _outputs(step, s, site, outs, grads, label, loose)
+
+
+def _after_user_code(step, s: OpaqueSite, site: int) -> None:
+    """The checks once user code returned: hooks it registered, saved tensors it modified."""
     if step.hooks_changed:      # hooks.py Note [Hooks registered during the backward]
         hooks.check_registered(step, s, fastwalk.hook_dicts())
     if step.checks:     # capture/trace.py Note [Saved tensors modified during the backward]
         check_after_call(step.checks, site)
-    return _outputs(step, s, site, outs, grads, label, loose)
+
 
 
 # Note [One-grad tensor hook calls]
@@ -416,10 +423,8 @@ def _tensor_hooks_call(step, s: OpaqueSite, site: int, h, grads: list, label: st
                     g = hooks.check_single(g, res, hook)
     finally:
         step.current = prev
-    if step.hooks_changed:      # hooks.py Note [Hooks registered during the backward]
-        hooks.check_registered(step, s, fastwalk.hook_dicts())
-    if step.checks:     # capture/trace.py Note [Saved tensors modified during the backward]
-        check_after_call(step.checks, site)
+    if step.hooks_changed or step.checks:
+        _after_user_code(step, s, site)
     if g is g0 and g.stride() == s.out_strides[0]:
         return [g]
     return _outputs(step, s, site, [g], grads, label)

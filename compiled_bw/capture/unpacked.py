@@ -132,6 +132,23 @@ def choose(w, unpack_nodes: dict) -> None:
     w.observe = {i: (obs, attrs) for i, attrs in unpack_nodes.items()}
 
 
+def _call_swapped(node, grads: list, attrs: tuple, probe):
+    """The real node's call (its whole apply) with the saved tensor of each attr swapped, for
+    that call, for one whose unpack is `probe(cell, attr)()` (cell[0]: the swap's handle, for
+    the real unpack: `ext().unpack_swapped`)."""
+    x = ext()
+    handles = []
+    try:
+        for a in attrs:
+            cell = [None]
+            handles.append(x.swap_saved(raw_saved(node, a), probe(cell, a)))
+            cell[0] = handles[-1]
+        return node(*grads)
+    finally:
+        for h in handles:
+            x.unswap_saved(h)
+
+
 def observed_call(node, grads: list, observe: tuple, i: int, validated):
     """The real node's call (its whole apply), with each hooked saved tensor's unpack noting
     what it returned into the record (Note [Unpack calls]), once `validated` (eager's
@@ -139,7 +156,7 @@ def observed_call(node, grads: list, observe: tuple, i: int, validated):
     call of the real node, which raises eager's error."""
     store, attrs = observe
     x = ext()
-    got, handles = {}, []
+    got = {}
 
     def probe(h, a):
         def unpack():
@@ -149,16 +166,7 @@ def observed_call(node, grads: list, observe: tuple, i: int, validated):
         return unpack
 
     n_hooks = COUNTS.node
-    try:
-        for a in attrs:
-            cell = [None]
-            handles.append(x.swap_saved(raw_saved(node, a), probe(cell, a)))
-            cell[0] = handles[-1]
-        outs = node(*grads)
-    finally:
-        for h in handles:
-            x.unswap_saved(h)
-    outs = validated(outs)
+    outs = validated(_call_swapped(node, grads, attrs, probe))
     if COUNTS.node != n_hooks:  # a hook registered on the node while it ran: the real node
         got = dict.fromkeys(got)   # runs it after apply (opaque.py), a traced formula could not
     for a, m in got.items():
@@ -259,21 +267,12 @@ def _eager_error(s, node, grads: list, done: dict, attrs: tuple) -> None:
     or validate_outputs', is raised.  Returns when eager would have gone on."""
     from .validate import ValidateError, validate_metas
     x = ext()
-    handles = []
 
     def probe(h, a):
         def unpack():
             return done[a] if a in done else x.unpack_swapped(h[0], node)
         return unpack
-    try:
-        for a in attrs:
-            cell = [None]
-            handles.append(x.swap_saved(raw_saved(node, a), probe(cell, a)))
-            cell[0] = handles[-1]
-        outs = node(*grads)
-    finally:
-        for h in handles:
-            x.unswap_saved(h)
+    outs = _call_swapped(node, grads, attrs, probe)
     outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
     try:
         validate_metas(s.name, outs, s.out_meta)
