@@ -144,7 +144,7 @@ from ..torchapi.inductor import config as inductor_config
 #    Inductor's schedule: Note [Inductor: call order]).  The C++ wrapper never holds our calls
 #    (Note [Inductor: C++ wrapper]).
 
-CODEGEN_VERSION = 11     # bump when the code Inductor generates for us changes (FX graph cache key)
+CODEGEN_VERSION = 12     # bump when the code Inductor generates for us changes (FX graph cache key)
 
 
 def _source_key() -> str:
@@ -402,6 +402,32 @@ def _pin_output_strides(gm: torch.fx.GraphModule, vals: list) -> tuple:
     return tuple(strides)
 
 
+# Note [Inductor: unbatched max_pool3d backward]
+#    Inductor runs aten.max_pool3d_with_indices_backward as a fallback kernel and asserts that
+#    its result has the strides torch's meta kernel predicts: contiguous for a 4-D (unbatched)
+#    input.  The CPU kernel follows the input's suggested memory format, which for a 4-D input
+#    with channels-last strides (a channels_last_3d batch squeezed) is channels-last: the
+#    assert failed where eager succeeds (PyTorch's test_max_pool3d_ndhwc).  In our Inductor
+#    graphs that input and the incoming grad are forced contiguous first (Inductor's force_stride_order; a clone would
+#    take its input's layout): the kernel then returns what meta predicts, with the same values
+#    (the indices address each (D, H, W) volume, whatever the layout); a leaf's `.grad` takes
+#    its parameter's layout either way (AccumulateGrad's layout contract).
+def _contiguous_unbatched_pool3d(gm: torch.fx.GraphModule) -> None:
+    op = torch.ops.aten.max_pool3d_with_indices_backward.default
+    for n in gm.graph.find_nodes(op="call_function", target=op):
+        for x in n.args[:2]:        # the grad and the input: the kernel follows both
+            v = x.meta.get("val") if isinstance(x, torch.fx.Node) else None
+            if v is None or v.dim() != 4 or v.is_contiguous():
+                continue
+            want = v.clone(memory_format=torch.contiguous_format)
+            with gm.graph.inserting_before(n):
+                c = gm.graph.call_function(torch_inductor.force_stride_order,
+                                           (x, list(want.stride())))
+            c.meta["val"] = want
+            n.replace_input_with(x, c)
+    gm.recompile()
+
+
 def compile_inductor(gm: torch.fx.GraphModule, example_inputs: list):
     install()               # (after compiled_bw.uninstall(): our compiles need it)
     vals = _output_vals(gm)
@@ -412,6 +438,7 @@ def compile_inductor(gm: torch.fx.GraphModule, example_inputs: list):
                        decomposition_table=select_decomp_table(),
                        tracing_mode="fake")(*example_inputs)
     strides = _pin_output_strides(retraced, vals)
+    _contiguous_unbatched_pool3d(retraced)
     # CODEGEN_VERSION, SOURCE_KEY: artefacts cached before a change of how we compile (e.g. Note
     # [Inductor: no input asserts]) are not reused (Note [Inductor: cache key of our code])
     sites = current_sites()

@@ -6,7 +6,7 @@ first use of the Inductor backend); produces the symbols below under stable name
 from __future__ import annotations
 
 import torch._inductor.debug  # CompiledFxGraph.__call__ reads it but never imports it
-from torch._inductor import codecache, comms, config, cpu_vec_isa, ir, lowering
+from torch._inductor import codecache, comms, config, cpu_vec_isa, inductor_prims, ir, lowering
 from torch._inductor.codegen import cpp as codegen_cpp
 from torch._inductor.codegen.wrapper import ExternKernelAllocLine, FreeLine, PythonWrapperCodegen
 from torch._inductor.compile_fx import compile_fx_inner
@@ -21,6 +21,8 @@ from torch.fx._graph_pickler import GraphPickler, Options
 from . import is_patched
 from . import original as _original
 from . import patch as _patch
+
+force_stride_order = inductor_prims.force_stride_order
 
 USED = {
     "torch._inductor.codecache": "backends/inductor_artifact.py",
@@ -46,6 +48,8 @@ USED = {
     "torch.fx._graph_pickler.GraphPickler": "backends/inductor_artifact.py",
     "torch.fx._graph_pickler.Options": "backends/inductor_artifact.py",
     "torch._inductor.debug": "backends/inductor_artifact.py (CompiledFxGraph.__call__)",
+    "torch._inductor.inductor_prims.force_stride_order":
+        "backends/inductor.py (Note [Inductor: unbatched max_pool3d backward])",
 }
 
 # What compiled_bw replaces in Inductor (name -> owner, attribute), all by backends/inductor.py;
