@@ -56,31 +56,35 @@ from ..torchapi.dynamo import BoxedCodeGen
 
 def _buffer_add(old, new):
     """InputBuffer::accumulate (input_buffer.cpp): a sparse buffer is added to the new grad."""
-    if old.layout is torch.sparse_coo or old.layout is torch.sparse_csr:
+    if old.layout in opaque.SPARSE_LAYOUTS:
         return new + old
     return old + new
 
 
-def _loose_outputs(node: torch.fx.Node) -> frozenset:
-    """Positions of an opaque call's outputs used only by accumulation, delivery and output."""
-    loose = set()
+def _loose_outputs(node: torch.fx.Node) -> tuple:
+    """(positions of an opaque call's outputs used only by accumulation, delivery and output,
+    the accumulations they flow through)."""
+    loose, adds = set(), set()
     for user in node.users:
         if user.target is not operator.getitem:
-            return frozenset()
-        todo, ok = [user], True
+            return frozenset(), set()
+        todo, chain, ok = [user], set(), True
         while todo and ok:
             for u in todo.pop().users:
                 if u.op == "output" or (u.op == "call_function" and u.target is deliver.deliver):
                     continue
                 if u.op == "call_function" and u.target is torch.ops.aten.add.Tensor and \
                         len(u.args) == 2 and not u.kwargs:
-                    todo.append(u)
+                    if u not in chain:
+                        chain.add(u)
+                        todo.append(u)
                     continue
                 ok = False
                 break
         if ok:
             loose.add(user.args[1])
-    return frozenset(loose)
+            adds |= chain
+    return frozenset(loose), adds
 
 
 def compile_eager(gm: torch.fx.GraphModule, example_inputs: list):
@@ -90,15 +94,10 @@ def compile_eager(gm: torch.fx.GraphModule, example_inputs: list):
     for node in graph.nodes:
         if node.op == "call_function" and node.target is opaque.opaque:
             node.target = opaque.opaque_direct
-            loose = _loose_outputs(node)    # Note [Sparse grads from opaque calls]
+            loose, chain = _loose_outputs(node)    # Note [Sparse grads from opaque calls]
             if loose:
                 node.kwargs = {"loose": loose}
-                todo = [u for g in node.users for u in g.users]
-                while todo:
-                    u = todo.pop()
-                    if u.target is torch.ops.aten.add.Tensor and u not in adds:
-                        adds.add(u)
-                        todo.extend(u.users)
+                adds |= chain
         elif node.op == "call_function" and node.target is deliver.deliver:
             node.target = deliver.deliver_direct
     for node in adds:

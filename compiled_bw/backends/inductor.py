@@ -414,6 +414,7 @@ def _pin_output_strides(gm: torch.fx.GraphModule, vals: list) -> tuple:
 #    its parameter's layout either way (AccumulateGrad's layout contract).
 def _contiguous_unbatched_pool3d(gm: torch.fx.GraphModule) -> None:
     op = torch.ops.aten.max_pool3d_with_indices_backward.default
+    changed = False
     for n in gm.graph.find_nodes(op="call_function", target=op):
         for x in n.args[:2]:        # the grad and the input: the kernel follows both
             v = x.meta.get("val") if isinstance(x, torch.fx.Node) else None
@@ -425,7 +426,9 @@ def _contiguous_unbatched_pool3d(gm: torch.fx.GraphModule) -> None:
                                            (x, list(want.stride())))
             c.meta["val"] = want
             n.replace_input_with(x, c)
-    gm.recompile()
+            changed = True
+    if changed:
+        gm.recompile()
 
 
 def compile_inductor(gm: torch.fx.GraphModule, example_inputs: list):

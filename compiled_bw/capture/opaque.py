@@ -211,7 +211,8 @@ _TENSOR = torch.Tensor
 _STRIDED = torch.strided
 
 
-_LOOSE_LAYOUTS = (torch.sparse_coo, torch.sparse_csr)
+# what eager's InputBuffer treats as sparse (input_buffer.cpp: is_sparse, is_sparse_csr)
+SPARSE_LAYOUTS = (torch.sparse_coo, torch.sparse_csr)
 
 
 class NotDense(RuntimeError):
@@ -471,7 +472,7 @@ def _outputs(step, s: OpaqueSite, site: int, outs, grads: list, label: str,
             continue
         plain = type(o) is torch.Tensor
         if not plain or o.layout is not torch.strided:
-            if plain and len(res) in loose and o.layout in _LOOSE_LAYOUTS:
+            if plain and len(res) in loose and o.layout in SPARSE_LAYOUTS:
                 step.went_sparse = f"{label} returned a {o.layout} grad"
                 res.append(o)
                 continue
