@@ -469,6 +469,25 @@ def test_opaque_output_layout_feeds_a_traced_view():
 
 
 @pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_formula_whose_meta_kernel_refuses_runs_as_the_real_node(backend):
+    """GroupedMmBackward0 (Hugging Face's MoE experts call `torch._grouped_mm`): on CPU the
+    kernel takes float32, torch's meta kernel demands bf16, so the formula cannot be traced on
+    fake tensors.  That node runs as the real node; the rest is compiled, no fallback."""
+    def build():
+        torch.manual_seed(0)
+        return torch.randn(8, 8, requires_grad=True), torch.randn(2, 8, 8, requires_grad=True)
+
+    def step(state):
+        x, w = state
+        x.grad = w.grad = None
+        y = torch._grouped_mm(x.tanh(), w, offs=torch.tensor([3, 8], dtype=torch.int32))
+        (y * y).sum().backward()
+        return x.grad, w.grad
+
+    differential(build, step, backend=backend)
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
 def test_formula_reading_tensor_data_runs_as_the_real_node(backend):
     """An LSTM over packed sequences: PackPaddedSequenceBackward0's formula reads its batch
     sizes' data, which fake tensors do not have.  That node runs opaquely (the real node);

@@ -39,6 +39,8 @@ from .subclass import Layout, SubclassUnsupported, flatten, layouts_of, rebuild
 from .validate import validate_outputs
 
 # Failures of fake tensors on a node's formula: that node becomes an opaque call instead.
+REJECTED = "opaque: its formula raised on fake tensors"   # Note [Built-in formulas fake tensors reject]
+
 _FAKE_FAILURES = (
     fake_tensor.DataDependentOutputException,
     fake_tensor.DynamicOutputShapeException,
@@ -47,8 +49,19 @@ _FAKE_FAILURES = (
 )
 
 
-# What a fake tensor raises when a formula reads its data (TensorImpl's storage check).
-_NO_DATA = "data is not allocated yet"
+# Note [Built-in formulas fake tensors reject]
+# A built-in node's formula that raises on fake tensors runs as the real node, opaquely,
+# instead of failing the whole capture: a formula that reads tensor data
+# (PackPaddedSequenceBackward0 reads its batch sizes; fake tensors have none), or one whose
+# meta kernel rejects what the CPU kernel accepts (GroupedMmBackward0: `_grouped_mm`'s meta
+# demands bf16, the CPU kernel takes float32, as in Hugging Face's MoE experts).  The real
+# node at run time computes what eager computes, or raises eager's error at eager's point:
+# such a node may well raise (a derivative "not implemented"), so the graph delivers leaf
+# grads where eager does (runtime/run.py Note [Delivery points]), and a backward failing there
+# leaves exactly the `.grad`s eager leaves.
+# Not for a hooked node's unpack calls (one already placed would run twice:
+# Tracer.unpack_calls fails the trace instead), and not for custom backwards traced by opt-in
+# (a user's backward that raises on fake tensors fails the capture, as before).
 
 
 class TraceFailed(Exception):
@@ -173,6 +186,7 @@ class TraceStep:
         self.sites: list = []
         self.verdicts = verdicts or {}
         self.auto_traced: list = []     # names of the Functions traced without opt-in
+        self.rejected: dict = {}        # node index -> why fake tensors rejected its formula
 
 
 def _dynamo_verdicts(w) -> dict:
@@ -383,7 +397,7 @@ class _Engine:
         elif kind.how in (TRACE, TRACE_CUSTOM):
             outs = _traced_call(w, i, kind, node, buf, self.df, self.placeholders)
         if outs is None:   # custom Function, or a node fake tensors cannot run
-            return self.opaque_node(i, kind, node, buf, h)
+            return self.opaque_node(i, kind, node, buf, h, THREAD.step.rejected.get(i, ""))
         self.check_saved_after_last_call(i)
         return outs
 
@@ -566,9 +580,8 @@ def _traced_call(w, i: int, kind, node, buf: list, df, placeholders: dict):
     except _FAKE_FAILURES:
         return None
     except RuntimeError as e:
-        # a built-in formula that reads tensor data (PackPaddedSequenceBackward0 reads its
-        # batch sizes): fake tensors have none, so it runs as the real node, opaquely
-        if kind.how == TRACE and _NO_DATA in str(e):
+        if kind.how == TRACE and formula is None:   # Note [Built-in formulas fake tensors reject]
+            THREAD.step.rejected[i] = f"{REJECTED}: {type(e).__name__}: {str(e)[:200]}"
             return None
         raise
 

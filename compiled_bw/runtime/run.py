@@ -88,7 +88,7 @@ from ..capture.opaque import LAYOUT_HINTS, NotDense, found_layouts, relayout
 from ..capture.recompute import consume_saved, release_regions
 from ..capture.saved import SavedHooksInUse, gradient_edge
 from ..capture.subclass import flatten, rebuild
-from ..capture.trace import Options, TraceFailed, trace_backward
+from ..capture.trace import REJECTED, Options, TraceFailed, trace_backward
 from ..capture.walk import WalkUnsupported, tensor_meta
 from ..core import dispatch_tls
 from ..core.thread import THREAD, current_step
@@ -464,8 +464,12 @@ def _trace(w, opts, grad_tensors, slots, observed):
     grad (a hook on a leaf, user code inside the graph); else leaf grads are graph outputs."""
     delivers = opts.accumulate and (bool(observed) or _user_code_inside(w))
     gm, plan = trace_backward(w, opts, grad_tensors, slots, delivers=delivers)
-    if opts.accumulate and not delivers and any(s.kind != "node" for s in plan.opaque_sites):
-        delivers = True     # user code runs inside after all (not only untraceable nodes)
+    if opts.accumulate and not delivers and (
+            any(s.kind != "node" for s in plan.opaque_sites)
+            or any(REJECTED in n for n in plan.opaque_names)):
+        # user code runs inside after all (not only untraceable nodes), or a node that may
+        # well raise (trace.py Note [Built-in formulas fake tensors reject])
+        delivers = True
         gm, plan = trace_backward(w, opts, grad_tensors, slots, delivers=True)
     if observed is None and (delivers or _leaves_maybe_observed(w)):
         raise TraceFailed("leaf grads must be delivered where eager delivers them (hooks or "
