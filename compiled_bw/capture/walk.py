@@ -258,7 +258,10 @@ class _HookReader:
     def __init__(self) -> None:
         self.on = COUNTS.tensor or COUNTS.node or len(RETAINED)
         self.retained = retained_by_node() if len(RETAINED) else None
-        ext = extension(always=True)   # only C++ sees hooks registered from C++
+        # Note [C++ hooks on interior nodes] (_fastwalk.h): only C++ sees hooks registered from
+        # C++.  Without the extension (it failed to build) this walk cannot see them and they
+        # are dropped, as are hooks registered before compiled_bw was imported (hooks.py).
+        ext = extension(always=True)
         self.foreign = None if ext is None else ext.foreign_hook
 
 
