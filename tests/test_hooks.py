@@ -3,6 +3,8 @@
 Each program logs every hook call (name + a value) and returns the log with the grads; the
 differential helper compares both over 3 steps and checks the run compiled once.
 """
+import warnings
+
 import pytest
 import torch
 from differential import differential, grads
@@ -471,3 +473,41 @@ def test_hooks_registered_where_eager_would_not_call_them_change_nothing():
         g, x.grad = x.grad, None
         return [g, list(log)]
     differential(build, step)
+
+
+def _no_autograd_kernel_op(lib):
+    """An op with a CPU kernel only, made of autograd-recorded ops (PyTorch's
+    test/autograd/test_fallback.py test_composite_registered_to_cpu): in the autograd fallback's
+    default "warn" mode its output gets a tensor hook registered from C++ that warns when the
+    backward reaches it."""
+    lib.define("sin_sum(Tensor self) -> Tensor")
+    lib.impl("sin_sum", lambda x: x.sin().sum(), "CPU")
+    return torch.ops.cbw_cpp_hook.sin_sum.default
+
+
+def test_cpp_tensor_hook_of_the_autograd_fallback_still_warns():
+    """Note [C++ hooks on interior nodes]: eager runs the fallback's warning hook on every
+    backward through the op; a graph would drop it (nothing listed it), so the step falls back."""
+    lib = torch.library.Library("cbw_cpp_hook", "FRAGMENT")
+    try:
+        op = _no_autograd_kernel_op(lib)
+        prev = torch._C._get_autograd_fallback_mode()
+        torch._C._set_autograd_fallback_mode("warn")
+
+        def step(st):
+            x, _ = st
+            x.grad = None
+            y = op(x * 2)
+            with warnings.catch_warnings(record=True) as w:
+                warnings.simplefilter("always")
+                y.backward()
+            return [x.grad, [str(m.message).split(":")[0] for m in w
+                             if "autograd kernel was not registered" in str(m.message)]]
+        try:
+            st = differential(_x, step, captures=0, fallbacks=3)
+        finally:
+            torch._C._set_autograd_fallback_mode(prev)
+        assert all("C++ tensor hook on SumBackward0" in r for r in st.fallback_reasons), \
+            st.fallback_reasons
+    finally:
+        lib._destroy()

@@ -206,6 +206,32 @@ std::shared_ptr<SlotList> install(CWalk& w, py::list py_slots, py::list slot_onl
 // ---- delivery, the hit path, streams (_fastwalk_run.cpp) ----------------------------------
 
 bool plain_accumulator(Node* n);  // an AccumulateGrad with no hook of any kind
+
+// Note [C++ hooks on interior nodes]
+// An interior node's hooks that Python registered are PyFunction*Hook objects holding the dict
+// that capture/hooks.py reads and runs at eager's point.  Any other hook object was registered
+// from C++ (at::Tensor::register_hook in an extension, or torch's own autograd fallback: in its
+// default "warn" mode, an op with no autograd kernel whose outputs require grad gets a tensor
+// hook that warns when the backward reaches it): Python cannot see it, so a graph would drop its
+// call (and, if it changed the grad, the grad).  Such a step falls back to eager, which runs it.
+// retains_grad hooks are a list of their own (retain_grad(), read through hooks.RETAINED); leaf
+// hooks of any kind are seen by plain_accumulator and run in the real engine.
+inline const char* const FOREIGN_HOOK_WHY =
+    " (registered from C++, e.g. the autograd fallback's warning for an op with no autograd "
+    "kernel): compiled_bw cannot run it";
+
+inline const char* foreign_hook(Node* node) {
+  for (const auto& h : node->tensor_pre_hooks())
+    if (std::strcmp(typeid(*h).name(), "N5torch8autograd23PyFunctionTensorPreHookE") != 0)
+      return "a C++ tensor hook";
+  for (const auto& h : node->pre_hooks())
+    if (std::strcmp(typeid(*h).name(), "N5torch8autograd17PyFunctionPreHookE") != 0)
+      return "a C++ pre-hook";
+  for (const auto& h : node->post_hooks())
+    if (std::strcmp(typeid(*h).name(), "N5torch8autograd18PyFunctionPostHookE") != 0)
+      return "a C++ post-hook";
+  return nullptr;
+}
 bool accumulate(const std::vector<Node*>& nodes, py::list grads);
 void run_leaf(Node* fn, at::Tensor grad);
 py::object run_native(CWalk& w, py::handle entry, py::list roots, size_t n_inputs,

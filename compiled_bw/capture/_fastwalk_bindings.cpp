@@ -132,6 +132,13 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   // PyFunctionPostHook's dict), read without registering anything (capture/hooks.py).  The
   // hooks' types are recognized by their mangled names: libtorch_python does not export their
   // typeinfo, so a dynamic_cast would not link.
+  // Note [C++ hooks on interior nodes], for the Python walk: the fallback reason, or None.
+  m.def("foreign_hook", [](py::object n) -> py::object {
+    Node* fn = node_of(n.ptr()).get();
+    const char* what = foreign_hook(fn);
+    if (!what) return py::none();
+    return py::str(std::string(what) + " on " + fn->name() + FOREIGN_HOOK_WHY);
+  });
   m.def("hook_dicts", [](py::object n) {
     Node* fn = node_of(n.ptr()).get();
     PyObject* pre = Py_None;

@@ -487,8 +487,11 @@ std::shared_ptr<CWalk> walk(py::list roots) {
     seqs.push_back(node->sequence_nr());
     seq_nodes.push_back(i);
     if (!node->tensor_pre_hooks().empty() || !node->pre_hooks().empty() ||
-        !node->post_hooks().empty() || !node->retains_grad_hooks().empty())
+        !node->post_hooks().empty() || !node->retains_grad_hooks().empty()) {
+      if (const char* what = foreign_hook(node))
+        raise(g_unsupported, std::string(what) + " on " + node->name() + FOREIGN_HOOK_WHY);
       w->hook_nodes.append(i);
+    }
     const NodePtr& owner = w->nodes[i];  // no see() below: stays valid
     if (ci->how == H_PY) {
       py::list got;

@@ -253,17 +253,26 @@ def _leaf_entry(w: Walk, i: int, var, entry: list) -> None:
 
 class _HookReader:
     """Node hooks, read only when some exist in the process (hooks.py COUNTS)."""
-    __slots__ = ("on", "retained")
+    __slots__ = ("foreign", "on", "retained")
 
     def __init__(self) -> None:
         self.on = COUNTS.tensor or COUNTS.node or len(RETAINED)
         self.retained = retained_by_node() if len(RETAINED) else None
+        # Note [C++ hooks on interior nodes] (_fastwalk.h): only C++ sees hooks registered from
+        # C++.  Without the extension (it failed to build) this walk cannot see them and they
+        # are dropped, as are hooks registered before compiled_bw was imported (hooks.py).
+        ext = extension(always=True)
+        self.foreign = None if ext is None else ext.foreign_hook
 
 
 def _node_entry(w: Walk, i: int, node, info: tuple, meta, entry: list,
                 hooks: _HookReader) -> bool:
     """A non-leaf node's signature entry (hooks, then saved state); whether its saved tensors
     carry hooks that are not ours (nodes.py Note [Hooked saved tensors])."""
+    if hooks.foreign is not None:
+        why = hooks.foreign(node)      # Note [C++ hooks on interior nodes] (_fastwalk.h)
+        if why is not None:
+            raise WalkUnsupported(why)
     if hooks.on:
         h = node_hooks(node, hooks.retained)
         if h is not None:
