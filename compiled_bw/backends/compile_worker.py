@@ -1,7 +1,8 @@
 """The compile worker: a child process that compiles captured graphs with Inductor.
 
 Run as `python -m compiled_bw.backends.compile_worker` by runtime/background.py.  Consumes, on
-stdin, jobs (job id, Inductor cache dir, Inductor config, torch threads, graph bytes from
+stdin, jobs (job id, Inductor cache dir, Inductor config, torch threads, whether it is a
+dynamic graph compiled size-obliviously, graph bytes from
 inductor_artifact.dump_graph); produces, on its stdout, (job id, status, body, seconds):
   ok     body = the compiled graph's bytes (inductor_artifact.load_compiled loads them)
   eager  nothing to compile (a graph without calls): the parent keeps its eager-backend fn
@@ -10,6 +11,7 @@ Exits when stdin closes (the parent exited).  Note [Background compile] says why
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import struct
@@ -59,11 +61,13 @@ def _compile(job: tuple) -> tuple:
     from ..torchapi.inductor import CompiledFxGraph
     from .inductor import compile_inductor
     from .inductor_artifact import applied, dump_compiled, load_graph
-    _, cache_dir, config, threads, data = job
+    from ..torchapi.dynamo import size_oblivious
+    _, cache_dir, config, threads, oblivious, data = job
     # Inductor's C++ codegen parallelizes loops for torch.get_num_threads() threads: compile
     # for the parent's count, not this process's
     torch.set_num_threads(threads)
-    with applied(cache_dir, config):
+    # a dynamic graph compiles as in the parent (capture/dynamic.py Note [Sizes of one])
+    with applied(cache_dir, config), size_oblivious() if oblivious else contextlib.nullcontext():
         gm, fakes, sites = load_graph(data)
         with current_step(SitesOnly(sites)):
             fn = compile_inductor(gm, fakes)

@@ -20,6 +20,7 @@ import time
 
 import torch
 
+from ..backends.compile_worker import foreign_ops
 from ..backends.eager import compile_eager
 from ..capture.dynamic import (
     DynSpec,
@@ -90,11 +91,11 @@ def _bound(entry: DynEntry, ints: list) -> Compiled:
     box; its C entry point (Note [C++ hit path] in runtime/run.py, an Inductor graph compiled
     with the C++ wrapper) takes them as 0-dim int64 tensors after the box (native_tail), made
     here once: the generated module's own wrapper would make them on every call."""
-    fn = entry.compiled.fn
+    compiled = entry.compiled
 
     def run(box: list) -> list:
         box.extend(ints)
-        return fn(box)
+        return compiled.fn(box)     # (read per call: a background compile replaces it)
     tail = tuple(torch.tensor(v, dtype=torch.int64) for v in ints) \
         if entry.compiled.native is not None else ()
     return dataclasses.replace(entry.compiled, fn=run, native_tail=tail)
@@ -233,7 +234,9 @@ def _capture(state, w, pw, opts, grad_tensors, key, root_key, spec, base, prev):
     state.stats.dynamic_captures += 1
     state.record_capture(entry.compiled)
     vals = _values_at(pw.signature, spec.paths)
-    return _bound(entry, [vals[k] for k in spec.int_inputs]), slots, w
+    bound = _bound(entry, [vals[k] for k in spec.int_inputs])
+    entry.compiled.start_compile = None     # started once, by this step (run.py)
+    return bound, slots, w
 
 
 def _describe(pw, spec, prev) -> str:
@@ -275,6 +278,13 @@ def _trace_and_compile(state, pw, opts, grad_tensors, spec: DynSpec, slots, base
     gm = run_passes(gm)
     example = fakes + ints
     fn = compile_eager(gm, example)
+    guards = Guards(env, spec, exprs, pw)
+    from .run import _box_owned
+    owned = _box_owned(pw, plan)
+    box_nodes = tuple(sorted({pw.saved_node[k][0] for k in owned}))
+    if state.backend == "inductor" and state.background and not foreign_ops(gm):
+        return _in_background(state, gm, example, DynEntry(base, spec, Compiled(
+            fn, plan, gm, owned, box_nodes, n_inputs=len(example)), guards))
     if state.backend == "inductor":
         state.stats.inductor_compiles += 1
         try:
@@ -286,13 +296,27 @@ def _trace_and_compile(state, pw, opts, grad_tensors, spec: DynSpec, slots, base
             state.compile_failed(f"Inductor failed to compile a dynamic graph, it runs on the "
                                  f"eager backend: {type(e).__name__}: "
                                  f"{str(e).splitlines()[0][:200]}")
-    guards = Guards(env, spec, exprs, pw)
-    from .run import _box_owned
-    owned = _box_owned(pw, plan)
-    box_nodes = tuple(sorted({pw.saved_node[k][0] for k in owned}))
     native = None
     if state.backend == "inductor":     # (Inductor is imported: it just compiled)
         from ..backends.inductor_artifact import native_entry
         native = native_entry(fn)
     compiled = Compiled(fn, plan, gm, owned, box_nodes, native=native, n_inputs=len(example))
     return DynEntry(base, spec, compiled, guards)
+
+
+def _in_background(state, gm, example: list, entry: DynEntry) -> DynEntry:
+    """Note [Dynamic graphs compile in the background]: the entry runs the eager backend's fn;
+    its start_compile (run.py starts it after the first run) has Inductor compile the graph in
+    the worker, size-obliviously as in the foreground."""
+    for n, ex in zip(gm.graph.find_nodes(op="placeholder"), example, strict=True):
+        n.meta.setdefault("val", ex)    # (SymInt inputs: the worker reads every input's val)
+    background.start_worker()
+    done = state.compiled_in_background(entry.compiled)
+    known = state.cache.dynamic_keys
+
+    def switched(seconds: float, error: str | None, fn) -> None:
+        done(seconds, error, fn)
+        known.clear()   # bound before the switch: without the C entry point (_bound)
+    entry.compiled.start_compile = background.prepare(entry.compiled, gm, [], switched,
+                                                      oblivious=True)
+    return entry
