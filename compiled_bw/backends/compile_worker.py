@@ -58,10 +58,10 @@ def recv(stream):
 
 def _compile(job: tuple) -> tuple:
     from ..core.thread import SitesOnly, current_step
+    from ..torchapi.dynamo import size_oblivious
     from ..torchapi.inductor import CompiledFxGraph
     from .inductor import compile_inductor
     from .inductor_artifact import applied, dump_compiled, load_graph
-    from ..torchapi.dynamo import size_oblivious
     _, cache_dir, config, threads, oblivious, data = job
     # Inductor's C++ codegen parallelizes loops for torch.get_num_threads() threads: compile
     # for the parent's count, not this process's
