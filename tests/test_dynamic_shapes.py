@@ -735,6 +735,28 @@ def test_index_sizes_and_index_lengths_are_symbolic():
     assert st.dynamic_hits == 3
 
 
+def selecting(state, n):
+    # index_select saves the input's sizes and the index (IndexSelectBackward0): the sizes
+    # symbolic in our copy of index_select_backward, the index's length a symbolic dim of a
+    # saved tensor (an embedding-like gather over both dims; repeated indices accumulate)
+    if state is None:
+        return [torch.randn(4, requires_grad=True)]
+    (w,) = state
+    w.grad = None
+    x = torch.randn(n, 4) * w
+    g = torch.Generator().manual_seed(n)
+    rows = torch.randint(0, n, (n + 2,), generator=g)
+    loss = x.index_select(0, rows).sin().sum() \
+        + x.index_select(1, torch.tensor([3, 0, 0])).pow(2).sum()
+    loss.backward()
+    return grads(state)
+
+
+def test_index_select_sizes_and_index_lengths_are_symbolic():
+    st = run([5, 8, 3, 12, 6], selecting, captures=2, dynamic_captures=1)
+    assert st.dynamic_hits == 3
+
+
 def batch_first_linear(state, size):
     # what nn.MultiheadAttention does with batch_first inputs: a linear of the transposed
     # (length, batch, d) input.  At batch 1 that input is contiguous and ATen's linear takes
