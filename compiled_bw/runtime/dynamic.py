@@ -254,20 +254,43 @@ def _describe(pw, spec, prev) -> str:
     return "; ".join(parts[:6]) + more
 
 
+# Note [Size-oblivious trace that fails]
+# On the eager backend the symbolic trace runs size-obliviously (capture/dynamic.py Note
+# [Sizes of one]): an undecided `a == b` between two symbols is taken as false, not guarded.
+# Symbols that are equal at run time but were made independently (no duck sizing: with
+# `dynamic=True` every size of every saved tensor gets its own symbol, d_model's included)
+# then fail a broadcasting check ("The size of tensor a (s25) must match the size of tensor b
+# (s2)": nn.TransformerEncoder).  Such a trace is retried once the way the Inductor backend
+# traces: 0 and 1 specialized (range [2, oo)), equalities decided by the sizes at hand and
+# kept as guards, so the graph is dynamic (a batch of 1 is another capture); the recompile
+# log says so.  A trace that fails that way too leaves the graph static, with its reason.
+
 def _trace_and_compile(state, pw, opts, grad_tensors, spec: DynSpec, slots, base) -> DynEntry:
     roots = [g for g in grad_tensors if g is not None]
     reals = roots + list(pw.saved)
     dims = [set() for _ in roots] + [spec.saved_dims.get(s, set()) for s in range(len(pw.saved))]
     # capture/dynamic.py Note [Sizes of one]: sizes of 1 are not specialized for the eager
     # backend (the trace decides); Inductor's code is not right for them (specialized)
-    with size_oblivious() if state.backend == "eager" else contextlib.nullcontext():
-        _, env, fakes = symbolic_fakes(reals, dims)
-        vals = _values_at(pw.signature, spec.paths)
-        ints = [symint(env, vals[k], f"size{n}") for n, k in enumerate(spec.int_inputs)]
-        dw = DynWalk(pw, spec, ints)
-        exprs = input_exprs({s: fakes[len(roots) + s] for s in spec.saved_dims}, ints)
-        gm, plan = trace_backward(pw, opts, grad_tensors, slots, delivers=False,
-                                  dyn=(dw, fakes, ints))
+    oblivious = state.backend == "eager"
+    while True:
+        try:
+            with size_oblivious() if oblivious else contextlib.nullcontext():
+                _, env, fakes = symbolic_fakes(reals, dims)
+                vals = _values_at(pw.signature, spec.paths)
+                ints = [symint(env, vals[k], f"size{n}") for n, k in enumerate(spec.int_inputs)]
+                dw = DynWalk(pw, spec, ints)
+                exprs = input_exprs({s: fakes[len(roots) + s] for s in spec.saved_dims}, ints)
+                gm, plan = trace_backward(pw, opts, grad_tensors, slots, delivers=False,
+                                          dyn=(dw, fakes, ints))
+            break
+        except NotDynamic:
+            raise
+        except Exception as e:
+            if not oblivious:
+                raise
+            oblivious = False
+            state.log_recompile(f"the size-oblivious symbolic trace failed ({str(e)[:200]}); "
+                                "traced again with sizes of 0 and 1 specialized")
     if plan.opaque_sites or plan.in_layouts is not None or plan.out_layouts is not None:
         raise NotDynamic("the graph holds opaque calls or tensor subclasses")
     if not opts.accumulate and not opts.allow_unused and None in plan.capture_outputs:
