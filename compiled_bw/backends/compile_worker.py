@@ -69,11 +69,27 @@ def _compile(job: tuple) -> tuple:
     # a dynamic graph compiles as in the parent (capture/dynamic.py Note [Sizes of one])
     with applied(cache_dir, config), size_oblivious() if oblivious else contextlib.nullcontext():
         gm, fakes, sites = load_graph(data)
+        before = _shape_env_state(fakes) if oblivious else None
         with current_step(SitesOnly(sites)):
             fn = compile_inductor(gm, fakes)
+        if oblivious and _shape_env_state(fakes) != before:
+            raise RuntimeError("Inductor added shape guards while compiling a dynamic graph "
+                               "(the parent's guards would not check them)")
     if isinstance(fn, CompiledFxGraph):
         return "ok", dump_compiled(fn)
     return "eager", None
+
+
+def _shape_env_state(fakes: list):
+    """What a compile could add to a dynamic graph's ShapeEnv: its guards, replacements and
+    symbol ranges (runtime/dynamic.py Note [Dynamic graphs compile in the background]); None
+    for a static graph."""
+    env = next((t.fake_mode.shape_env for t in fakes if isinstance(t, torch.Tensor)
+                and getattr(t, "fake_mode", None) is not None), None)
+    if env is None:
+        return None
+    return ([str(g.expr) for g in env.guards], {str(k): str(v) for k, v in env.replacements.items()},
+            {str(k): str(v) for k, v in env.var_to_range.items()})
 
 
 def main() -> None:

@@ -303,13 +303,13 @@ def _trace_and_compile(state, pw, opts, grad_tensors, spec: DynSpec, slots, base
     gm = run_passes(gm)
     example = fakes + ints
     fn = compile_eager(gm, example)
-    guards = Guards(env, spec, exprs, pw)
     from .run import _box_owned
     owned = _box_owned(pw, plan)
     box_nodes = tuple(sorted({pw.saved_node[k][0] for k in owned}))
     if state.backend == "inductor" and state.background and not foreign_ops(gm):
         return _in_background(state, gm, example, DynEntry(base, spec, Compiled(
-            fn, plan, gm, owned, box_nodes, n_inputs=len(example)), guards))
+            fn, plan, gm, owned, box_nodes, n_inputs=len(example)),
+            Guards(env, spec, exprs, pw)))
     if state.backend == "inductor":
         state.stats.inductor_compiles += 1
         try:
@@ -321,6 +321,7 @@ def _trace_and_compile(state, pw, opts, grad_tensors, spec: DynSpec, slots, base
             state.compile_failed(f"Inductor failed to compile a dynamic graph, it runs on the "
                                  f"eager backend: {type(e).__name__}: "
                                  f"{str(e).splitlines()[0][:200]}")
+    guards = Guards(env, spec, exprs, pw)     # (after the compile: with Inductor's guards)
     native = None
     if state.backend == "inductor":     # (Inductor is imported: it just compiled)
         from ..backends.inductor_artifact import native_entry
@@ -336,7 +337,11 @@ def _trace_and_compile(state, pw, opts, grad_tensors, spec: DynSpec, slots, base
 # [Background compile]) it now compiles in the worker while the eager backend runs it: the
 # worker gets the graph with its symbolic fake values (GraphPickler carries the ShapeEnv; the
 # SymInt placeholders get their `val`s here) and compiles it under size_oblivious(), as the
-# foreground compile does (capture/dynamic.py Note [Sizes of one]).  The entry's fn is
+# foreground compile does (capture/dynamic.py Note [Sizes of one]).  The graph's Guards are
+# this process's ShapeEnv's, made before the compile; a guard Inductor adds while compiling
+# (in the foreground it lands in the Guards) would be missing, so the worker refuses a compile
+# that changed its ShapeEnv (a guard, a replacement, a narrowed range: compile_worker.py
+# `_shape_env_state`), and the graph stays on the eager backend, recorded.  The entry's fn is
 # replaced when the compile lands; a bound entry (_bound) reads it per call.  Entries bound
 # before that (remembered by walk key, Note [Dynamic hits by walk key]) have no C entry point:
 # the remembered keys are forgotten when it lands, and bound again on their next step.
