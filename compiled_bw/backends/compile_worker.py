@@ -72,9 +72,13 @@ def _compile(job: tuple) -> tuple:
         before = _shape_env_state(fakes) if oblivious else None
         with current_step(SitesOnly(sites)):
             fn = compile_inductor(gm, fakes)
-        if oblivious and _shape_env_state(fakes) != before:
-            raise RuntimeError("Inductor added shape guards while compiling a dynamic graph "
-                               "(the parent's guards would not check them)")
+        after = _shape_env_state(fakes) if oblivious else None
+        if after != before:
+            added = [g for g in after[0] if g not in before[0]] + \
+                [f"{k} -> {v}" for k, v in after[1].items() if before[1].get(k) != v] + \
+                [f"{k} in {v}" for k, v in after[2].items() if before[2].get(k) != v]
+            raise RuntimeError(f"Inductor added shape guards while compiling a dynamic graph "
+                               f"(the parent's guards would not check them): {added[:4]}")
     if isinstance(fn, CompiledFxGraph):
         return "ok", dump_compiled(fn)
     return "eager", None
