@@ -78,3 +78,30 @@ def test_the_first_graph_compiles_after_its_first_run():
     build, step = sized([8, 8, 8], mlp)
     st = differential(build, step, steps=3, backend="inductor")
     assert st.inductor_compiles == 1 and st.background_compiles == 1 and st.native_runs == 2, st
+
+
+def test_a_compile_that_adds_shape_guards_is_refused():
+    # Inductor's size-oblivious compile of this encoder's dynamic graph adds shape guards
+    # (storage bounds) in the worker, which the graph's guards here would not check: the
+    # compile is refused, the graph stays on the eager backend, with its reason; grads as eager
+    def make(m, size):
+        b, t = size
+        m.zero_grad()
+        m(torch.randn(b, t, 8)).pow(2).mean().backward()
+        return grads(m)
+
+    def build():
+        torch.manual_seed(0)
+        return {"k": 0, "m": torch.nn.TransformerEncoder(torch.nn.TransformerEncoderLayer(
+            8, 2, 16, dropout=0.0, batch_first=True), 1)}
+    sizes = [(3, 5), (4, 7), (2, 9), (5, 4)]
+
+    def step(s):
+        n = sizes[s["k"]]
+        s["k"] += 1
+        return make(s["m"], n)
+    st = differential(build, step, steps=len(sizes), backend="inductor", captures=2,
+                      fallbacks=None)
+    assert st.dynamic_captures == 1 and st.dynamic_hits == 2, st.recompile_reasons
+    assert any("Inductor added shape guards" in r for r in st.fallback_reasons), \
+        st.fallback_reasons
