@@ -4,12 +4,22 @@ Each test runs a program over a sequence of sizes under eager autograd and under
 on Inductor with background compile (differential: every grad, dtype and strides; it waits
 for compiles after each step, so a graph's later steps run Inductor's code) and asserts the
 captures and Inductor compiles it took.  A dynamic graph runs on the eager backend until its
-Inductor compile lands (runtime/dynamic.py Note [Dynamic graphs compile in the background]);
+Inductor compile lands (runtime/dynamic.py Note [Dynamic graphs compile in the background],
+turned on here: it is off by default);
 a static graph of a root that has a dynamic graph compiles only when its shape repeats
 (runtime/run.py Note [Compile on repeat]).
 """
+import pytest
 import torch
 from differential import differential, grads
+
+from compiled_bw.runtime import dynamic
+
+
+@pytest.fixture(autouse=True)
+def _in_background(monkeypatch):
+    # (off by default: runtime/dynamic.py Note [Dynamic graphs compile in the background])
+    monkeypatch.setattr(dynamic, "COMPILE_IN_BACKGROUND", True)
 
 
 def sized(sizes, make):

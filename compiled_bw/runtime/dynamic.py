@@ -41,6 +41,8 @@ from ..torchapi.dynamo import size_oblivious, symbolic_fakes, symint
 from . import background
 from .cache import Compiled
 
+# Note [Dynamic graphs compile in the background]: off by default (see there)
+COMPILE_IN_BACKGROUND = False
 STATIC = None   # step()'s answer (STATIC, slots): the static path, with these Slots
 _DYN_HOW = (TRACE, LEAF, AOT)   # the node kinds a dynamic graph may hold
 
@@ -306,7 +308,8 @@ def _trace_and_compile(state, pw, opts, grad_tensors, spec: DynSpec, slots, base
     from .run import _box_owned
     owned = _box_owned(pw, plan)
     box_nodes = tuple(sorted({pw.saved_node[k][0] for k in owned}))
-    if state.backend == "inductor" and state.background and not foreign_ops(gm):
+    if state.backend == "inductor" and state.background and COMPILE_IN_BACKGROUND and \
+            not foreign_ops(gm):
         return _in_background(state, gm, example, DynEntry(base, spec, Compiled(
             fn, plan, gm, owned, box_nodes, n_inputs=len(example)),
             Guards(env, spec, exprs, pw)))
@@ -345,6 +348,12 @@ def _trace_and_compile(state, pw, opts, grad_tensors, spec: DynSpec, slots, base
 # replaced when the compile lands; a bound entry (_bound) reads it per call.  Entries bound
 # before that (remembered by walk key, Note [Dynamic hits by walk key]) have no C entry point:
 # the remembered keys are forgotten when it lands, and bound again on their next step.
+# Off by default (COMPILE_IN_BACKGROUND): on real models the worker's compile does add guards
+# (GPT-2: `Eq(s29, s0)`, storage bounds such as `256*s80 <= 256*s0`; the benchmark's
+# transformer too), so it is refused and the graph would stay on the eager backend, where the
+# foreground compile puts those guards into the graph's Guards and runs Inductor's code.  On
+# by default once the worker's new guards are sent back and added to the graph's Guards when
+# its fn switches.
 
 def _in_background(state, gm, example: list, entry: DynEntry) -> DynEntry:
     """Note [Dynamic graphs compile in the background]: the entry runs the eager backend's fn;
