@@ -735,6 +735,52 @@ def test_index_sizes_and_index_lengths_are_symbolic():
     assert st.dynamic_hits == 3
 
 
+def selecting(state, n):
+    # index_select saves the input's sizes and the index (IndexSelectBackward0): the sizes
+    # symbolic in our copy of index_select_backward, the index's length a symbolic dim of a
+    # saved tensor (an embedding-like gather over both dims; repeated indices accumulate)
+    if state is None:
+        return [torch.randn(4, requires_grad=True)]
+    (w,) = state
+    w.grad = None
+    x = torch.randn(n, 4) * w
+    g = torch.Generator().manual_seed(n)
+    rows = torch.randint(0, n, (n + 2,), generator=g)
+    loss = x.index_select(0, rows).sin().sum() \
+        + x.index_select(1, torch.tensor([3, 0, 0])).pow(2).sum()
+    loss.backward()
+    return grads(state)
+
+
+def test_index_select_sizes_and_index_lengths_are_symbolic():
+    st = run([5, 8, 3, 12, 6], selecting, captures=2, dynamic_captures=1)
+    assert st.dynamic_hits == 3
+
+
+def encoder(state, size):
+    if state is None:
+        return torch.nn.TransformerEncoder(torch.nn.TransformerEncoderLayer(
+            8, 2, 16, dropout=0.0, batch_first=True), 1)
+    b, t = size
+    state.zero_grad()
+    state(torch.randn(b, t, 8)).pow(2).mean().backward()
+    return grads(state)
+
+
+def test_dynamic_true_transformer_encoder_on_the_eager_backend():
+    # dynamic=True: every size its own symbol, d_model's too; the eager backend's size-oblivious
+    # trace cannot tell that two of them are equal and fails a broadcasting check: traced again
+    # with 0 and 1 specialized (runtime/dynamic.py Note [Size-oblivious trace that fails]).
+    # The batch of 1 is another autograd graph (batch_first attention): its own capture.
+    if selected_backend() != "eager":
+        pytest.skip("the eager backend's size-oblivious trace")
+    st = run([(3, 5), (4, 7), (1, 6), (2, 9), (5, 4)], encoder, captures=2,
+             dynamic_captures=2, options={"dynamic": True})
+    assert st.dynamic_hits == 3
+    assert any("traced again with sizes of 0 and 1 specialized" in r
+               for r in st.recompile_reasons), st.recompile_reasons
+
+
 def batch_first_linear(state, size):
     # what nn.MultiheadAttention does with batch_first inputs: a linear of the transposed
     # (length, batch, d) input.  At batch 1 that input is contiguous and ATen's linear takes

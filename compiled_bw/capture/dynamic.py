@@ -238,6 +238,13 @@ def _index(g, v, saved, need):
     return [torch.ops.aten.index_put(zeros, indices, g, True)]
 
 
+def _index_select(g, v, saved, need):
+    # derivatives.yaml index_select: index_select_backward_symint(grad, self.sym_sizes(), dim,
+    # index) (zeros of self's sizes, index_add of the grad; repeated indices accumulate)
+    return [torch.ops.aten.index_select_backward(g, v["self_sym_sizes"], v["dim"],
+                                                 saved("index"))]
+
+
 def _mm(g, v, saved, need):
     out = [None, None]
     if need[0]:
@@ -355,6 +362,7 @@ FORMULAS = {
                     (_value_selecting, ("self_sym_sizes",))),
     "RepeatBackward0": (_repeat, ("self_sym_sizes", "repeats")),
     "IndexBackward0": (_index, ("self_sym_sizes",)),
+    "IndexSelectBackward0": (_index_select, ("self_sym_sizes",)),
     "MmBackward0": (_mm, ("self_sym_sizes", "self_sym_strides", "mat2_sym_sizes",
                           "mat2_sym_strides")),
     "AddmmBackward0": (_addmm, ("mat1_sym_sizes", "mat1_sym_strides", "mat2_sym_sizes",

@@ -117,23 +117,26 @@ def start_worker() -> None:
     _submit(start)
 
 
-def prepare(entry, gm, sites: list, done):
+def prepare(entry, gm, sites: list, done, oblivious: bool = False):
     """Returns start(): it submits the compile of gm to the worker; on the job thread, entry.fn
     then becomes Inductor's callable and done(seconds, error_text_or_None, fn_or_None) is
     called.  The caller starts the compile after the graph's first run (which a busy job
-    thread slows)."""
+    thread slows).  oblivious: a dynamic graph, compiled under size-oblivious reasoning
+    (capture/dynamic.py Note [Sizes of one])."""
     cache_dir = os.environ.get("TORCHINDUCTOR_CACHE_DIR")   # (a test or harness may patch it)
     threads = torch.get_num_threads()   # Inductor's CPU kernels are generated for this count
-    return lambda: _submit(lambda: _compile(entry, gm, list(sites), cache_dir, threads, done))
+    return lambda: _submit(lambda: _compile(entry, gm, list(sites), cache_dir, threads, done,
+                                            oblivious))
 
 
-def _compile(entry, gm, sites: list, cache_dir: str | None, threads: int, done) -> None:
+def _compile(entry, gm, sites: list, cache_dir: str | None, threads: int, done,
+             oblivious: bool) -> None:
     t0 = time.perf_counter()
     try:
         # Inductor is imported here, on the job thread, not in anybody's backward
         from ..backends import inductor_artifact
         status, body, _ = _worker.compile((*inductor_artifact.setting(cache_dir), threads,
-                                           inductor_artifact.dump_graph(gm, sites)))
+                                           oblivious, inductor_artifact.dump_graph(gm, sites)))
         if status == "error":
             raise RuntimeError(body)
         fn = entry.fn

@@ -45,6 +45,8 @@ class Compiled:
     box_owned: tuple = ()   # saved-tensor positions the box alone owns while the graph runs
     box_nodes: tuple = ()   # the nodes of those positions (sorted; C++ walk hits release them)
     start_compile: Callable | None = None   # starts its background compile (run.py)
+    compile_on_repeat: bool = False     # start it at its first hit, not its first run (run.py
+    #                                    Note [Compile on repeat])
     native: Callable | None = None  # the C entry point of fn (run.py Note [C++ hit path])
     n_inputs: int = 0               # how many Box entries fn takes
     # a dynamic graph bound to one step's sizes (runtime/dynamic.py): its SymInt inputs as the

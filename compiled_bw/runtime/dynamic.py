@@ -11,6 +11,8 @@ Graphs with user code inside (hooks, custom Functions, nodes run opaquely: their
 shapes are fixed in the capture), leaf hooks, tensor subclasses, other backends than "eager"
 and "inductor", or a changed root grad shape stay static; AOT backwards of compiled forwards
 are spliced with their symints symbolic (capture/dynamic.py Note [Dynamic AOT backwards]).
+On Inductor with background compile a dynamic graph compiles in the worker (Note [Dynamic
+graphs compile in the background]).
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ import time
 
 import torch
 
+from ..backends.compile_worker import foreign_ops
 from ..backends.eager import compile_eager
 from ..capture.dynamic import (
     DynSpec,
@@ -38,6 +41,8 @@ from ..torchapi.dynamo import size_oblivious, symbolic_fakes, symint
 from . import background
 from .cache import Compiled
 
+# Note [Dynamic graphs compile in the background]: off by default (see there)
+COMPILE_IN_BACKGROUND = False
 STATIC = None   # step()'s answer (STATIC, slots): the static path, with these Slots
 _DYN_HOW = (TRACE, LEAF, AOT)   # the node kinds a dynamic graph may hold
 
@@ -90,11 +95,11 @@ def _bound(entry: DynEntry, ints: list) -> Compiled:
     box; its C entry point (Note [C++ hit path] in runtime/run.py, an Inductor graph compiled
     with the C++ wrapper) takes them as 0-dim int64 tensors after the box (native_tail), made
     here once: the generated module's own wrapper would make them on every call."""
-    fn = entry.compiled.fn
+    compiled = entry.compiled
 
     def run(box: list) -> list:
         box.extend(ints)
-        return fn(box)
+        return compiled.fn(box)     # (read per call: a background compile replaces it)
     tail = tuple(torch.tensor(v, dtype=torch.int64) for v in ints) \
         if entry.compiled.native is not None else ()
     return dataclasses.replace(entry.compiled, fn=run, native_tail=tail)
@@ -233,7 +238,9 @@ def _capture(state, w, pw, opts, grad_tensors, key, root_key, spec, base, prev):
     state.stats.dynamic_captures += 1
     state.record_capture(entry.compiled)
     vals = _values_at(pw.signature, spec.paths)
-    return _bound(entry, [vals[k] for k in spec.int_inputs]), slots, w
+    bound = _bound(entry, [vals[k] for k in spec.int_inputs])
+    entry.compiled.start_compile = None     # started once, by this step (run.py)
+    return bound, slots, w
 
 
 def _describe(pw, spec, prev) -> str:
@@ -251,20 +258,43 @@ def _describe(pw, spec, prev) -> str:
     return "; ".join(parts[:6]) + more
 
 
+# Note [Size-oblivious trace that fails]
+# On the eager backend the symbolic trace runs size-obliviously (capture/dynamic.py Note
+# [Sizes of one]): an undecided `a == b` between two symbols is taken as false, not guarded.
+# Symbols that are equal at run time but were made independently (no duck sizing: with
+# `dynamic=True` every size of every saved tensor gets its own symbol, d_model's included)
+# then fail a broadcasting check ("The size of tensor a (s25) must match the size of tensor b
+# (s2)": nn.TransformerEncoder).  Such a trace is retried once the way the Inductor backend
+# traces: 0 and 1 specialized (range [2, oo)), equalities decided by the sizes at hand and
+# kept as guards, so the graph is dynamic (a batch of 1 is another capture); the recompile
+# log says so.  A trace that fails that way too leaves the graph static, with its reason.
+
 def _trace_and_compile(state, pw, opts, grad_tensors, spec: DynSpec, slots, base) -> DynEntry:
     roots = [g for g in grad_tensors if g is not None]
     reals = roots + list(pw.saved)
     dims = [set() for _ in roots] + [spec.saved_dims.get(s, set()) for s in range(len(pw.saved))]
     # capture/dynamic.py Note [Sizes of one]: sizes of 1 are not specialized for the eager
     # backend (the trace decides); Inductor's code is not right for them (specialized)
-    with size_oblivious() if state.backend == "eager" else contextlib.nullcontext():
-        _, env, fakes = symbolic_fakes(reals, dims)
-        vals = _values_at(pw.signature, spec.paths)
-        ints = [symint(env, vals[k], f"size{n}") for n, k in enumerate(spec.int_inputs)]
-        dw = DynWalk(pw, spec, ints)
-        exprs = input_exprs({s: fakes[len(roots) + s] for s in spec.saved_dims}, ints)
-        gm, plan = trace_backward(pw, opts, grad_tensors, slots, delivers=False,
-                                  dyn=(dw, fakes, ints))
+    oblivious = state.backend == "eager"
+    while True:
+        try:
+            with size_oblivious() if oblivious else contextlib.nullcontext():
+                _, env, fakes = symbolic_fakes(reals, dims)
+                vals = _values_at(pw.signature, spec.paths)
+                ints = [symint(env, vals[k], f"size{n}") for n, k in enumerate(spec.int_inputs)]
+                dw = DynWalk(pw, spec, ints)
+                exprs = input_exprs({s: fakes[len(roots) + s] for s in spec.saved_dims}, ints)
+                gm, plan = trace_backward(pw, opts, grad_tensors, slots, delivers=False,
+                                          dyn=(dw, fakes, ints))
+            break
+        except NotDynamic:
+            raise
+        except Exception as e:
+            if not oblivious:
+                raise
+            oblivious = False
+            state.log_recompile(f"the size-oblivious symbolic trace failed ({str(e)[:200]}); "
+                                "traced again with sizes of 0 and 1 specialized")
     if plan.opaque_sites or plan.in_layouts is not None or plan.out_layouts is not None:
         raise NotDynamic("the graph holds opaque calls or tensor subclasses")
     if not opts.accumulate and not opts.allow_unused and None in plan.capture_outputs:
@@ -275,6 +305,14 @@ def _trace_and_compile(state, pw, opts, grad_tensors, spec: DynSpec, slots, base
     gm = run_passes(gm)
     example = fakes + ints
     fn = compile_eager(gm, example)
+    from .run import _box_owned
+    owned = _box_owned(pw, plan)
+    box_nodes = tuple(sorted({pw.saved_node[k][0] for k in owned}))
+    if state.backend == "inductor" and state.background and COMPILE_IN_BACKGROUND and \
+            not foreign_ops(gm):
+        return _in_background(state, gm, example, DynEntry(base, spec, Compiled(
+            fn, plan, gm, owned, box_nodes, n_inputs=len(example)),
+            Guards(env, spec, exprs, pw)))
     if state.backend == "inductor":
         state.stats.inductor_compiles += 1
         try:
@@ -286,13 +324,50 @@ def _trace_and_compile(state, pw, opts, grad_tensors, spec: DynSpec, slots, base
             state.compile_failed(f"Inductor failed to compile a dynamic graph, it runs on the "
                                  f"eager backend: {type(e).__name__}: "
                                  f"{str(e).splitlines()[0][:200]}")
-    guards = Guards(env, spec, exprs, pw)
-    from .run import _box_owned
-    owned = _box_owned(pw, plan)
-    box_nodes = tuple(sorted({pw.saved_node[k][0] for k in owned}))
+    guards = Guards(env, spec, exprs, pw)     # (after the compile: with Inductor's guards)
     native = None
     if state.backend == "inductor":     # (Inductor is imported: it just compiled)
         from ..backends.inductor_artifact import native_entry
         native = native_entry(fn)
     compiled = Compiled(fn, plan, gm, owned, box_nodes, native=native, n_inputs=len(example))
     return DynEntry(base, spec, compiled, guards)
+
+
+# Note [Dynamic graphs compile in the background]
+# A dynamic graph's Inductor compile is the most expensive one of a run (every size symbolic:
+# 8.6 s of thread CPU for the benchmark's 2-layer transformer, against ~0.1 s per step), and it
+# ran in the step that captured it.  Like a static graph (runtime/background.py Note
+# [Background compile]) it now compiles in the worker while the eager backend runs it: the
+# worker gets the graph with its symbolic fake values (GraphPickler carries the ShapeEnv; the
+# SymInt placeholders get their `val`s here) and compiles it under size_oblivious(), as the
+# foreground compile does (capture/dynamic.py Note [Sizes of one]).  The graph's Guards are
+# this process's ShapeEnv's, made before the compile; a guard Inductor adds while compiling
+# (in the foreground it lands in the Guards) would be missing, so the worker refuses a compile
+# that changed its ShapeEnv (a guard, a replacement, a narrowed range: compile_worker.py
+# `_shape_env_state`), and the graph stays on the eager backend, recorded.  The entry's fn is
+# replaced when the compile lands; a bound entry (_bound) reads it per call.  Entries bound
+# before that (remembered by walk key, Note [Dynamic hits by walk key]) have no C entry point:
+# the remembered keys are forgotten when it lands, and bound again on their next step.
+# Off by default (COMPILE_IN_BACKGROUND): on real models the worker's compile does add guards
+# (GPT-2: `Eq(s29, s0)`, storage bounds such as `256*s80 <= 256*s0`; the benchmark's
+# transformer too), so it is refused and the graph would stay on the eager backend, where the
+# foreground compile puts those guards into the graph's Guards and runs Inductor's code.  On
+# by default once the worker's new guards are sent back and added to the graph's Guards when
+# its fn switches.
+
+def _in_background(state, gm, example: list, entry: DynEntry) -> DynEntry:
+    """Note [Dynamic graphs compile in the background]: the entry runs the eager backend's fn;
+    its start_compile (run.py starts it after the first run) has Inductor compile the graph in
+    the worker, size-obliviously as in the foreground."""
+    for n, ex in zip(gm.graph.find_nodes(op="placeholder"), example, strict=True):
+        n.meta.setdefault("val", ex)    # (SymInt inputs: the worker reads every input's val)
+    background.start_worker()
+    done = state.compiled_in_background(entry.compiled)
+    known = state.cache.dynamic_keys
+
+    def switched(seconds: float, error: str | None, fn) -> None:
+        done(seconds, error, fn)
+        known.clear()   # bound before the switch: without the C entry point (_bound)
+    entry.compiled.start_compile = background.prepare(entry.compiled, gm, [], switched,
+                                                      oblivious=True)
+    return entry

@@ -364,6 +364,9 @@ def _miss(state, w, opts, grad_tensors, key: CacheKey, root_key: RootKey, slots=
         if entry is None:
             state.log_recompile(reason)
             entry = _capture(state, w, opts, list(grad_tensors), slots, key.options.leaf_observed)
+            if isinstance(entry, Compiled) and entry.start_compile is not None and \
+                    state.cache.dynamic.get(root_key):
+                entry.compile_on_repeat = True      # Note [Compile on repeat]
             state.cache.put(root_key, key, entry)
             state.stats.compile_seconds += time.perf_counter() - t0
             fresh = True
@@ -423,11 +426,26 @@ def _relayout_recapture(state, w, opts, grad_tensors, key: CacheKey, root_key: R
     return entry, slots
 
 
+# Note [Compile on repeat]
+# A static graph captured for a root that already has a dynamic graph (runtime/dynamic.py) is a
+# shape the dynamic graph could not serve: another autograd graph at a size of 1 (capture/
+# dynamic.py Note [Sizes of one]: nn.MultiheadAttention at batch 1), a size of 0, a guard that
+# failed.  Such shapes are often one-offs (the last batch of an epoch, an evaluation batch), and
+# a background compile of one costs a compile's CPU (seconds, against a few ms of running it on
+# the eager backend) and on a small machine slows the steps it overlaps.  So its background
+# compile starts at its first hit (the same key again), not after its first run; until then
+# it runs on the eager backend, as every new graph's first steps do.  Graphs of a root
+# without a dynamic graph (the first capture of a program, structures that alternate) start
+# compiling after their first run, as before.
+
 def _run_first_or_hit(state, entry: Compiled, w, opts, grad_tensors: list, slots):
     """Run the entry; after its first run, start its background compile (if any): the worker
     does not slow that run down (GIL)."""
     start = entry.start_compile
     if start is None:
+        return _run(state, entry, w, opts, grad_tensors, slots)
+    if entry.compile_on_repeat:     # Note [Compile on repeat]: at its first hit
+        entry.compile_on_repeat = False
         return _run(state, entry, w, opts, grad_tensors, slots)
     entry.start_compile = None
     state.stats.inductor_compiles += 1
