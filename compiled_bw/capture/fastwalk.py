@@ -22,8 +22,8 @@ and the metadata of each saved tensor, in the Python walk's order (a SavedVariab
 offset in its node is learned once per class from `_raw_saved_X`).  Saved tensors get C++
 slots (SavedVariableHooks) instead of Python Slots.  What C++ does not do is called back into
 Python, in processing order so the saved-tensor order is the Python walk's:
-custom Function / AOT nodes (custom.py, aot.py), and classes whose compiled_args is unusable
-(probed once per class).  Hooks: C++ lists the nodes that have any, Python reads those only.
+custom Function / AOT nodes (custom.py, aot.py; a custom node whose memo still holds is not:
+Note [Custom node memo]), and classes whose compiled_args is unusable (probed once per class).  Hooks: C++ lists the nodes that have any, Python reads those only.
 On a cache hit with retain_graph=False no slots are installed at all: after the run,
 `Node::release_variables()` on each executed node frees the saved tensors exactly as eager's
 engine does (and a second backward raises eager's error); slots are only needed to trace.
