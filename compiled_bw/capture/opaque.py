@@ -356,8 +356,11 @@ def _opaque_impl(site: int, grads: list, label: str) -> list:
 # results their cheap checks (hooks.py Note [Cheap result checks]), outputs that are the grads
 # given a one-pass hand-on, the walk's hook entry one pass, and the running node is an index:
 # a tensor hook ~12-16 -> ~6-10 us a call (eager ~0.4-0.8 us; thread CPU, loaded machine).
-# Left: the walk's Python callback per custom node (~2 us each, ~4 us with cold caches in a
-# step: the entry in C++ needs an extension rebuild), per hooked node (~1.5 us), the hook call's
+# Then the C++ walk took a custom node's entry from a memo (capture/fastwalk.py Note [Custom
+# node memo]): a traced custom Function ~3-5 -> ~1.5-1.8 us a call (eager's PyNode ~1.3-1.7
+# us), custom_hooks ~1.2-1.4x -> ~1.1-1.2x eager; node hook calls got a one-pass call (Note
+# [One-pass node hook calls]), not measurably cheaper.
+# Left: the walk's Python callback per hooked node (~1.5 us), the hook call's
 # own Python (~4 us: opaque_direct, the hook loop, check_after_call, the output check), the
 # engine task (~55 us: _Deliver's apply, run_backward, the Python Step), the glue (~40 us),
 # graphs with opaque calls off the C++ hit path (the Python wrapper).
