@@ -428,10 +428,10 @@ struct CustomMemo {
   bool has_bkey = false;
   py::object fn, code, globals;
   std::vector<std::pair<py::object, py::object>> gvals;
-  std::vector<uint8_t> defined;  // per saved tensor
-  bool keyed = false;            // saved tensors are graph inputs (else slot-only)
+  std::vector<uint8_t> defined;        // per saved tensor
+  bool keyed = false;                  // saved tensors are graph inputs (else slot-only)
   std::vector<py::object> saved_keys;  // (i, "tensors", j) per saved tensor
-  std::string metas;             // keyed: the defined saved tensors' metadata bytes
+  std::string metas;                   // keyed: the defined saved tensors' metadata bytes
 };
 
 struct MemoHash {
@@ -439,9 +439,8 @@ struct MemoHash {
     return std::hash<uintptr_t>()((uintptr_t)p.first) ^ (size_t)p.second * 0x9E3779B97F4A7C15ull;
   }
 };
-std::unordered_map<std::pair<PyObject*, int32_t>, std::shared_ptr<CustomMemo>, MemoHash>&
-    g_memos = *new std::unordered_map<std::pair<PyObject*, int32_t>,
-                                      std::shared_ptr<CustomMemo>, MemoHash>();
+std::unordered_map<std::pair<PyObject*, int32_t>, std::shared_ptr<CustomMemo>, MemoHash>& g_memos =
+    *new std::unordered_map<std::pair<PyObject*, int32_t>, std::shared_ptr<CustomMemo>, MemoHash>();
 
 // Equal for the key: the same exact type and value (Note [Custom node memo]); anything else
 // (a user object, a function, a tensor) is never equal here.
@@ -541,7 +540,8 @@ bool memo_hit(CWalk& w, int32_t i, PyObject* obj, Node* node, const NodePtr& own
     py::object fn = attr_or_null(m->fwd_cls.ptr(), g_mn.backward);
     if (!fn || fn.ptr() != m->fn.ptr() || !PyFunction_Check(fn.ptr())) return false;
     if (PyFunction_GET_CODE(fn.ptr()) != m->code.ptr() || PyFunction_GET_DEFAULTS(fn.ptr()) ||
-        PyFunction_GET_KW_DEFAULTS(fn.ptr()) || PyFunction_GET_GLOBALS(fn.ptr()) != m->globals.ptr())
+        PyFunction_GET_KW_DEFAULTS(fn.ptr()) ||
+        PyFunction_GET_GLOBALS(fn.ptr()) != m->globals.ptr())
       return false;
     for (const auto& [name, v] : m->gvals) {
       PyObject* now = PyDict_GetItemWithError(m->globals.ptr(), name.ptr());
@@ -597,8 +597,7 @@ bool memo_hit(CWalk& w, int32_t i, PyObject* obj, Node* node, const NodePtr& own
     }
     ts.push_back(std::move(t));
   }
-  if (m->keyed &&
-      (mk.n != m->metas.size() || std::memcmp(mk.b.data(), m->metas.data(), mk.n) != 0))
+  if (m->keyed && (mk.n != m->metas.size() || std::memcmp(mk.b.data(), m->metas.data(), mk.n) != 0))
     return false;
   // a hit: what the Python entry would have produced
   size_t t_pos = 0;
@@ -656,7 +655,8 @@ void memo_store(int32_t i, PyObject* obj, py::handle memo, py::list got) {
   }
   for (auto dflt : t[10].cast<py::tuple>()) m->defined.push_back(dflt.cast<bool>());
   m->keyed = t[11].cast<bool>();
-  for (auto sk : t[12].cast<py::tuple>()) m->saved_keys.push_back(py::reinterpret_borrow<py::object>(sk));
+  for (auto sk : t[12].cast<py::tuple>())
+    m->saved_keys.push_back(py::reinterpret_borrow<py::object>(sk));
   if (m->keyed) {
     Key mk;
     for (size_t s = 0; s < py::len(got); ++s) {
