@@ -1,5 +1,5 @@
-"""What one opaque call costs: a chain of N trivial custom autograd.Functions, or of
-N tensor hooks, backward under eager autograd and under compiled_bw (eager and Inductor
+"""What one opaque call costs: a chain of N trivial custom autograd.Functions, of N tensor
+hooks, or of N node pre-hooks (`grad_fn.register_prehook`), backward under eager autograd and under compiled_bw (eager and Inductor
 backends, cache hits).
 
 Consumes --n, --steps; prints per mode the median backward time for N and for 0 opaque calls
@@ -8,6 +8,7 @@ eager's own per-PyNode / per-hook cost measured the same way, interleaved in one
 `--profile` adds the top functions (cProfile, cumulative) of compiled_bw's cache-hit step;
 `--cpu` times the backward's thread CPU time instead of wall clock (on a shared machine).
 Run: python -m benchmarks.opaque_cost [--n 64] [--steps 200] [--profile] [--cpu]
+[--kinds function,hook,node_hook]
 """
 from __future__ import annotations
 
@@ -47,6 +48,9 @@ def _program(kind: str, n: int):
             elif kind == "hook":
                 x = x * 1
                 x.register_hook(lambda g: g)
+            elif kind == "node_hook":
+                x = x * 1
+                x.grad_fn.register_prehook(lambda gs: None)
             else:                   # "plain": the same chain without opaque calls
                 x = x * 1
             x = x.sin()
@@ -114,10 +118,11 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--cpu", action="store_true")
+    ap.add_argument("--kinds", default="function,hook,node_hook")
     a = ap.parse_args(argv)
     torch.set_num_threads(1)
     print(f"{'opaque kind':12} {'mode':13} {'N calls µs':>11} {'0 calls µs':>11} {'µs per call':>12}")
-    for kind in ("function", "hook"):
+    for kind in a.kinds.split(","):
         for m, (w, wo, per) in measure(kind, a.n, a.steps,
                                                 time.thread_time if a.cpu else time.perf_counter).items():
             print(f"{kind:12} {m:13} {w:11.1f} {wo:11.1f} {per:12.2f}", flush=True)

@@ -136,3 +136,95 @@ def test_start_node_not_needed_runs_only_its_tensor_hooks():
             out.append([r, log])
         return out
     differential(lambda: None, step, steps=2, captures=3)
+
+
+def _hook_configs():
+    """Nodes with hooks of every kind the walk reads, alone and together."""
+    def tensor_hook(g):
+        return g
+
+    def pre(gs):
+        return None
+
+    def post(gi, go):
+        return None
+
+    x = torch.randn(4, requires_grad=True)
+    out = []
+    for tensor in (0, 1):               # a hook dict on slot 0 (two hooks in it)
+        for retain in (False, True):
+            for node_pre in (False, True):
+                for node_post in (False, True):
+                    y = x * 2
+                    if tensor:
+                        y.register_hook(tensor_hook)
+                        y.register_hook(lambda g: g)
+                    if retain:
+                        y.retain_grad()
+                    if node_pre:
+                        y.grad_fn.register_prehook(pre)
+                    if node_post:
+                        y.grad_fn.register_hook(post)
+                    out.append(((tensor, retain, node_pre, node_post), y))
+    parts = (x * 3).unbind(0)           # hook dicts on two slots of one node
+    parts[0].register_hook(tensor_hook)
+    parts[2].register_hook(lambda g: g)
+    parts[2].retain_grad()
+    out.append((("two slots",), parts[0]))
+    return out
+
+
+def test_hooks_and_signature_agrees_with_node_hooks():
+    """hooks.hooks_and_signature (the C++ walk's one-pass reader) is node_hooks +
+    NodeHooks.signature(): the same hooks and the same signature for every configuration."""
+    from compiled_bw.capture import fastwalk
+    from compiled_bw.capture.hooks import hooks_and_signature, node_hooks, retained_by_node
+    if not fastwalk.in_use():
+        import pytest
+        pytest.skip("the C++ walk is not built (hooks_and_signature takes its dict reader)")
+    configs = _hook_configs()
+    retained = retained_by_node()
+    dicts = fastwalk.hook_dicts()
+    for what, t in configs:
+        node = t.grad_fn
+        ref = node_hooks(node, retained, dicts)
+        got = hooks_and_signature(node, retained, dicts)
+        if ref is None:
+            assert got is None, what
+            continue
+        assert got is not None, what
+        h, sig = got
+        assert sig == ref.signature(), what
+        assert h.signature() == ref.signature(), what
+        assert {s: [id(d) for d in ds] for s, ds in h.tensor.items()} == \
+            {s: [id(d) for d in ds] for s, ds in ref.tensor.items()}, what
+        assert {s: id(v) for s, v in h.retains.items()} == \
+            {s: id(v) for s, v in ref.retains.items()}, what
+        assert h.pre is ref.pre and h.post is ref.post, what
+
+
+def test_reset_forgets_kept_function_keys():
+    """compiled_bw.reset() forgets every cache of custom.py, the kept backward keys too (they
+    hold the function and the values of its globals)."""
+    from compiled_bw.capture import custom
+
+    def make():
+        class Local(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                return x * 2
+
+            @staticmethod
+            def backward(ctx, g):
+                return g * 2
+        return Local
+
+    def step(st):
+        x, cls = st
+        x.grad = None
+        cls.apply(x.sin()).sum().backward()
+        return [x.grad]
+    differential(lambda: [torch.randn(3, requires_grad=True), make()], step)
+    assert custom._CONSTANT_KEYS
+    compiled_bw.reset()
+    assert not custom._CONSTANT_KEYS

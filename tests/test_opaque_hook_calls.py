@@ -12,7 +12,7 @@ def _x():
     return [torch.randn(4, requires_grad=True), []]
 
 
-@pytest.mark.parametrize("bad", ["dtype", "not a tensor", "size", "raises"])
+@pytest.mark.parametrize("bad", ["dtype", "not a tensor", "size", "raises", "sparse"])
 def test_one_grad_hook_result_checks_are_eagers(bad):
     def step(st):
         x, _log = st
@@ -25,6 +25,8 @@ def test_one_grad_hook_result_checks_are_eagers(bad):
             y.register_hook(lambda g: 3)
         elif bad == "size":
             y.register_hook(lambda g: g.sum())
+        elif bad == "sparse":       # same dtype, device and shape: eager's type check (layout)
+            y.register_hook(lambda g: g.to_sparse())
         else:
             y.register_hook(lambda g: 1 / 0)
         z.sum().backward()
@@ -148,3 +150,99 @@ def test_hooks_see_the_node_that_runs_them():
         z.sum().backward()
         return [x.grad, list(log)]
     differential(_x, step)
+
+
+# ---- node pre/post hooks (Note [One-pass node hook calls]) --------------------------------------
+
+_BAD = {
+    "none": lambda gs: None,
+    "same": lambda gs: gs,
+    "scaled": lambda gs: tuple(None if g is None else g * 3 for g in gs),
+    "none value": lambda gs: (None,) + tuple(gs[1:]),
+    "count": lambda gs: tuple(gs) + (gs[0],),
+    "list": list,
+    "dtype": lambda gs: (gs[0].double(),) + tuple(gs[1:]),
+    "size": lambda gs: (gs[0].sum(),) + tuple(gs[1:]),
+    "sparse": lambda gs: (gs[0].to_sparse(),) + tuple(gs[1:]),
+    "not a tensor": lambda gs: (3,) + tuple(gs[1:]),
+    "raises": lambda gs: 1 / 0,
+}
+
+
+@pytest.mark.parametrize("where", ["pre", "post"])
+@pytest.mark.parametrize("what", sorted(_BAD))
+def test_node_hook_results_are_eagers(where, what):
+    """A node pre-hook (given the node's grad outputs) or post-hook (given grad_inputs and
+    grad_outputs) returning nothing, its input, new values, a wrong count, a list, another
+    dtype / size / layout, a non-tensor, or raising: eager's values or error, and no .grad
+    changed by a backward that raised."""
+    bad = _BAD[what]
+
+    def build():
+        return [torch.randn(4, requires_grad=True), torch.randn(4, requires_grad=True)]
+
+    def step(st):
+        a, b = st
+        a.grad = b.grad = None
+        y = (a * b).sin()
+        z = y * 2
+        if where == "pre":
+            z.grad_fn.register_prehook(bad)
+        else:
+            y.grad_fn.register_hook(lambda gi, go: bad(gi))
+        z.sum().backward()
+        return [a.grad, b.grad]
+    differential(build, step, allow_errors=True, captures=None)
+
+
+def test_node_hooks_added_removed_replaced_between_steps():
+    """Which hooks run is read from each step's dicts: one added to a dict the graph calls runs,
+    one removed does not, new code recaptures."""
+    def build():
+        return [torch.randn(4, requires_grad=True), []]
+
+    def step(st):
+        x, log = st
+        k = len(log)
+        x.grad = None
+        y = x.sin()
+        z = y * 2
+        hs = [z.grad_fn.register_prehook(lambda go: log.append("pre1") or (go[0] * 2,))]
+        if k % 3 == 1:
+            hs.append(z.grad_fn.register_prehook(lambda go: log.append("pre2") or None))
+        if k % 3 == 2:
+            hs[0].remove()
+        if k % 2:
+            y.grad_fn.register_hook(lambda gi, go: log.append("post") or (gi[0] + 1,))
+        else:
+            y.grad_fn.register_hook(lambda gi, go: (log.append("post-b"), None)[1])
+        z.sum().backward()
+        log.append("step")
+        return [x.grad, list(log)]
+    differential(build, step, steps=6, captures=None)
+
+
+def test_module_full_backward_hooks_change_between_steps():
+    """Module full backward hooks (a pre-hook on the output side, a post-hook on the input
+    side): replacing grads, returning None, removed and re-registered between steps."""
+    def build():
+        torch.manual_seed(0)
+        m = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Tanh(), torch.nn.Linear(4, 2))
+        return [m, torch.randn(3, 4, requires_grad=True), [0]]
+
+    def step(st):
+        m, x, n = st
+        k = n[0]
+        n[0] += 1
+        m.zero_grad(set_to_none=True)
+        x.grad = None
+        handles = []
+        if k % 3 != 2:
+            handles.append(m[0].register_full_backward_hook(
+                lambda mod, gi, go: (gi[0] * (k + 2),) if k % 2 else None))
+        handles.append(m[2].register_full_backward_pre_hook(lambda mod, go: (go[0] + k,)))
+        m(x).pow(2).sum().backward()
+        for h in handles:
+            h.remove()
+        return [x.grad] + [p.grad for p in m.parameters()]
+    differential(build, step, steps=6, captures=None)

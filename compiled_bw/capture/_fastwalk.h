@@ -107,7 +107,8 @@ extern std::vector<ClassInfo*> g_class_list;  // by ClassInfo::id
 // Python callbacks (heap-allocated and never freed: no decref after interpreter shutdown).
 extern py::object& g_classify;  // classify(node, address) -> class facts
 extern py::object& g_list_svs;  // list_svs(node, attr) -> [SavedVariable address]
-extern py::object& g_py_node;   // py_node(i, node, saved, py_keys, slot_only) -> entry
+extern py::object& g_py_node;   // py_node(i, node, saved, py_keys, slot_only) -> (entry, kind,
+                                //   memo | None)
 
 // How an autograd node is owned: c10::intrusive_ptr on torch 2.13, std::shared_ptr (and a
 // weak_ptr in THPFunction) on older releases (e.g. the 2.11 of a GPU machine's image).
@@ -183,7 +184,14 @@ struct CWalk {
   std::vector<std::pair<uint32_t, uint32_t>> ca_range;  // per node: its compiled_args bytes in key
 };
 
-std::shared_ptr<CWalk> walk(py::list roots);
+// kinds: node index -> NodeKind of the nodes Python (or a custom node's memo) read.
+std::shared_ptr<CWalk> walk(py::list roots, py::dict kinds);
+// Note [Custom node memo] (capture/fastwalk.py): memo_init((FWD_KEY, MATERIALIZE_KEY,
+// SLOTS_KEY, torch.Size, torch.dtype, torch.device, torch.layout, torch.memory_format)),
+// memo_clear (every memo: a verdict or a class's kind changed), memo_stats (memos, hits).
+void memo_init(py::tuple names);
+void memo_clear();
+py::tuple memo_stats();
 
 // SlotList: the slots of one step, parallel to saved + slot_only (_fastwalk_slots.cpp).
 

@@ -183,6 +183,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
                           cc.tensor_args.inputs);
   });
   m.def("walk", &walk);
+  m.def("memo_init", &memo_init);
+  m.def("memo_clear", &memo_clear);
+  m.def("memo_stats", &memo_stats);
   m.def("accumulate_nodes", [](py::list nodes, py::list grads) {
     std::vector<NodePtr> own;
     std::vector<Node*> raw;

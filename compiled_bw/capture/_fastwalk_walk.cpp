@@ -38,7 +38,8 @@ std::vector<ClassInfo*> g_class_list;
 // Python callbacks (heap-allocated and never freed: no decref after interpreter shutdown).
 py::object& g_classify = *new py::object();  // classify(node, address) -> class facts
 py::object& g_list_svs = *new py::object();  // list_svs(node, attr) -> [SavedVariable address]
-py::object& g_py_node = *new py::object();   // py_node(i, node, saved, py_keys, slot_only) -> entry
+py::object& g_py_node = *new py::object();   // py_node(i, node, saved, py_keys, slot_only) ->
+                                             // (entry, kind, memo | None)
 
 NodePtr node_of(PyObject* o) {
   if (torch::autograd::THPCppFunction_Check(o))
@@ -403,7 +404,298 @@ void collect_node(CWalk& w, AutogradCompilerCall& cc, Visitor& vis, int i, Node*
 
 }  // namespace
 
-std::shared_ptr<CWalk> walk(py::list roots) {
+// ---- custom Function nodes on a cache hit (Note [Custom node memo] in capture/fastwalk.py) --
+
+namespace {
+
+// Interned names and the types the comparison knows, set by memo_init.
+struct MemoNames {
+  py::object metadata, dict, fwd_key, mat_key, slots_key, is_var, subclass, backward,
+      clear_on_access;
+  PyObject *size_t_ = nullptr, *dtype_t = nullptr, *device_t = nullptr, *layout_t = nullptr,
+           *mformat_t = nullptr;
+};
+MemoNames& g_mn = *new MemoNames();
+bool g_memo_ready = false;
+uint64_t g_memo_hits = 0;  // entries taken from a memo (tests: the memo is used)
+
+struct CustomMemo {
+  py::object cls, fwd_cls, kind, entry, is_var, subclass, materialize, needs_input_grad;
+  uint32_t n_out = 0;
+  std::vector<std::pair<py::object, py::object>> ctx;  // the ctx's __dict__, in order
+  // the backward's constant key (custom.py Note [Constant function keys]): function, code,
+  // globals, and (name, value | null when absent) per global name it may read
+  bool has_bkey = false;
+  py::object fn, code, globals;
+  std::vector<std::pair<py::object, py::object>> gvals;
+  std::vector<uint8_t> defined;        // per saved tensor
+  bool keyed = false;                  // saved tensors are graph inputs (else slot-only)
+  std::vector<py::object> saved_keys;  // (i, "tensors", j) per saved tensor
+  std::string metas;                   // keyed: the defined saved tensors' metadata bytes
+};
+
+struct MemoHash {
+  size_t operator()(const std::pair<PyObject*, int32_t>& p) const {
+    return std::hash<uintptr_t>()((uintptr_t)p.first) ^ (size_t)p.second * 0x9E3779B97F4A7C15ull;
+  }
+};
+std::unordered_map<std::pair<PyObject*, int32_t>, std::shared_ptr<CustomMemo>, MemoHash>& g_memos =
+    *new std::unordered_map<std::pair<PyObject*, int32_t>, std::shared_ptr<CustomMemo>, MemoHash>();
+
+// Equal for the key: the same exact type and value (Note [Custom node memo]); anything else
+// (a user object, a function, a tensor) is never equal here.
+bool same_value(PyObject* a, PyObject* b, int depth) {
+  PyTypeObject* t = Py_TYPE(a);
+  if (t != Py_TYPE(b) || depth > 4) return false;
+  if (a == Py_None || t == &PyBool_Type) return a == b;
+  if (t == &PyLong_Type || t == &PyUnicode_Type || (PyObject*)t == g_mn.device_t) {
+    if (a == b) return true;
+    int r = PyObject_RichCompareBool(a, b, Py_EQ);
+    if (r < 0) {
+      PyErr_Clear();
+      return false;
+    }
+    return r == 1;
+  }
+  if (t == &PyFloat_Type) {
+    double x = PyFloat_AS_DOUBLE(a), y = PyFloat_AS_DOUBLE(b);
+    return std::memcmp(&x, &y, sizeof(double)) == 0;
+  }
+  if ((PyObject*)t == g_mn.dtype_t || (PyObject*)t == g_mn.layout_t ||
+      (PyObject*)t == g_mn.mformat_t)
+    return a == b;
+  if (t == &PyTuple_Type || (PyObject*)t == g_mn.size_t_) {
+    Py_ssize_t n = PyTuple_GET_SIZE(a);
+    if (n != PyTuple_GET_SIZE(b)) return false;
+    for (Py_ssize_t j = 0; j < n; ++j)
+      if (!same_value(PyTuple_GET_ITEM(a, j), PyTuple_GET_ITEM(b, j), depth + 1)) return false;
+    return true;
+  }
+  if (t == &PyList_Type) {
+    Py_ssize_t n = PyList_GET_SIZE(a);
+    if (n != PyList_GET_SIZE(b)) return false;
+    for (Py_ssize_t j = 0; j < n; ++j)
+      if (!same_value(PyList_GET_ITEM(a, j), PyList_GET_ITEM(b, j), depth + 1)) return false;
+    return true;
+  }
+  return false;
+}
+
+// A strided, dense, plain tensor's metadata bytes (tensor_key's), or false.
+bool plain_meta(Key& k, const at::Tensor& t, PyObject* obj) {
+  if (t.layout() != at::kStrided || t.is_nested()) return false;
+  PyTypeObject* tp = obj ? Py_TYPE(obj) : (PyTypeObject*)THPVariableClass;
+  if (tp != (PyTypeObject*)THPVariableClass && tp != (PyTypeObject*)ParameterClass) return false;
+  tensor_key(k, t, obj);
+  return true;
+}
+
+// getattr, or null (the error cleared).
+py::object attr_or_null(PyObject* o, const py::object& name) {
+  PyObject* r = PyObject_GetAttr(o, name.ptr());
+  if (!r) PyErr_Clear();
+  return py::reinterpret_steal<py::object>(r);
+}
+
+// Note [Custom node memo]: whether node i (a custom Function's PyNode, Python object obj) has
+// exactly what its memo was made from; if so, its entry, kind and saved tensors are taken.
+bool memo_hit(CWalk& w, int32_t i, PyObject* obj, Node* node, const NodePtr& owner,
+              py::dict& kinds) {
+  if (!g_memo_ready || !THPFunction_Check(obj)) return false;
+  auto it = g_memos.find({(PyObject*)Py_TYPE(obj), i});
+  if (it == g_memos.end()) return false;
+  std::shared_ptr<CustomMemo> m = it->second;  // user code below may change the map
+  THPFunction* f = (THPFunction*)obj;
+  if (f->has_freed_buffers || f->saved_for_forward || node->num_inputs() != m->n_out ||
+      f->saved_variables.size() != m->defined.size())
+    return false;
+  // what the forward recorded, our own slots, set_materialize_grads (node.metadata)
+  py::object md = attr_or_null(obj, g_mn.metadata);
+  if (!md || !PyDict_Check(md.ptr())) return false;
+  PyObject* info = PyDict_GetItemWithError(md.ptr(), g_mn.fwd_key.ptr());
+  if (!info || PyDict_GetItemWithError(md.ptr(), g_mn.slots_key.ptr())) {
+    PyErr_Clear();
+    return false;
+  }
+  PyObject* mat = PyDict_GetItemWithError(md.ptr(), g_mn.mat_key.ptr());
+  if (PyErr_Occurred()) {
+    PyErr_Clear();
+    return false;
+  }
+  if (mat != m->materialize.ptr()) return false;  // True / False / absent (null)
+  py::object is_var = attr_or_null(info, g_mn.is_var);
+  py::object sub = attr_or_null(info, g_mn.subclass);
+  if (!is_var || !sub || sub.ptr() != m->subclass.ptr() ||
+      !same_value(is_var.ptr(), m->is_var.ptr(), 0))
+    return false;
+  PyObject* nig = f->needs_input_grad;
+  if (!nig || !same_value(nig, m->needs_input_grad.ptr(), 0)) return false;
+  // the Function class: clear_saved_tensors_on_access, the backward and its globals
+  py::object cso = attr_or_null(m->fwd_cls.ptr(), g_mn.clear_on_access);
+  if (!cso || PyObject_IsTrue(cso.ptr()) != 0) {
+    PyErr_Clear();
+    return false;
+  }
+  if (m->has_bkey) {
+    py::object fn = attr_or_null(m->fwd_cls.ptr(), g_mn.backward);
+    if (!fn || fn.ptr() != m->fn.ptr() || !PyFunction_Check(fn.ptr())) return false;
+    if (PyFunction_GET_CODE(fn.ptr()) != m->code.ptr() || PyFunction_GET_DEFAULTS(fn.ptr()) ||
+        PyFunction_GET_KW_DEFAULTS(fn.ptr()) ||
+        PyFunction_GET_GLOBALS(fn.ptr()) != m->globals.ptr())
+      return false;
+    for (const auto& [name, v] : m->gvals) {
+      PyObject* now = PyDict_GetItemWithError(m->globals.ptr(), name.ptr());
+      if (!now && PyErr_Occurred()) {
+        PyErr_Clear();
+        return false;
+      }
+      if (now != v.ptr()) return false;
+    }
+  }
+  // the ctx's attributes, in the same order with the same values
+  py::object d = attr_or_null(obj, g_mn.dict);
+  if (!d || !PyDict_Check(d.ptr()) || PyDict_GET_SIZE(d.ptr()) != (Py_ssize_t)m->ctx.size())
+    return false;
+  {
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    size_t j = 0;
+    while (PyDict_Next(d.ptr(), &pos, &key, &value)) {
+      const auto& [mk, mv] = m->ctx[j++];
+      if (key != mk.ptr() &&
+          (!PyUnicode_CheckExact(key) || PyUnicode_Compare(key, mk.ptr()) != 0)) {
+        PyErr_Clear();
+        return false;
+      }
+      if (!same_value(value, mv.ptr(), 0)) return false;
+    }
+  }
+  // the saved tensors: unpacked as node.saved_tensors does (eager's checks; an error is left
+  // to the Python entry, which raises it), None where they were, plain, same metadata
+  static thread_local std::vector<at::Tensor> ts;
+  ts.clear();
+  static thread_local Key mk;
+  mk.n = 0;
+  for (size_t j = 0; j < f->saved_variables.size(); ++j) {
+    const SavedVariable& sv = f->saved_variables[j];
+    if (sv.has_hooks()) return false;
+    at::Tensor t;
+    try {
+      t = sv.unpack(owner);
+    } catch (const c10::Error&) {
+      return false;
+    }
+    if (t.defined() != (bool)m->defined[j]) return false;
+    if (!t.defined()) continue;
+    PyObject* tobj = t.unsafeGetTensorImpl()->pyobj_slot()->load_pyobj();
+    if (m->keyed) {
+      if (!plain_meta(mk, t, tobj)) return false;
+    } else {
+      PyTypeObject* tp = tobj ? Py_TYPE(tobj) : (PyTypeObject*)THPVariableClass;
+      if (tp != (PyTypeObject*)THPVariableClass && tp != (PyTypeObject*)ParameterClass)
+        return false;
+    }
+    ts.push_back(std::move(t));
+  }
+  if (m->keyed && (mk.n != m->metas.size() || std::memcmp(mk.b.data(), m->metas.data(), mk.n) != 0))
+    return false;
+  // a hit: what the Python entry would have produced
+  size_t t_pos = 0;
+  for (size_t j = 0; j < m->defined.size(); ++j) {
+    if (!m->defined[j]) continue;
+    if (m->keyed) {
+      w.saved_src.push_back({nullptr, i, (int32_t)py::len(w.py_keys), -1});
+      w.py_keys.append(m->saved_keys[j]);
+      w.saved_t.push_back(std::move(ts[t_pos]));
+    } else {
+      w.slot_only.append(m->saved_keys[j]);
+    }
+    ++t_pos;
+  }
+  ts.clear();
+  ++g_memo_hits;
+  w.py_entries.append(m->entry);
+  kinds[py::int_(i)] = m->kind;
+  return true;
+}
+
+// After the Python entry of node i: remember what it was made from (memo: the tuple
+// capture/fastwalk.py _memo_of builds, or None: forget node i's memo).
+void memo_store(int32_t i, PyObject* obj, py::handle memo, py::list got) {
+  std::pair<PyObject*, int32_t> key{(PyObject*)Py_TYPE(obj), i};
+  if (memo.is_none() || !g_memo_ready) {
+    g_memos.erase(key);
+    return;
+  }
+  auto m = std::make_shared<CustomMemo>();
+  auto t = memo.cast<py::tuple>();
+  m->cls = py::reinterpret_borrow<py::object>((PyObject*)Py_TYPE(obj));
+  m->fwd_cls = t[0];
+  m->kind = t[1];
+  m->entry = t[2];
+  m->is_var = t[3];
+  m->subclass = t[4];
+  m->n_out = t[5].cast<uint32_t>();
+  for (auto kv : t[6].cast<py::tuple>()) {
+    auto p = kv.cast<py::tuple>();
+    m->ctx.emplace_back(p[0], p[1]);
+  }
+  if (!t[7].is_none()) m->materialize = t[7];
+  m->needs_input_grad = t[8];
+  if (!t[9].is_none()) {
+    auto b = t[9].cast<py::tuple>();
+    m->has_bkey = true;
+    m->fn = b[0];
+    m->code = b[1];
+    m->globals = b[2];
+    for (auto nv : b[3].cast<py::tuple>()) {
+      auto p = nv.cast<py::tuple>();
+      m->gvals.emplace_back(p[0], p[1].cast<bool>() ? py::object(p[2]) : py::object());
+    }
+  }
+  for (auto dflt : t[10].cast<py::tuple>()) m->defined.push_back(dflt.cast<bool>());
+  m->keyed = t[11].cast<bool>();
+  for (auto sk : t[12].cast<py::tuple>())
+    m->saved_keys.push_back(py::reinterpret_borrow<py::object>(sk));
+  if (m->keyed) {
+    Key mk;
+    for (size_t s = 0; s < py::len(got); ++s) {
+      PyObject* o = PyList_GET_ITEM(got.ptr(), s);
+      if (!plain_meta(mk, THPVariable_Unpack(o), o)) {
+        g_memos.erase(key);
+        return;
+      }
+    }
+    m->metas.assign(mk.b.data(), mk.n);
+  }
+  g_memos[key] = std::move(m);
+}
+
+}  // namespace
+
+void memo_init(py::tuple names) {
+  g_mn.metadata = py::str("metadata");
+  g_mn.dict = py::str("__dict__");
+  g_mn.is_var = py::str("is_var");
+  g_mn.subclass = py::str("subclass");
+  g_mn.backward = py::str("backward");
+  g_mn.clear_on_access = py::str("clear_saved_tensors_on_access");
+  g_mn.fwd_key = names[0];
+  g_mn.mat_key = names[1];
+  g_mn.slots_key = names[2];
+  g_mn.size_t_ = py::object(names[3]).release().ptr();
+  g_mn.dtype_t = py::object(names[4]).release().ptr();
+  g_mn.device_t = py::object(names[5]).release().ptr();
+  g_mn.layout_t = py::object(names[6]).release().ptr();
+  g_mn.mformat_t = py::object(names[7]).release().ptr();
+  g_memo_ready = true;
+}
+
+void memo_clear() { g_memos.clear(); }
+
+py::tuple memo_stats() { return py::make_tuple(g_memos.size(), g_memo_hits); }
+
+std::shared_ptr<CWalk> walk(py::list roots, py::dict kinds) {
   auto w = std::make_shared<CWalk>();
   NodeIndex index;
   std::vector<int32_t> stack;
@@ -494,12 +786,16 @@ std::shared_ptr<CWalk> walk(py::list roots) {
     }
     const NodePtr& owner = w->nodes[i];  // no see() below: stays valid
     if (ci->how == H_PY) {
+      py::object obj = node_obj(owner);
+      if (memo_hit(*w, i, obj.ptr(), node, owner, kinds)) continue;
       py::list got;
       size_t keys_before = py::len(w->py_keys);
-      py::object entry = g_py_node(i, node_obj(owner), got, w->py_keys, w->slot_only);
-      w->py_entries.append(entry);
+      py::tuple r = g_py_node(i, obj, got, w->py_keys, w->slot_only);
+      w->py_entries.append(py::object(r[0]));
+      kinds[py::int_(i)] = py::object(r[1]);
       if (py::len(got) != py::len(w->py_keys) - keys_before)
         raise(PyExc_AssertionError, "py_node: saved and keys out of step");
+      if (THPFunction_Check(obj.ptr())) memo_store(i, obj.ptr(), py::object(r[2]), got);
       for (size_t s = 0; s < py::len(got); ++s) {
         w->saved_t.push_back(THPVariable_Unpack(PyList_GET_ITEM(got.ptr(), s)));
         w->saved_src.push_back({nullptr, i, (int32_t)(keys_before + s), -1});

@@ -269,6 +269,26 @@ def backward_key(fn):
     return key
 
 
+def constant_key_record(fn):
+    """(fn, its code, its globals, ((name, present, value), ...)) when backward_key(fn) would
+    answer from _CONSTANT_KEYS now (Note [Constant function keys]), else None: what the C++
+    walk checks instead (capture/fastwalk.py Note [Custom node memo])."""
+    if type(fn) is not types.FunctionType:
+        return None
+    got = _CONSTANT_KEYS.get(fn)
+    if got is None or got[0] is not fn.__code__ or fn.__defaults__ is not None \
+            or fn.__kwdefaults__ is not None:
+        return None
+    g = fn.__globals__
+    values = []
+    for name, v in zip(got[2], got[3], strict=True):
+        now = g.get(name, _ABSENT)
+        if now is not v:
+            return None
+        values.append((name, v is not _ABSENT, None if v is _ABSENT else v))
+    return fn, fn.__code__, g, tuple(values)
+
+
 def value_key(v, depth: int = 2):
     k = plain_key(v)
     if k is not NOT_PLAIN:
@@ -393,12 +413,27 @@ _STATES: dict = {}          # node class -> the ctx keys it was judged with
 _MAX_STATES = 4
 
 
+_ON_CHANGE: list = []    # called when a class verdict changes (capture/fastwalk.py's memos)
+
+
+def on_verdict_change(fn) -> None:
+    """Call fn() whenever what the walk's entry of a custom node reads from this module's
+    caches may change (a class verdict, reset()): capture/fastwalk.py Note [Custom node memo]."""
+    _ON_CHANGE.append(fn)
+
+
+def _changed() -> None:
+    for fn in _ON_CHANGE:
+        fn()
+
+
 def reset() -> None:
-    """Forget every verdict (compiled_bw.reset())."""
-    for d in (_VERDICTS, _CLASS_VERDICT, _STATES):
+    """Forget every verdict and kept function key (compiled_bw.reset())."""
+    for d in (_VERDICTS, _CLASS_VERDICT, _STATES, _CONSTANT_KEYS):
         d.clear()
     for k in COUNTS:
         COUNTS[k] = 0
+    _changed()
 
 
 def class_refusal(node, saved: tuple, meta) -> str | None:
@@ -411,6 +446,7 @@ def class_refusal(node, saved: tuple, meta) -> str | None:
                       for m in meta)
         got = dynamo_verdict(node, saved, metas)
         _CLASS_VERDICT.setdefault(type(node), got)
+        _changed()
     return got
 
 
@@ -444,6 +480,7 @@ def dynamo_verdict(node, saved: tuple, grad_meta: tuple) -> str | None:
     if len(states) > _MAX_STATES:       # Note [Refused for good]
         got = _CLASS_VERDICT[type(node)] = (
             f"its ctx values changed {len(states)} times (each a recapture while traced)")
+        _changed()
         return got
     COUNTS["dynamo_verdicts"] += 1
     ctx = _StandInCtx()
@@ -461,6 +498,7 @@ def dynamo_verdict(node, saved: tuple, grad_meta: tuple) -> str | None:
     _VERDICTS[key] = got
     if got is not None:
         _CLASS_VERDICT[type(node)] = got
+        _changed()
     return got
 
 

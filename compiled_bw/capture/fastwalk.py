@@ -22,8 +22,8 @@ and the metadata of each saved tensor, in the Python walk's order (a SavedVariab
 offset in its node is learned once per class from `_raw_saved_X`).  Saved tensors get C++
 slots (SavedVariableHooks) instead of Python Slots.  What C++ does not do is called back into
 Python, in processing order so the saved-tensor order is the Python walk's:
-custom Function / AOT nodes (custom.py, aot.py), and classes whose compiled_args is unusable
-(probed once per class).  Hooks: C++ lists the nodes that have any, Python reads those only.
+custom Function / AOT nodes (custom.py, aot.py; a custom node whose memo still holds is not:
+Note [Custom node memo]), and classes whose compiled_args is unusable (probed once per class).  Hooks: C++ lists the nodes that have any, Python reads those only.
 On a cache hit with retain_graph=False no slots are installed at all: after the run,
 `Node::release_variables()` on each executed node frees the saved tensors exactly as eager's
 engine does (and a second backward raises eager's error); slots are only needed to trace.
@@ -49,9 +49,17 @@ import time
 
 import torch
 
-from ..core.thread import THREAD
 from . import packed
 from . import walk as _walk_module
+from .custom import (
+    AUTO_OP,
+    FWD_KEY,
+    MATERIALIZE_KEY,
+    auto_traced,
+    constant_key_record,
+    fwd_info,
+    on_verdict_change,
+)
 from .hooks import COUNTS, RETAINED, hooks_and_signature, leaf_hooks, retained_by_node
 from .nodes import (
     AOT,
@@ -66,7 +74,7 @@ from .nodes import (
 )
 from .nodes import node_kind as _node_kind
 from .recompute import is_checkpointed
-from .saved import input_meta, input_metadata, install_slots, raw_saved
+from .saved import SLOTS_KEY, input_meta, input_metadata, install_slots, raw_saved
 from .unpacked import eligible_attrs
 from .walk import WalkUnsupported, _as_opaque, _custom_entry, class_info, values_entry, walk_graph
 
@@ -191,6 +199,9 @@ def _load_once(verbose: bool):
                         extra_cflags=["-O2", f"-DCOMPILED_BW_FASTWALK_SOURCE={source_hash()}"],
                         verbose=verbose)
         ext.init(WalkUnsupported, GiveUp, _classify, _list_svs, _py_node)
+        ext.memo_init((FWD_KEY, MATERIALIZE_KEY, SLOTS_KEY, torch.Size, torch.dtype,
+                       torch.device, torch.layout, torch.memory_format))
+        on_verdict_change(ext.memo_clear)
         _walk_module.saved_hooks_in = ext.saved_hooks_in   # the Python walk's check too
     except Exception as e:  # noqa: BLE001 -- any build/load failure: the Python walk works
         lines = str(e).strip().splitlines()
@@ -219,9 +230,16 @@ def in_use() -> bool:
 
 
 def counters() -> dict:
-    """Steps walked in C++ / in Python while enabled, and why the C++ walk gave up."""
+    """Steps walked in C++ / in Python while enabled, why the C++ walk gave up, and custom-node
+    entries taken from memos (Note [Custom node memo])."""
+    hits = _S.ext.memo_stats()[1] if _S.ext is not None else 0
     return {"fast_walks": _S.fast_walks, "py_walks": _S.py_walks, "gave_up": dict(_S.gave_up),
-            "error": _S.error, "build_seconds": _S.build_seconds}
+            "error": _S.error, "build_seconds": _S.build_seconds, "memo_hits": hits}
+
+
+def memo_size() -> int:
+    """How many custom-node memos the C++ walk keeps (Note [Custom node memo])."""
+    return _S.ext.memo_stats()[0] if _S.ext is not None else 0
 
 
 # ---- callbacks from C++ --------------------------------------------------------------------
@@ -272,21 +290,100 @@ class _Sink:
 
 
 def _py_node(i: int, node, saved: list, py_keys: list, slot_only: list):
-    """A node C++ leaves to Python: its signature entry (the part after index/edges/meta)."""
+    """A node C++ leaves to Python: (its signature entry (the part after index/edges/meta), its
+    NodeKind, the memo C++ keeps for it or None: Note [Custom node memo])."""
     cls = type(node)
     kind = _node_kind(cls)
     sink = _Sink(saved, py_keys, slot_only)
+    memo = None
     if kind.how in (CUSTOM, TRACE_CUSTOM, AOT):
         # the C++ key holds every node's input metadata already (meta_key): the entry needs
         # only the slot count, not walk.py's (shape, dtype, device) tuples (~1 us a node)
         meta = input_metadata(node)
         entry = [i, kind.name, None, len(meta)]
         hooked = _custom_entry(sink, i, node, kind.how, meta, entry)
+        entry = tuple(entry)
+        if kind.how != AOT and hooked is not True:
+            memo = _memo_of(node, kind.how, hooked, entry, len(meta))
     else:
         entry = [i, kind.name, None, input_meta(node)]
         hooked = values_entry(sink, i, node, class_info(cls), entry)
-    THREAD.walk_kinds[i] = entry_kind(kind, hooked)
-    return tuple(entry)
+        entry = tuple(entry)
+    kind = entry_kind(kind, hooked)
+    if memo is not None:
+        memo = (memo[0], kind, *memo[1:])
+    return entry, kind, memo
+
+
+# Note [Custom node memo]
+# On a cache hit the C++ walk would call Python for every custom Function node (the entry of
+# walk.py `_custom_entry`: ~6-13 us each).  Instead, after building a node's entry, Python
+# hands C++ what that entry was computed from (`_memo_of`), kept per (node class, node index):
+# the forward's record (is_var, subclass, output count), set_materialize_grads,
+# needs_input_grad, the ctx's attributes (its __dict__, in order; lists copied), the backward's
+# constant key (custom.py Note [Constant function keys]: the function, its code, no defaults,
+# each global name it may read holding the same object), per saved tensor whether it is defined, and for traced Functions
+# the saved tensors' metadata.  The next walk meeting a node of that class at that index
+# compares all of it in C++ (_fastwalk_walk.cpp memo_hit): values by exact type and value (int,
+# bool, str, None, float by its bits, dtype / layout / memory_format by identity, device by
+# equality, tuples / lists / torch.Size item by item), never an object by identity alone (a
+# list mutated in place, a user object); the saved tensors unpacked as `node.saved_tensors`
+# does (eager's checks).  All equal: it takes the memo's entry and kind, and the saved tensors
+# as graph inputs (or slot-only), with no Python call.  Anything different or unusual -- a
+# changed attribute, a redefined class (another class object: another memo), a reassigned
+# global, saved tensors with hooks, an unpack error, a value of another type -- and the node
+# goes through Python as before, which raises eager's errors and makes a new memo.  Not
+# memoized (Python every step): AOT nodes, hooked saved tensors, clear_saved_tensors_on_access,
+# a ctx value or backward key of any other kind.  What else the entry depends on is per class
+# (nodes.node_kind, custom.auto_traced) or custom.py's verdicts: custom.py clears every memo
+# when a class verdict changes or on reset().
+_COMPARABLE = (int, bool, str, float, type(None), torch.dtype, torch.device, torch.layout,
+               torch.memory_format)
+
+
+def _comparable(v, depth: int = 0) -> bool:
+    """Whether memo_hit's comparison knows v's type (exact types, as plain_key's)."""
+    t = type(v)
+    if t in _COMPARABLE:
+        return True
+    if (t is tuple or t is list or t is torch.Size) and depth < 4:
+        return all(_comparable(x, depth + 1) for x in v)
+    return False
+
+
+def _snapshot(v):
+    """A copy of v that its owner cannot change in place (lists copied, all levels)."""
+    t = type(v)
+    if t is list:
+        return [_snapshot(x) for x in v]
+    if t is tuple:
+        return tuple(_snapshot(x) for x in v)
+    return v
+
+
+def _memo_of(node, how: str, hooked, entry: tuple, n_out: int):
+    """Note [Custom node memo]: (Function class, entry, is_var, subclass, output count, ctx
+    items, materialize flag | None, needs_input_grad, backward key record | None, defined per
+    saved tensor, keyed, saved keys), or None when the node cannot be memoized."""
+    fwd = type(node)._forward_cls
+    if getattr(fwd, "clear_saved_tensors_on_access", False):
+        return None
+    ctx = tuple(vars(node).items())
+    if not all(type(k) is str and _comparable(v) for k, v in ctx):
+        return None
+    ctx = tuple((k, _snapshot(v)) for k, v in ctx)
+    bkey = None
+    if how == TRACE_CUSTOM and auto_traced(type(node)) != AUTO_OP:
+        bkey = constant_key_record(fwd.backward)   # ctx_state / safe_ctx_state read it
+        if bkey is None:
+            return None
+    info = fwd_info(node)
+    ts = node.saved_tensors
+    i = entry[0]
+    return (fwd, entry, info.is_var, info.subclass, n_out, ctx,
+            node.metadata.get(MATERIALIZE_KEY), tuple(node.needs_input_grad), bkey,
+            tuple(t is not None for t in ts), how == TRACE_CUSTOM and hooked is False,
+            tuple((i, "tensors", j) for j in range(len(ts))))
 
 
 # ---- the walk ------------------------------------------------------------------------------
@@ -441,8 +538,8 @@ class FastWalk:
 
 def fast_walk(root_edges: list) -> FastWalk:
     """Raises WalkUnsupported (fallback reason), GiveUp (use the Python walk), RuntimeError."""
-    THREAD.walk_kinds = kinds = {}
-    cw = _S.ext.walk(root_edges)
+    kinds: dict = {}
+    cw = _S.ext.walk(root_edges, kinds)
     hooked = cw.hooked()
     if hooked and any(is_checkpointed(n, _node_kind(type(n)).tensor_attrs)
                       for n in map(cw.node, hooked)):

@@ -310,7 +310,7 @@ def _type_str(t: torch.Tensor) -> str:
 
 # Note [Cheap result checks]
 # Eager checks a hook's result in C++ (python_hook.cpp check_single_result: defined, same
-# type -- dtype and device type --, same size); the checks below cost ~1.8 us in Python, mostly
+# type -- dtype, device type and layout --, same size); the checks below cost ~1.8 us in Python, mostly
 # making two torch.device objects for their `.type`.  A result that is the value it replaces
 # (module full backward hooks hand their grads back in a new tuple) passes all of them, and so
 # does a plain tensor of the same dtype (dtypes are singletons), device and shape: both are
@@ -325,13 +325,15 @@ def check_single(old, new, hook):
     if new is old:          # (Note [Cheap result checks])
         return new
     if type(new) is _TENSOR and old is not None and new.dtype is old.dtype \
-            and new.device == old.device and new.shape == old.shape:
+            and new.layout is old.layout and new.device == old.device and new.shape == old.shape:
         return new
     if not isinstance(new, torch.Tensor):
         raise TypeError(f"expected Variable, but hook returned '{type(new).__name__}'")
     if old is None:
         raise RuntimeError("can't replace a None gradient with a non-None value")
-    if new.dtype != old.dtype or new.device.type != old.device.type:
+    # eager's TensorOptions::type_equal: dtype and backend (device type and layout: a sparse
+    # grad for a dense one is another type)
+    if new.dtype != old.dtype or new.device.type != old.device.type or new.layout != old.layout:
         if new.device.type != old.device.type:
             raise RuntimeError(f"hook '{_name(hook)}' has changed the type of value (was "
                                f"{old.device.type.upper()} tensor got {new.device.type.upper()} tensor)")

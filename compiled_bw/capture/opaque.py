@@ -360,8 +360,11 @@ def _opaque_impl(site: int, grads: list, label: str) -> list:
 # results their cheap checks (hooks.py Note [Cheap result checks]), outputs that are the grads
 # given a one-pass hand-on, the walk's hook entry one pass, and the running node is an index:
 # a tensor hook ~12-16 -> ~6-10 us a call (eager ~0.4-0.8 us; thread CPU, loaded machine).
-# Left: the walk's Python callback per custom node (~2 us each, ~4 us with cold caches in a
-# step: the entry in C++ needs an extension rebuild), per hooked node (~1.5 us), the hook call's
+# Then the C++ walk took a custom node's entry from a memo (capture/fastwalk.py Note [Custom
+# node memo]): a traced custom Function ~3-5 -> ~1.5-1.8 us a call (eager's PyNode ~1.3-1.7
+# us), custom_hooks ~1.2-1.4x -> ~1.1-1.2x eager; node hook calls got a one-pass call (Note
+# [One-pass node hook calls]), not measurably cheaper.
+# Left: the walk's Python callback per hooked node (~1.5 us), the hook call's
 # own Python (~4 us: opaque_direct, the hook loop, check_after_call, the output check), the
 # engine task (~55 us: _Deliver's apply, run_backward, the Python Step), the glue (~40 us),
 # graphs with opaque calls off the C++ hit path (the Python wrapper).
@@ -374,10 +377,17 @@ def opaque_direct(site: int, grads: list, label: str, loose: frozenset = frozens
     backend: Note [Sparse grads from opaque calls])."""
     step = THREAD.step
     s = step.sites[site]
-    if s.kind == "pre" and len(grads) == 1 and not step.undefined:
+    kind = s.kind
+    if (kind == "pre" or kind == "post") and not step.undefined:
         h = step.hooks[s.node_index]
-        if not (h.retains or h.pre) and grads[0] is not None:
-            return _tensor_hooks_call(step, s, site, h, grads, label)
+        if kind == "post":
+            if not s.release:
+                return _node_hooks_call(step, s, site, h.post, grads, label, True)
+        elif not (h.retains or h.pre):
+            if len(grads) == 1 and grads[0] is not None:
+                return _tensor_hooks_call(step, s, site, h, grads, label)
+        elif not (h.tensor or h.retains):
+            return _node_hooks_call(step, s, site, h.pre, grads, label, False)
     if step.undefined:          # some grads are undefined this step: pass None for them
         grads = [None if g is None or not defined.evaluate(f, step.undefined, step.memo)
                  else g for g, f in zip(grads, s.in_defined, strict=True)]
@@ -433,6 +443,37 @@ def _tensor_hooks_call(step, s: OpaqueSite, site: int, h, grads: list, label: st
     if g is g0 and g.stride() == s.out_strides[0]:
         return [g]
     return _outputs(step, s, site, [g], grads, label)
+
+
+# Note [One-pass node hook calls]
+# A node's pre-hooks (`grad_fn.register_prehook`, a module full backward hook's output side)
+# or post-hooks (`grad_fn.register_hook`, its input side), when this step's grads are all
+# defined and the call has nothing else to run (no tensor hooks or retains_grad before the
+# pre-hooks, no saved tensors to release after the post-hooks): each hook of this step's dict,
+# on a snapshot of it, called with a tuple of the grads (post: grad_inputs, grad_outputs); a
+# result other than None replaces the tuple after eager's checks (python_hook.cpp check_result:
+# a tuple, as many values, each value's check_single_result: hooks._check_tuple), then the
+# checks after user code ran and the one-pass hand-on of `_outputs`.  The general path
+# (`_run`) does the same through run_pre / run_post with copies of the lists.
+
+def _node_hooks_call(step, s: OpaqueSite, site: int, d, grads: list, label: str,
+                     post: bool) -> list:
+    n = s.n_first
+    outs = tuple(grads[:n]) if post else tuple(grads)
+    prev = step.current
+    step.current = s.node_index
+    try:
+        if d:
+            ins = tuple(grads[n:]) if post else None
+            for hook in list(d.values()):     # snapshot: hooks may remove themselves
+                res = hook(outs, ins) if post else hook(outs)
+                if res is not None and res is not outs:
+                    outs = hooks._check_tuple(outs, res, hook)
+    finally:
+        step.current = prev
+    if step.hooks_changed or step.checks:
+        _after_user_code(step, s, site)
+    return _outputs(step, s, site, list(outs), grads, label)
 
 
 def _outputs(step, s: OpaqueSite, site: int, outs, grads: list, label: str,

@@ -15,8 +15,6 @@ defaults a thread sees before it sets one):
                 Note [Reentrant backward])
   has_inputs    the running Deliver task serves grad() / backward(inputs=) (engine_state.task)
   settings      the stack of enable() settings entered on this thread (api.py)
-  walk_kinds    node index -> NodeKind of the nodes Python read during the current C++ walk
-                (capture/fastwalk.py)
   keyed_inputs  Inductor is compiling one of our graphs on this thread (backends/inductor.py)
 """
 from __future__ import annotations
@@ -30,7 +28,6 @@ class _Thread(threading.local):
     nesting = 0
     has_inputs = False
     settings = None
-    walk_kinds = None
     keyed_inputs = False
 
 
