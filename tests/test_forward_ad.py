@@ -36,9 +36,11 @@ def test_forward_over_reverse_gives_eagers_tangents():
 
 
 def test_a_failed_capture_of_a_dual_grad_leaves_autograd_working():
-    # ConvolutionBackward0 fed a dual grad: the trace fails inside torch (aten._fw_primal under
-    # FakeTensor), the step runs eagerly; before the fix torch's failed trace left autograd
-    # dispatch keys excluded in the thread and the next forward built no graph.
+    # ConvolutionBackward0 fed a dual grad: its symbolic trace (dynamic=True) fails inside
+    # torch (aten._fw_primal under FakeTensor) and is traced again static, where that node runs
+    # as the real node (capture/trace.py Note [Built-in formulas fake tensors reject]; its
+    # tangents are eager's).  Before the fix torch's failed trace left autograd dispatch keys
+    # excluded in the thread and the next forward built no graph.
     def build():
         return torch.randn(2, 3, 7, requires_grad=True), torch.randn(4, 3, 3, requires_grad=True)
 
@@ -61,8 +63,7 @@ def test_a_failed_capture_of_a_dual_grad_leaves_autograd_working():
     log = logging.getLogger("torch._subclasses.fake_tensor")
     disabled, log.disabled = log.disabled, True
     try:
-        st = differential(build, step, captures=None, fallbacks=None)
+        st = differential(build, step, captures=None, fallbacks=0, options={"dynamic": True})
     finally:
         log.disabled = disabled
-    assert st.fallbacks >= 1 and any("trace failed" in r for r in st.fallback_reasons), \
-        st.fallback_reasons
+    assert any("trace failed" in r for r in st.recompile_reasons), st.recompile_reasons

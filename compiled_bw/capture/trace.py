@@ -580,7 +580,9 @@ def _traced_call(w, i: int, kind, node, buf: list, df, placeholders: dict):
     except _FAKE_FAILURES:
         return None
     except RuntimeError as e:
-        if kind.how == TRACE and formula is None:   # Note [Built-in formulas fake tensors reject]
+        # Note [Built-in formulas fake tensors reject]; not in a symbolic trace, where such an
+        # error is a size-oblivious check failing (runtime/dynamic.py traces again)
+        if kind.how == TRACE and formula is None and not getattr(w, "dynamic", False):
             THREAD.step.rejected[i] = f"{REJECTED}: {type(e).__name__}: {str(e)[:200]}"
             return None
         raise
