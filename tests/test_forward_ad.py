@@ -8,11 +8,15 @@ and a capture that fails on such a backward must leave the thread's autograd wor
 from __future__ import annotations
 
 import logging
+import subprocess
+import sys
 
 import torch
 import torch.autograd.forward_ad as fwAD
 import torch.nn.functional as F
-from differential import differential
+from differential import assert_same, differential, selected_backend
+
+import compiled_bw
 
 
 def _primal_and_tangent(t):
@@ -67,3 +71,82 @@ def test_a_failed_capture_of_a_dual_grad_leaves_autograd_working():
     finally:
         log.disabled = disabled
     assert any("trace failed" in r for r in st.recompile_reasons), st.recompile_reasons
+
+
+def test_a_formula_fake_tensors_reject_leaves_autograd_working_while_logs_keep_its_frames():
+    # ConvolutionBackward0 fed a dual grad, static: its formula raises on fake tensors and the
+    # node runs as the real node (capture/trace.py Note [Built-in formulas fake tensors
+    # reject]).  FakeTensor logs that failure with its traceback; a handler that keeps the
+    # records (as pytest's log capture does) keeps the failed frames alive, and before the fix,
+    # when they died after the trace, torch's guards in them switched autograd off for the
+    # thread (PyTorch's test_convolution.py: 209 tests failed after one such test).
+    x = torch.randn(2, 3, 7, requires_grad=True)
+    w = torch.randn(4, 3, 3, requires_grad=True)
+    b = torch.randn(4, requires_grad=True)
+    inputs = [x, w, b, [1], [0], [1], False, [0], 1]
+
+    def grads_of_dual():
+        with fwAD.dual_level():
+            dual = [fwAD.make_dual(t, torch.rand_like(t)) if isinstance(t, torch.Tensor) else t
+                    for t in inputs]
+            out = torch.ops.aten.convolution(*dual)
+            go = fwAD.make_dual(torch.rand_like(out), torch.rand_like(out))
+            return [_primal_and_tangent(g) for g in torch.autograd.grad(out, [x, w, b], go)]
+
+    records = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            records.append(record)
+
+    log = logging.getLogger("torch._subclasses.fake_tensor")
+    handler = Keep(level=logging.DEBUG)
+    log.addHandler(handler)
+    propagate, log.propagate = log.propagate, False     # only this handler holds them
+    try:
+        torch.manual_seed(0)
+        eager = grads_of_dual()
+        compiled_bw.reset()
+        with compiled_bw.enable(backend=selected_backend(), strict=True):
+            torch.manual_seed(0)
+            ours = grads_of_dual()
+    finally:
+        log.removeHandler(handler)
+        log.propagate = propagate
+    assert_same(eager, ours)
+    assert any("formula raised on fake tensors" in n for n in compiled_bw.stats().notes)
+    assert records, "the trace no longer fails there: this test reaches nothing"
+    # When the kept frames die is up to the program: here, pytest's own machinery keeps the
+    # thread's state from showing it, so the same steps run in a fresh interpreter.
+    code = _LEAK_PROGRAM.format(backend=selected_backend())
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=300, check=False)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "records 1" in out.stdout and "autograd after: True" in out.stdout, out.stdout
+
+
+_LEAK_PROGRAM = '''
+import gc, logging
+import torch, torch.autograd.forward_ad as fwAD
+import compiled_bw
+records = []
+class Keep(logging.Handler):
+    def emit(self, r):
+        records.append(r)
+log = logging.getLogger("torch._subclasses.fake_tensor")
+log.addHandler(Keep())
+log.propagate = False
+x, w, b = (torch.randn(*s, requires_grad=True) for s in ((2, 3, 7), (4, 3, 3), (4,)))
+inputs = [x, w, b, [1], [0], [1], False, [0], 1]
+with compiled_bw.enable(backend="{backend}", strict=True):
+    with fwAD.dual_level():
+        dual = [fwAD.make_dual(t, torch.rand_like(t)) if isinstance(t, torch.Tensor) else t
+                for t in inputs]
+        out = torch.ops.aten.convolution(*dual)
+        go = fwAD.make_dual(torch.rand_like(out), torch.rand_like(out))
+        torch.autograd.grad(out, [x, w, b], go)
+print("records", len(records))
+records.clear()
+gc.collect()
+print("autograd after:", (torch.randn(2, requires_grad=True) * 2).grad_fn is not None)
+'''

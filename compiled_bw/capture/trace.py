@@ -577,13 +577,18 @@ def _traced_call(w, i: int, kind, node, buf: list, df, placeholders: dict):
                 raise TraceFailed(f"which grads of {name} are undefined: {e}",
                                   eager_error=False) from None
         return _validate(w, i, name, outs, df)
-    except _FAKE_FAILURES:
+    except _FAKE_FAILURES as e:
+        traceback.clear_frames(e.__traceback__)    # Note [Dispatch state after a failed trace]
         return None
     except RuntimeError as e:
         # Note [Built-in formulas fake tensors reject]; not in a symbolic trace, where such an
         # error is a size-oblivious check failing (runtime/dynamic.py traces again)
         if kind.how == TRACE and formula is None and not getattr(w, "dynamic", False):
             THREAD.step.rejected[i] = f"{REJECTED}: {type(e).__name__}: {str(e)[:200]}"
+            # the failed op's frames may hold torch's dispatch-key guards: freed here, inside
+            # the trace, not whenever a log record holding them dies (Note [Dispatch state
+            # after a failed trace])
+            traceback.clear_frames(e.__traceback__)
             return None
         raise
 
