@@ -39,8 +39,6 @@ from .subclass import Layout, SubclassUnsupported, flatten, layouts_of, rebuild
 from .validate import validate_outputs
 
 # Failures of fake tensors on a node's formula: that node becomes an opaque call instead.
-REJECTED = "opaque: its formula raised on fake tensors"   # Note [Built-in formulas fake tensors reject]
-
 _FAKE_FAILURES = (
     fake_tensor.DataDependentOutputException,
     fake_tensor.DynamicOutputShapeException,
@@ -48,6 +46,10 @@ _FAKE_FAILURES = (
     GuardOnDataDependentSymNode,
 )
 
+
+# The opaque-call reason of a node whose formula raised (Note [Built-in formulas fake tensors
+# reject]); runtime/run.py reads it in the plan's opaque names.
+REJECTED = "opaque: its formula raised on fake tensors"
 
 # Note [Built-in formulas fake tensors reject]
 # A built-in node's formula that raises on fake tensors runs as the real node, opaquely,
