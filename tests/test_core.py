@@ -500,7 +500,7 @@ def test_formula_reading_tensor_data_runs_as_the_real_node(backend):
         m, x = state
         m.zero_grad(set_to_none=True)
         x.grad = None
-        packed = torch.nn.utils.rnn.pack_padded_sequence(x, torch.tensor([6, 4, 1]),
+        packed = torch.nn.utils.rnn.pack_padded_sequence(x, torch.tensor([6, 4, 1], device="cpu"),
                                                          batch_first=True)
         out, (h, _) = m(packed)
         pad = torch.nn.utils.rnn.pad_packed_sequence(out, batch_first=True)[0]

@@ -476,12 +476,13 @@ def test_hooks_registered_where_eager_would_not_call_them_change_nothing():
 
 
 def _no_autograd_kernel_op(lib):
-    """An op with a CPU kernel only, made of autograd-recorded ops (PyTorch's
-    test/autograd/test_fallback.py test_composite_registered_to_cpu): in the autograd fallback's
-    default "warn" mode its output gets a tensor hook registered from C++ that warns when the
-    backward reaches it."""
+    """An op with backend kernels only (no autograd kernel), made of autograd-recorded ops
+    (PyTorch's test/autograd/test_fallback.py test_composite_registered_to_cpu): in the autograd
+    fallback's default "warn" mode its output gets a tensor hook registered from C++ that warns
+    when the backward reaches it."""
     lib.define("sin_sum(Tensor self) -> Tensor")
-    lib.impl("sin_sum", lambda x: x.sin().sum(), "CPU")
+    for key in ("CPU", "CUDA"):     # CUDA: the suite also runs with tensors on a GPU
+        lib.impl("sin_sum", lambda x: x.sin().sum(), key)
     return torch.ops.cbw_cpp_hook.sin_sum.default
 
 

@@ -150,12 +150,25 @@ def _ident(hook):
     return getattr(f, "__code__", type(f))
 
 
+class _ByNode(dict):
+    """id(grad_fn) -> [(slot, tensor)], holding the grad_fn objects whose ids are its keys."""
+    __slots__ = ("alive",)
+
+
+# Note [Node ids stay alive]: `t.grad_fn` of a built-in node is a Python wrapper that the node
+# caches only while the wrapper lives.  Some torch versions (2.11) free a wrapper nobody holds:
+# the next access makes a new one, and a freed wrapper's id is reused by another node's --
+# retains_grad then wrote one tensor's grad into another's .grad (seen on the GPU image's
+# torch 2.11).  The map keeps every wrapper it keyed alive while the walk uses it, so each
+# node's wrapper, and its id, is the one the walk meets.
 def retained_by_node() -> dict:
     """id(grad_fn) -> [(slot, tensor)] for live retained non-leaf tensors."""
-    res: dict = {}
+    res = _ByNode()
+    res.alive = []
     for t in list(RETAINED.values()):
         fn = t.grad_fn
         if fn is not None and t.retains_grad:
+            res.alive.append(fn)        # Note [Node ids stay alive]
             res.setdefault(id(fn), []).append((t.output_nr, t))
     return res
 
