@@ -64,7 +64,11 @@ def test_peak_backward_memory_at_most_eagers(model, backend):
     assert (st.captures, st.fallbacks) == (1, 0)
     if model in (ckpt4_traced, ckpt4_sac):
         assert "carry hooks" not in compiled_bw.explain(), "the regions were not traced"
-    assert ours <= 1.05 * eager, f"peak {ours / 2**20:.2f} MB vs eager {eager / 2**20:.2f} MB"
+    # eager's reading once read 1.02 MB instead of 3.16 MB for ckpt4 (twice in full runs, never
+    # alone; cause not found): a second reading after ours, and the larger one is eager's
+    again = peak_backward_bytes(m, x, "eager")
+    assert ours <= 1.05 * max(eager, again), \
+        f"peak {ours / 2**20:.2f} MB vs eager {eager / 2**20:.2f} / {again / 2**20:.2f} MB"
 
 
 @pytest.mark.parametrize("backend,fmt", [("eager", "fp8"), ("eager", "int8"),
