@@ -212,15 +212,25 @@ def _backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
 
 def _engine_run_backward(t_outputs, *args, **kwargs):
     stack = THREAD.settings
-    if not stack or _torch_internal_call():
+    if not stack or torch.compiler.is_compiling():
         return _original_engine_run_backward(t_outputs, *args, **kwargs)
+    mode = _current_dispatch_mode()
+    if mode is not None:                # Note [Dispatch modes of the user's]
+        if isinstance(mode, torch_dynamo.TRACE_MODES) or \
+                type(mode).__module__.startswith("compiled_bw."):
+            return _original_engine_run_backward(t_outputs, *args, **kwargs)
+        return _intercepted(stack[-1], t_outputs, *args, _refuse=(
+            f"a TorchDispatchMode is active ({type(mode).__qualname__}): eager's backward runs "
+            "every op through it, a compiled graph would not"), **kwargs)
     return _intercepted(stack[-1], t_outputs, *args, **kwargs)
 
 
-def _torch_internal_call() -> bool:
-    """torch's own tracing (Dynamo, AOTAutograd's joint graph, make_fx) calls autograd.grad on
-    fake/functional tensors under a dispatch mode: those calls are not the user's backward."""
-    return _current_dispatch_mode() is not None or torch.compiler.is_compiling()
+# Note [Dispatch modes of the user's]
+# torch's own tracing (Dynamo, AOTAutograd's joint graph, make_fx) calls autograd.grad on
+# fake/functional tensors under its dispatch modes (TRACE_MODES): not the user's backward, it
+# passes through.  A mode of the user's (FlopCounterMode, allow_mutation_on_saved_tensors,
+# DebugMode, a logging mode) sees every op of eager's backward, which a compiled graph's ops
+# would bypass: that backward runs eager autograd, and the fallback says why.
 
 
 def _state(cfg: Settings) -> _State:
@@ -234,9 +244,11 @@ def _state(cfg: Settings) -> _State:
 
 
 def _intercepted(cfg, t_outputs, grad_tensors, keep_graph, create_graph, inputs=(),
-                 allow_unreachable=False, accumulate_grad=True):
+                 allow_unreachable=False, accumulate_grad=True, _refuse=None):
     state = _state(cfg)
     try:
+        if _refuse is not None:
+            raise FallbackToEager(_refuse)
         return compiled_call(state, tuple(t_outputs), tuple(grad_tensors), keep_graph,
                              create_graph, tuple(inputs), allow_unreachable, accumulate_grad)
     except FallbackToEager as fb:

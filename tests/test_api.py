@@ -168,3 +168,37 @@ def test_benchmarks_varying_shapes_row(tmp_path):
     assert not c["fail"] and r["eager"]["captures"] is None
     text = "\n".join(table({"varying_shapes": r}, list(modes)))
     assert "| cbw-eager |" in text and "FAIL" not in text, text
+
+
+def _mlp_state():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 4))
+
+
+@pytest.mark.parametrize("mode", ["flop_counter", "allow_mutation"])
+def test_a_dispatch_mode_of_the_users_runs_eager_autograd_and_says_why(mode):
+    """Note [Dispatch modes of the user's]: eager's backward runs every op through an active
+    TorchDispatchMode (FlopCounterMode counts the backward's flops; allow_mutation_on_saved_tensors
+    clones a saved tensor the forward mutates); compiled_bw runs eager autograd for such a
+    backward and records why (before: it ran eager autograd too, but silently)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    def step(m):
+        m.zero_grad(set_to_none=True)
+        x = torch.randn(5, 8)
+        if mode == "flop_counter":
+            loss = m(x).pow(2).sum()
+            with FlopCounterMode(display=False) as fc:
+                loss.backward()
+            return [p.grad for p in m.parameters()] + [fc.get_total_flops()]
+        with torch.autograd.graph.allow_mutation_on_saved_tensors():
+            h = m[0](x)
+            out = m[2](h)
+            h.mul_(2)   # AddmmBackward0 saved h: the mode cloned it (without it: eager's error)
+            out.pow(2).sum().backward()
+        return [p.grad for p in m.parameters()]
+
+    st = differential(_mlp_state, step, captures=0, fallbacks=3)
+    assert all("TorchDispatchMode is active" in r for r in st.fallback_reasons), st.fallback_reasons
+    if mode == "flop_counter":
+        assert "FlopCounterMode" in st.fallback_reasons[0], st.fallback_reasons

@@ -13,6 +13,8 @@ from torch._guards import TracingContext, detect_fake_mode, tracing
 from torch._ops import OpOverload, OpOverloadPacket
 from torch._subclasses import fake_tensor
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode, get_plain_tensors
+from torch._subclasses.functional_tensor import FunctionalTensorMode
+from torch.fx.experimental.proxy_tensor import ProxyTorchDispatchMode
 from torch.fx.experimental.symbolic_shapes import (
     DimDynamic,
     ShapeEnv,
@@ -27,6 +29,10 @@ from torch.utils._sympy.functions import FloorDiv, PythonMod
 from torch.utils._sympy.functions import Max as SymMax
 from torch.utils._sympy.functions import Min as SymMin
 from torch.utils._sympy.functions import Mod as SymMod
+
+# the dispatch modes of torch's own tracing (Dynamo, AOTAutograd's joint graph, make_fx): a
+# backward under one of them is not the user's (api.py Note [Dispatch modes of the user's])
+TRACE_MODES = (FakeTensorMode, ProxyTorchDispatchMode, FunctionalTensorMode)
 
 USED = {
     "torch.utils._pytree.tree_flatten": "capture/subclass.py, capture/packed.py, "
@@ -45,6 +51,8 @@ USED = {
     "torch._subclasses.fake_tensor.UnsupportedOperatorException": "capture/trace.py",
     "torch.fx.graph._BoxedCodeGen": "backends/eager.py",
     "torch.utils._python_dispatch._get_current_dispatch_mode": "api.py",
+    "torch._subclasses.functional_tensor.FunctionalTensorMode": "api.py (TRACE_MODES)",
+    "torch.fx.experimental.proxy_tensor.ProxyTorchDispatchMode": "api.py (TRACE_MODES)",
     "torch.utils._python_dispatch.is_traceable_wrapper_subclass": "capture/subclass.py",
     "torch._dynamo.compiled_autograd.extract_bw_module": "capture/aot.py",
     "torch._dynamo.convert_frame.compile_lock": "runtime/background.py",
