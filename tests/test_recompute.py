@@ -173,7 +173,14 @@ def _with_hook():
     return m
 
 
-@pytest.mark.parametrize("region", [_with_dropout, _with_hook, _Counting, _DataDependent,
+def test_region_with_dropout_is_traced():
+    """Its random ops draw from the forward's RNG state (capture/rng.py; more cases in
+    test_recompute_rng.py)."""
+    differential(_build(_with_dropout), _step(), strict=True)
+    assert "carry hooks" not in _opaque_nodes(), _opaque_nodes()
+
+
+@pytest.mark.parametrize("region", [_with_hook, _Counting, _DataDependent,
                                     lambda: nn.Sequential(nn.Linear(6, 6), nn.BatchNorm1d(6))])
 def test_declined_regions_run_as_eager(region):
     def step(st):
@@ -346,9 +353,10 @@ def test_hf_gpt2_selective_checkpointing_is_traced():
     assert _sac_placeholders(), "the saved matmuls should be graph inputs"
 
 
-def test_hf_gpt2_with_dropout_declines():
+def test_hf_gpt2_with_dropout_is_traced():
+    """Dropout's masks are drawn from the forward's RNG state (capture/rng.py)."""
     differential(*gpt2_checkpointed(0.1), strict=True, steps=2)
-    assert "carry hooks" in _opaque_nodes(), "dropout: eager replays the forward's RNG state"
+    assert "carry hooks" not in _opaque_nodes(), _opaque_nodes()
 
 
 class _Unopted(nn.Module):
@@ -553,6 +561,6 @@ def test_sac_nested_inside_plain_checkpoint():
                  strict=True, captures=None)
 
 
-def test_sac_region_with_dropout_runs_hooked_as_eager():
+def test_sac_region_with_dropout_is_traced():
     differential(_build(_with_dropout), _sac_step(_policy(_save_mm)), strict=True)
-    assert "carry hooks" in _opaque_nodes(), "the region should have been declined"
+    assert "carry hooks" not in _opaque_nodes(), _opaque_nodes()
