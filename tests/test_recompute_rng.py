@@ -119,3 +119,35 @@ def test_eval_mode_dropout_draws_nothing():
     differential(build, _step(), strict=True)
     assert _draws() == 0
     assert "carry hooks" not in _opaque_nodes(), _opaque_nodes()
+
+
+class _UserBlock(nn.Module):
+    """Not opted in (traced under Dynamo's guards); `branchy` blocks branch on a tensor's
+    value, which Dynamo refuses (a graph break), as Hugging Face T5's first decoder block
+    sets `requires_grad` on a tensor: the blocks share one function key."""
+
+    def __init__(self, branchy=False):
+        super().__init__()
+        self.branchy = branchy
+        self.lin = nn.Linear(6, 6)
+        self.drop = nn.Dropout(0.3)
+
+    def forward(self, x):
+        h = self.drop(torch.tanh(self.lin(x)))
+        if self.branchy and torch.isfinite(h).all():     # always taken here
+            h = h * 2
+        return h
+
+
+def test_refused_block_beside_traced_ones_keeps_the_first_steps_graph():
+    """Blocks of one class, one of which Dynamo refuses (walked after the others): every
+    step traces the same regions (the refused one runs eager's recomputation), so the
+    second step reuses the first step's graph -- with each step's own dropout masks."""
+    def build():
+        blocks = [_UserBlock(branchy=True), _UserBlock(), _UserBlock()]
+        return [nn.ModuleList(blocks), nn.Linear(6, 2), torch.randn(7, 6)]
+    st = differential(build, _step(), strict=True, steps=3)
+    assert st.captures == 1, st.recompile_reasons
+    assert st.recompute_refused == 1, st
+    assert _draws() == 2, compiled_bw.last_graph().code     # the two traced blocks' dropouts
+    assert "carry hooks" in _opaque_nodes(), _opaque_nodes()  # the refused block's nodes
