@@ -386,6 +386,42 @@ def test_unopted_forward_patched_on_the_class_between_steps_is_a_new_graph():
     differential(_build(_Unopted), step, strict=True, steps=4, captures=2)
 
 
+class _Branchy(nn.Module):
+    """Not opted in; `branchy` instances branch on a tensor's value (Dynamo refuses them)."""
+
+    def __init__(self, branchy=False):
+        super().__init__()
+        self.branchy = branchy
+        self.lin = nn.Linear(6, 6)
+
+    def forward(self, x):
+        h = torch.tanh(self.lin(x))
+        return h * 2 if self.branchy and torch.isfinite(h).all() else h
+
+
+def test_refused_instance_does_not_change_the_verdict_on_its_siblings():
+    """Instances of one class, the first in the forward refused by Dynamo (walked last): the
+    others stay traced on every step (guarded.py Note [A refusal stops new traces only]),
+    so one graph serves all steps."""
+    def build():
+        return [nn.ModuleList([_Branchy(True), _Branchy(), _Branchy()]), nn.Linear(6, 2),
+                torch.randn(5, 6)]
+
+    def step(st):
+        ms, head, x = st
+        for p in (*ms.parameters(), *head.parameters()):
+            p.grad = None
+        h = xr = x.detach().requires_grad_()
+        for m in ms:
+            h = cp.checkpoint(m, h, use_reentrant=False)
+        head(h).pow(2).sum().backward()
+        return [*grads(ms), *grads(head), xr.grad]
+    st = differential(build, step, strict=True, steps=3)
+    assert st.recompute_refused == 1, st
+    ops = [n.target for n in compiled_bw.last_graph().graph.nodes if n.op == "call_function"]
+    assert ops.count(torch.ops.aten.addmm.default) >= 2, "two regions should be traced"
+
+
 # ---- selective activation checkpointing: recompute.py Note [Selective recomputation] ----
 
 Policy = cp.CheckpointPolicy
