@@ -342,7 +342,8 @@ def reset() -> None:
     _G.caches.clear()
     _G.states.clear()       # they hold the caches and stats
     _G.stats = Stats()
-    from .capture import custom, guarded, unpacked
+    from .capture import custom, fastwalk, guarded, unpacked
+    fastwalk.forget_roots()
     guarded.reset()
     custom.reset()
     unpacked.reset()

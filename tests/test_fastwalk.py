@@ -407,6 +407,42 @@ def test_subclass_gives_up_to_the_python_walk(ext):
         fastwalk._S.enabled = prev
 
 
+def test_checkpointed_graph_walks_in_cpp_once_then_in_python(ext, monkeypatch):
+    """Note [Remembered give-up]: a graph the C++ walk gives up on (checkpoint regions) is
+    not walked in C++ again every step; a step with the same roots that needs no Python walk
+    sends the next one back to C++."""
+    import torch.utils.checkpoint as cp
+    from differential import differential
+    monkeypatch.setattr(fastwalk._S, "enabled", True)
+    tries = []
+    real = fastwalk.fast_walk
+
+    def counting(root_edges):
+        tries.append(1)
+        return real(root_edges)
+    monkeypatch.setattr(fastwalk, "fast_walk", counting)
+
+    def build():
+        return [torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 4)),
+                torch.randn(3, 4)]
+
+    def step(st, checkpointed=True):
+        m, x = st
+        m.zero_grad()
+        h = cp.checkpoint(m, x, use_reentrant=False) if checkpointed else m(x)
+        h.pow(2).sum().backward()
+        return [p.grad for p in m.parameters()]
+    differential(build, step, steps=4, captures=1)
+    assert len(tries) == 1, f"the C++ walk was tried {len(tries)} times in 4 steps"
+    tries.clear()
+    with compiled_bw.enable():
+        st = build()
+        step(st)                        # remembered: Python walk, no C++ try
+        step(st, checkpointed=False)    # same roots, no region: Python walk, forgotten
+        step(st, checkpointed=False)    # C++
+    assert len(tries) == 1 and fastwalk._S.python_roots == {}
+
+
 # ---- optional ------------------------------------------------------------------------------
 
 def test_unbuildable_extension_falls_back_with_a_log_message(monkeypatch, caplog):

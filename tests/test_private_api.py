@@ -559,8 +559,11 @@ def test_checkpoint_frame_state_serves_unpacks():
     assert isinstance(frame, ckpt.CheckpointFrame), "checkpoint's unpack hook changed"
     assert type(raw.data) is ckpt.Holder
     cv = ckpt.closure_vars(frame.recompute_fn)
-    missing = [n for n in ckpt.RECOMPUTE_VARS if n not in cv]
+    missing = [n for n in ckpt.RECOMPUTE_VARS + ckpt.RNG_VARS if n not in cv]
     assert not missing, f"checkpoint's recompute_fn no longer closes over {missing}"
+    # capture/rng.py: the state recompute_fn restores is the CPU state at the forward
+    assert torch.equal(ckpt.forward_rng_state(cv), cv["fwd_cpu_state"])
+    assert cv["device_type"] == "cpu"
     assert cv["fn"] is lin and frame.metadata_fn is ckpt.default_meta_extractor
     group, handle, ours = object(), object(), torch.full((2, 3), 7.0)
     frame.is_recomputed[group] = True

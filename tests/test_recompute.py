@@ -173,7 +173,14 @@ def _with_hook():
     return m
 
 
-@pytest.mark.parametrize("region", [_with_dropout, _with_hook, _Counting, _DataDependent,
+def test_region_with_dropout_is_traced():
+    """Its random ops draw from the forward's RNG state (capture/rng.py; more cases in
+    test_recompute_rng.py)."""
+    differential(_build(_with_dropout), _step(), strict=True)
+    assert "carry hooks" not in _opaque_nodes(), _opaque_nodes()
+
+
+@pytest.mark.parametrize("region", [_with_hook, _Counting, _DataDependent,
                                     lambda: nn.Sequential(nn.Linear(6, 6), nn.BatchNorm1d(6))])
 def test_declined_regions_run_as_eager(region):
     def step(st):
@@ -346,9 +353,10 @@ def test_hf_gpt2_selective_checkpointing_is_traced():
     assert _sac_placeholders(), "the saved matmuls should be graph inputs"
 
 
-def test_hf_gpt2_with_dropout_declines():
+def test_hf_gpt2_with_dropout_is_traced():
+    """Dropout's masks are drawn from the forward's RNG state (capture/rng.py)."""
     differential(*gpt2_checkpointed(0.1), strict=True, steps=2)
-    assert "carry hooks" in _opaque_nodes(), "dropout: eager replays the forward's RNG state"
+    assert "carry hooks" not in _opaque_nodes(), _opaque_nodes()
 
 
 class _Unopted(nn.Module):
@@ -376,6 +384,42 @@ def test_unopted_forward_patched_on_the_class_between_steps_is_a_new_graph():
         finally:
             _Unopted.forward = original
     differential(_build(_Unopted), step, strict=True, steps=4, captures=2)
+
+
+class _Branchy(nn.Module):
+    """Not opted in; `branchy` instances branch on a tensor's value (Dynamo refuses them)."""
+
+    def __init__(self, branchy=False):
+        super().__init__()
+        self.branchy = branchy
+        self.lin = nn.Linear(6, 6)
+
+    def forward(self, x):
+        h = torch.tanh(self.lin(x))
+        return h * 2 if self.branchy and torch.isfinite(h).all() else h
+
+
+def test_refused_instance_does_not_change_the_verdict_on_its_siblings():
+    """Instances of one class, the first in the forward refused by Dynamo (walked last): the
+    others stay traced on every step (guarded.py Note [A refusal stops new traces only]),
+    so one graph serves all steps."""
+    def build():
+        return [nn.ModuleList([_Branchy(True), _Branchy(), _Branchy()]), nn.Linear(6, 2),
+                torch.randn(5, 6)]
+
+    def step(st):
+        ms, head, x = st
+        for p in (*ms.parameters(), *head.parameters()):
+            p.grad = None
+        h = xr = x.detach().requires_grad_()
+        for m in ms:
+            h = cp.checkpoint(m, h, use_reentrant=False)
+        head(h).pow(2).sum().backward()
+        return [*grads(ms), *grads(head), xr.grad]
+    st = differential(build, step, strict=True, steps=3)
+    assert st.recompute_refused == 1, st
+    ops = [n.target for n in compiled_bw.last_graph().graph.nodes if n.op == "call_function"]
+    assert ops.count(torch.ops.aten.addmm.default) >= 2, "two regions should be traced"
 
 
 # ---- selective activation checkpointing: recompute.py Note [Selective recomputation] ----
@@ -553,6 +597,6 @@ def test_sac_nested_inside_plain_checkpoint():
                  strict=True, captures=None)
 
 
-def test_sac_region_with_dropout_runs_hooked_as_eager():
+def test_sac_region_with_dropout_is_traced():
     differential(_build(_with_dropout), _sac_step(_policy(_save_mm)), strict=True)
-    assert "carry hooks" in _opaque_nodes(), "the region should have been declined"
+    assert "carry hooks" not in _opaque_nodes(), _opaque_nodes()

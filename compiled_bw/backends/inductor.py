@@ -16,6 +16,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from ..capture.deliver import barrier, deliver
 from ..capture.opaque import current_sites, opaque
 from ..capture.recompute import has_traced_recomputation
+from ..capture.rng import rng_draw
 from ..core.thread import THREAD
 from ..torchapi import inductor as torch_inductor
 from ..torchapi.dynamo import TracingContext, detect_fake_mode, pytree, tracing
@@ -253,7 +254,13 @@ def cpp_wrapper(sites: list, inputs: list, gm: torch.fx.GraphModule | None = Non
     (runtime/cudagraphs.py) are the GPU's answer to launch overhead."""
     return (not sites and os.environ.get("COMPILED_BW_CPP_WRAPPER", "1") not in ("", "0")
             and all(t.device.type == "cpu" for t in inputs if isinstance(t, torch.Tensor))
-            and (gm is None or not _indexless_device_externs(gm)))
+            and (gm is None or not (_indexless_device_externs(gm) or _draws(gm))))
+
+
+def _draws(gm: torch.fx.GraphModule) -> bool:
+    """Whether the graph calls `compiled_bw::rng_draw` (capture/rng.py), a Python kernel: the
+    Python wrapper calls it (as it calls our opaque op)."""
+    return bool(gm.graph.find_nodes(op="call_function", target=rng_draw))
 
 
 def _indexless_device_externs(gm: torch.fx.GraphModule) -> list:

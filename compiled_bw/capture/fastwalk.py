@@ -101,6 +101,10 @@ class _State:
         self.gave_up: dict = {}    # reason -> count
         self.fast_walks = 0        # steps walked in C++
         self.py_walks = 0          # steps walked in Python while enabled (gave up)
+        self.python_roots: dict = {}   # root key -> why its graph needs the Python walk
+
+
+_MAX_PYTHON_ROOTS = 64
 
 
 _S = _State()
@@ -539,10 +543,10 @@ def fast_walk(root_edges: list) -> FastWalk:
     hooked = cw.hooked()
     if hooked and any(is_checkpointed(n, _node_kind(type(n)).tensor_attrs)
                       for n in map(cw.node, hooked)):
-        raise GiveUp("a checkpointed region (recompute.py traces it)")
+        raise HookedGiveUp("a checkpointed region (recompute.py traces it)")
     if hooked and any(eligible_attrs(n, _node_kind(type(n)).tensor_attrs) is not None
                       for n in map(cw.node, hooked)):
-        raise GiveUp("saved tensors with unpack hooks (unpacked.py traces their nodes)")
+        raise HookedGiveUp("saved tensors with unpack hooks (unpacked.py traces their nodes)")
     w = FastWalk(cw, kinds)
     hook_entries = []
     if len(cw.hook_nodes) and (COUNTS.tensor or COUNTS.node or len(RETAINED)):
@@ -565,22 +569,67 @@ def fast_walk(root_edges: list) -> FastWalk:
     return w
 
 
+# Note [Remembered give-up]
+# The C++ walk gives a step to the Python walk when a hooked node is a checkpoint region's or
+# has plain unpack hooks (fast_walk): a per-step check of each hooked node in Python, after a
+# whole C++ walk, and then the Python walk: every such step walked twice.  The decision only
+# picks which walk runs (both give a correct capture: a hooked node the C++ walk keeps is
+# one call of the real node), so it is remembered per root (the root nodes' classes and
+# input numbers): a step whose roots gave up before goes straight to the Python walk, whose
+# own result re-checks the decision at no cost (it found a checkpointed node or an unpack-call
+# node, else the root is forgotten and the next step tries C++ again).
+
+
+class HookedGiveUp(GiveUp):
+    """Hooked nodes the Python walk traces (Note [Remembered give-up])."""
+
+
+def forget_roots() -> None:
+    _S.python_roots.clear()
+
+
+def _root_key(root_edges: list) -> tuple:
+    return tuple((type(n), nr) for n, nr in root_edges)
+
+
+def _gave_up(reason: str) -> None:
+    _S.py_walks += 1
+    n = _S.gave_up.get(reason, 0)
+    _S.gave_up[reason] = n + 1
+    if n == 0:
+        log.info("compiled_bw fastwalk: Python walk for this graph (%s)", reason)
+
+
 def walk(root_edges: list):
     """The C++ walk when in use (falling back per step to the Python walk), else Python's
     (also while traceable saved-tensor hooks hold packed objects: packed.py)."""
     if _S.enabled and not packed.live() and (_S.ext is not None or load() is not None):
+        rk = _root_key(root_edges)
+        reason = _S.python_roots.get(rk)
+        if reason is not None:          # Note [Remembered give-up]
+            w = walk_graph(root_edges)
+            if w.regions or w.unpack_nodes:
+                _gave_up(reason)
+            else:
+                del _S.python_roots[rk]
+                _gave_up("remembered give-up, not needed (the next step walks in C++)")
+            return w
         try:
             w = fast_walk(root_edges)
             _S.fast_walks += 1
             return w
         except GiveUp as e:
-            _S.py_walks += 1
             reason = str(e).split(": ")[0]    # bounded: no per-tensor details
-            n = _S.gave_up.get(reason, 0)
-            _S.gave_up[reason] = n + 1
-            if n == 0:
-                log.info("compiled_bw fastwalk: Python walk for this graph (%s)", reason)
+            _gave_up(reason)
+            if type(e) is HookedGiveUp:
+                _remember(rk, reason)
     return walk_graph(root_edges)
+
+
+def _remember(rk: tuple, reason: str) -> None:
+    if len(_S.python_roots) >= _MAX_PYTHON_ROOTS:
+        _S.python_roots.pop(next(iter(_S.python_roots)))
+    _S.python_roots[rk] = reason
 
 
 def _extension(always: bool = False):

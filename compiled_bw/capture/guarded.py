@@ -19,10 +19,21 @@ then -- eager recomputes at backward time, so that is the moment its recomputati
 Guards that hold select that capture (its number is in the region's key, so the backward
 graph traced with it is the one reused); none holding is a new Dynamo trace (a recapture,
 counted), up to _MAX_PER_KEY per function, then the region declines.  A region Dynamo
-refuses is declined for good (its function's key remembers it).  What Dynamo does not guard
+refuses is declined for good (its function's key remembers it: no new trace of that key,
+Note [A refusal stops new traces only]).  What Dynamo does not guard
 is checked apart: module hooks (recompute.py's hook checks, every step), tensors the forward
 reads that are not parameters, buffers or arguments (a traced constant would be stale:
 recompute.py declines a trace holding one).
+
+Note [A refusal stops new traces only]
+One function key serves every region that calls the same code (Hugging Face's blocks share
+one partial's function): a model's regions may differ in what Dynamo sees (T5's first decoder
+block sets `requires_grad` on a tensor, which Dynamo refuses; its other blocks trace).  A
+refusal (or _MAX_PER_KEY) stops new Dynamo traces of the key; it does not make an earlier
+capture's guards wrong, so a region whose guards hold still selects its capture.  Otherwise
+the verdict would depend on walk order: the first backward traces the regions walked before
+the refused one, the second finds the key refused and runs them all hooked (another graph,
+a recapture every model with such a block paid on its second step).
 """
 from __future__ import annotations
 
@@ -83,12 +94,12 @@ def partial_tensors(fn) -> dict:
 def lookup(fn, key, args: tuple) -> Capture | None:
     """The capture whose guards hold for `fn(*args)` now; a new Dynamo trace if none does;
     None if Dynamo refuses the region (or it was recaptured too often)."""
-    if key in _REFUSED:
-        return None
     caps = _CAPTURES.setdefault(key, [])
-    for c in caps:
+    for c in caps:      # before the refusal: Note [A refusal stops new traces only]
         if c.guards.check(fn, args):
             return c
+    if key in _REFUSED:
+        return None
     if caps:
         COUNTS["guard_failures"] += 1
     if len(caps) >= _MAX_PER_KEY:

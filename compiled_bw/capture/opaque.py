@@ -59,6 +59,10 @@ class OpaqueSite:
     deliver_order: tuple | None = None
     attr: str = ""         # unpack: the saved tensor's attr (unpacked.py Note [Unpack calls])
     observe: tuple | None = None   # unpack: (record, traced meta); hooked: (record, attrs)
+    grad_metas: tuple | None = None  # unpack: the node's grads as (shape, stride, dtype,
+    #                        device) or None, when the call does not take them (unpacked.py
+    #                        Note [Unpack calls]: only its error path needs them)
+    grad_defined: tuple = ()  # unpack: per grad of grad_metas, its defined.py formula
     out_meta: tuple | None = None  # node/custom: per output, the input metadata of its edge's
     #                        slot (None: invalid edge); fixed by the signature, so run-time
     #                        validation needs no lookup of this step's nodes

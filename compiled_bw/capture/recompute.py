@@ -34,16 +34,21 @@ saved tensors], which recompute as eager does):
   - no context_fn other than selective checkpointing's (Note [Selective recomputation]), no
     autocast, no debug, the default determinism check, no saved_tensors_hooks around the
     region's saved arguments, no GraphExecGroup;
-  - the trace (fake tensors) succeeds, draws no random numbers (dropout declines: eager
-    restores the forward's RNG state, the graph would draw new numbers), mutates no input
-    (BatchNorm's running stats), leaves the module's attributes as they were, and saves as
+  - the trace (fake tensors) succeeds, mutates no input (BatchNorm's running stats) and no
+    other tensor, except where it draws random numbers (dropout): then, if checkpoint restores
+    only the CPU generator (preserve_rng_state, a CPU region), the graph is functionalized and
+    its random ops draw from the forward's saved RNG state, a region input (rng.py Note
+    [Functional RNG in recomputation]); else (preserve_rng_state=False: eager draws from the
+    global generator at backward time) it declines; leaves the module's attributes as they were, and saves as
     many tensors as the forward did, with the forward's shapes, dtypes and devices (what
     checkpoint's own determinism check compares).
 The trace stops at the region's last saved tensor when the frame's early stop is on (eager's
 recomputation raises there), so what follows it is neither traced nor checked.
 The verdict and the traced region are cached by the region's key (module tree, parameter,
-buffer and argument metadata, the forward's saved metadata, early stop).  Eager's recomputation has no
-effect outside the frame (RNG forked and restored, no side effects by the rules above), so
+buffer and argument metadata, the forward's saved metadata, early stop, whether its RNG can be
+replayed).  Eager's recomputation has no
+effect outside the frame (RNG forked and restored -- the graph's draws never touch the global
+generator --, no side effects by the rules above), so
 skipping it at run time is unobservable; with retain_graph=False the nodes' saved variables
 (holders, frame, saved arguments) are freed after the run, as eager frees them.
 
@@ -83,7 +88,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from ..core.dispatch_tls import kept as kept_dispatch_state
 from ..torchapi import checkpoint as ckpt
 from ..torchapi.dynamo import OpOverload, pytree
-from . import guarded
+from . import guarded, rng
 from .custom import NOT_PLAIN, plain_key
 from .saved import raw_saved
 
@@ -124,6 +129,7 @@ class Sac:
 class Traced:
     gm: torch.fx.GraphModule
     consumed: tuple     # SAC entries the trace answered, in order
+    rng: bool = False   # its random ops draw from an RNG state input (the last one)
 
 
 _TRACED: dict = {}      # region key -> Traced | None (declined)
@@ -280,6 +286,7 @@ def _region(w, i: int, frame, number: int, tensor_meta) -> Region | None:
             return None
         args.append(t)
         arg_sig.append((tensor_meta(t), t.requires_grad))
+    state = ckpt.forward_rng_state(cv)     # Note [Functional RNG in recomputation]
     sac = None
     stored = ckpt.sac_storage(cv["recompute_context"])
     if stored is not None:
@@ -297,12 +304,11 @@ def _region(w, i: int, frame, number: int, tensor_meta) -> Region | None:
         tree = ("guarded", cap.number, tuple(type(m).forward for m in module.modules()))
     params = list(module.named_parameters())
     buffers = list(module.named_buffers())
-    state = [(n, t) for n, t in params + buffers]
-    sig = (tree, tuple((n, tensor_meta(t), t.requires_grad) for n, t in state),
+    sig = (tree, tuple((n, tensor_meta(t), t.requires_grad) for n, t in params + buffers),
            len(params), tuple(arg_sig), len(frame.weak_holders),
            tuple(tuple(sorted(m.items())) for m in frame.x_metadatas),
            tuple((k, tensor_meta(t), t.requires_grad) for k, t in extra.items()),
-           bool(frame.early_stop), None if sac is None else sac.sig)
+           bool(frame.early_stop), None if sac is None else sac.sig, state is not None)
     try:
         hash(sig)
     except TypeError:
@@ -310,7 +316,8 @@ def _region(w, i: int, frame, number: int, tensor_meta) -> Region | None:
     if sig in _TRACED:
         traced = _TRACED[sig]
     else:
-        traced = _trace_region(module, state, args, frame, call, extra, sac)
+        traced = _trace_region(module, params + buffers, args, frame, call, extra, sac,
+                               rng_ok=state is not None)
         if len(_TRACED) >= _MAX_TRACED:
             _TRACED.clear()
         _TRACED[sig] = traced
@@ -322,13 +329,13 @@ def _region(w, i: int, frame, number: int, tensor_meta) -> Region | None:
         if h is not None:
             holder_index[id(h)] = k
     keys = []
-    for j, (n, t) in enumerate(state):
+    for j, (n, t) in enumerate(params + buffers):
         keys.append((i, ATTR, (number, j, n)))
         w.saved.append(t)
-    j = len(state)
+    j = len(params) + len(buffers)
     for a in args:
         if isinstance(a, torch.Tensor):
-            keys.append((i, ATTR, (number, j, f"arg{j - len(state)}")))
+            keys.append((i, ATTR, (number, j, f"arg{j - len(params) - len(buffers)}")))
             w.saved.append(a)
             j += 1
     for k, t in extra.items():
@@ -339,6 +346,9 @@ def _region(w, i: int, frame, number: int, tensor_meta) -> Region | None:
         keys.append((i, ATTR, (number, j, f"sac{k}")))
         w.saved.append(t)
         j += 1
+    if traced.rng:      # the forward's RNG state: the region's draws start from it
+        keys.append((i, ATTR, (number, j, "rng")))
+        w.saved.append(state)
     w.saved_node.extend(keys)
     return Region(weakref.ref(frame), number, sig, traced.gm, keys, holder_index,
                   traced.consumed)
@@ -397,7 +407,8 @@ class _Stop(Exception):
     """Early stop: the region's last saved tensor is recorded."""
 
 
-def _trace_region(module, state: list, args: list, frame, call=None, extra=None, sac=None):
+def _trace_region(module, state: list, args: list, frame, call=None, extra=None, sac=None,
+                  rng_ok=False):
     """The region's recomputation as an aten graph (a Traced): inputs (state tensors, tensor
     args, the partial's keyword tensors, a SAC region's saved outputs), outputs the tensors
     it saves in pack order; None where Note [Traced recomputation] declines.  `call` (a
@@ -460,14 +471,36 @@ def _trace_region(module, state: list, args: list, frame, call=None, extra=None,
         if v is None or (tuple(v.shape), v.dtype, v.device) != (
                 tuple(meta["shape"]), meta["dtype"], meta["device"]):
             return None
+    random = False
     for node in gm.graph.nodes:
-        if node.op == "call_function" and (_is_random(node) or _mutates(node)):
-            return None
+        if node.op == "call_function" and _is_random(node):
+            random = True
         if node.op == "get_attr" and call is not None:
             return None     # a tensor read from elsewhere: its value is not guarded
+    if random:              # Note [Functional RNG in recomputation]
+        if not rng_ok:
+            return None
+        gm = _functionalized(gm, tensors)
+        if gm is None or not rng.rewrite(gm, _is_random):
+            return None
+    if any(n.op == "call_function" and (_is_random(n) or _mutates(n)) for n in gm.graph.nodes):
+        return None
     gm.graph.eliminate_dead_code()
     gm.recompile()
-    return Traced(gm, tuple(replays[-1].consumed) if replays else ())
+    return Traced(gm, tuple(replays[-1].consumed) if replays else (), random)
+
+
+def _functionalized(gm, tensors: list):
+    """The region's graph with its in-place ops made functional (dropout's `bernoulli_` on a
+    fresh tensor becomes `bernoulli`); a mutation of an input stays a `copy_` into it (the
+    caller declines it).  None if the retrace fails."""
+    with kept_dispatch_state():
+        try:
+            return make_fx(torch.func.functionalize(gm), tracing_mode="fake")(
+                *[t.detach() for t in tensors])
+        except Exception as e:  # noqa: BLE001 -- the region keeps the per-node path
+            traceback.clear_frames(e.__traceback__)
+            return None
 
 
 def checkpoint_entry(w, i: int, node, attrs, entry: list, tensor_meta) -> bool:

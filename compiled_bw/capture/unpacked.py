@@ -16,6 +16,12 @@ is a pure function of what the unpacks return, so we trace it on them:
     unpack calls us; when the formula (the real C++ node, under make_fx) unpacks it, we put a
     `compiled_bw::opaque` call there, whose fake output is the tensor the formula is traced on:
     so the graph's unpack calls are eager's, in apply's order, each before its first use;
+    the call does not take the node's grads (as inputs they would be buffers Inductor may
+    neither reuse nor free early: backends/inductor.py Note [Inductor: opaque buffers]); it
+    runs after them all the same, as every opaque call runs after what the graph computes
+    before it (Note [Inductor: call order]); only its error path needs them, and builds
+    zeros of their traced metadata (None where undefined this step) -- where a size is
+    symbolic the call takes them as before;
   - at run time that call reads the node's `_saved_<attr>`: SavedVariable::unpack with the node,
     i.e. the user's unpack hook on the packed object with torch's own checks (a non-tensor
     result raises eager's TypeError), under `_current_autograd_node()` = the node (opaque.py);
@@ -31,7 +37,8 @@ is a pure function of what the unpacks return, so we trace it on them:
     call checks the tensor against it: other strides are copied into the traced ones (Note
     [Opaque output layout]: same values; a recorded layout no copy can have -- an expanded
     tensor, stride 0 -- is traced as contiguous, so each run copies into that); with another shape, dtype or device the real node
-    runs on what this run's unpacks returned (the node's grads are the calls' inputs), so
+    runs on what this run's unpacks returned (and those zero grads: a formula's errors
+    depend on their metadata, not their values), so
     eager's error (its formula's, or validate_outputs') is raised; if eager would have gone
     on, compiled_bw's error is (the graph cannot compute what eager would).  Either way the
     record is forgotten: the next backward runs the real node again and records anew.
@@ -216,16 +223,56 @@ class Probes:
                 like = torch.empty_strided(shape, stride, dtype=dtype, device="meta")
                 if not dense(like):     # an expanded tensor: no copy can take its layout,
                     stride = like.contiguous().stride()  # so traced on a contiguous one
+                defined = tuple(self.df.of(g) for g in self.buf)
+                metas = _grad_metas(self.buf)
                 site = OpaqueSite(self.i, self.name, "unpack", (), ((shape, dtype, device),),
                                   out_strides=(stride,), attr=a,
-                                  in_defined=tuple(self.df.of(g) for g in self.buf),
+                                  in_defined=defined if metas is None else (),
                                   out_meta=self.out_meta,
-                                  observe=(self.w.unpack[0], m, not self.sites, self.attrs))
+                                  observe=(self.w.unpack[0], m, not self.sites, self.attrs),
+                                  grad_metas=metas,
+                                  grad_defined=() if metas is None else defined)
                 sid = register_site(site)
                 self.sites.append(site)
-                t = self.outs[a] = opaque(sid, list(self.buf), label(site))[0]
+                ins = list(self.buf) if metas is None else []
+                t = self.outs[a] = opaque(sid, ins, label(site))[0]
             return t
         return unpack
+
+
+def _grad_metas(buf: list) -> tuple | None:
+    """Note [Unpack calls]: the grads' metadata, which the call's error path builds them
+    from, so the call does not take them; None (it takes them) where a size is symbolic."""
+    out = []
+    for g in buf:
+        if g is None:
+            out.append(None)
+            continue
+        shape, stride = tuple(g.shape), tuple(g.stride())
+        if not all(type(d) is int for d in (*shape, *stride)):
+            return None
+        out.append((shape, stride, g.dtype, g.device))
+    return tuple(out)
+
+
+def _error_grads(s, grads: list) -> list:
+    """The node's grads for the real node on the error path: the call's inputs, or zeros of
+    the traced metadata (None where undefined this step) when it took none."""
+    if s.grad_metas is None:
+        return grads
+    from ..core.thread import THREAD
+    from .defined import evaluate
+    step = THREAD.step
+    out = []
+    for m, f in zip(s.grad_metas, s.grad_defined, strict=True):
+        if m is None or (step is not None and step.undefined
+                         and not evaluate(f, step.undefined, step.memo)):
+            out.append(None)
+            continue
+        shape, stride, dtype, device = m
+        out.append(torch.zeros_like(torch.empty_strided(shape, stride, dtype=dtype,
+                                                        device=device)))
+    return out
 
 
 ERR_CHANGED = (
@@ -251,7 +298,7 @@ def run_unpack(s, node, i: int, grads: list):
     if got is None or got[0] != want[0] or got[2:] != want[2:]:
         store[(i, s.attr)] = None       # the next walk runs the real node, which records
         _DONE.pop(id(node), None)
-        _eager_error(s, node, grads, done or {s.attr: t}, attrs)
+        _eager_error(s, node, _error_grads(s, grads), done or {s.attr: t}, attrs)
         desc = (f"{got[2]}, {got[3]}, shape {list(got[0])}" if got is not None
                 else type(t).__name__)
         raise RuntimeError(ERR_CHANGED.format(

@@ -98,6 +98,22 @@ RECOMPUTE_VARS = ("fn", "kwargs", "preserve_rng_state",
                   "device_ctx", "is_non_strict_tracing")
 
 
+# the recompute_fn variables its RNG replay reads (filled when preserve_rng_state is True)
+RNG_VARS = ("device_type", "fwd_cpu_state", "had_device_in_fwd")
+
+
+def forward_rng_state(cv: dict):
+    """The CPU generator state checkpoint saved in the forward and restores before recomputing
+    (closure variables `cv` of recompute_fn), when that is all it restores: preserve_rng_state,
+    a CPU region, no accelerator generator saved.  Else None."""
+    if cv.get("preserve_rng_state") is not True or cv.get("device_type") != "cpu":
+        return None
+    if cv.get("had_device_in_fwd") and cv.get("fwd_devices"):
+        return None
+    s = cv.get("fwd_cpu_state")
+    return s if type(s) is torch.Tensor else None
+
+
 def global_module_hooks() -> bool:
     """Whether any global nn.Module hook is registered (register_module_forward_hook & co.)."""
     m = torch.nn.modules.module

@@ -1,0 +1,166 @@
+"""Functional RNG for traced checkpoint recomputation: random ops drawing from a state tensor.
+
+Consumes a checkpoint region's traced recomputation (an aten GraphModule, functionalized) that
+holds random ops (dropout's `bernoulli`); produces the same graph with every random op
+replaced by `compiled_bw::rng_draw(state, tensors, call)`, which runs that op from the given
+CPU generator state and returns its output and the state after it.  The states form one chain
+per region, starting at a new last input: the RNG state checkpoint saved in the forward.
+
+Note [Functional RNG in recomputation]
+Eager's checkpoint (preserve_rng_state=True) recomputes a region under `fork_rng`: it saves
+the global generator state, sets the state the forward saved before running the region
+(`fwd_cpu_state`), runs the region -- its random ops draw, in the forward's order, the
+numbers the forward drew, so dropout's recomputed mask is the forward's -- and puts the saved
+global state back.  So the recomputation's draws are a function of the saved state alone,
+and the global generator after the backward is what it was before.  The graph does the same
+without touching the global generator: `rng_draw` sets the chain's state, runs the op (the
+same aten kernel eager runs, on a tensor of the same size, dtype and device: the same
+numbers), reads the state after it and puts the global state back; the next random op of the
+region draws from that state.  The chain is data, so no backend may reorder draws (Inductor
+keeps `rng_draw` as an extern call; its own random lowering, which draws other numbers, never
+sees these ops), and nothing else in the backward (hooks, custom Functions drawing numbers)
+sees or moves the region's state.  Only CPU regions: a region whose arguments are on an
+accelerator restores that device's generator too (it keeps the per-node path).  A random op
+given its own generator, one returning several tensors, or one with a non-plain argument,
+keeps the per-node path too (rewrite returns None).
+"""
+from __future__ import annotations
+
+import ast
+import math
+import operator
+
+import torch
+
+from ..torchapi.dynamo import OpOverload
+
+_LIB = torch.library.Library("compiled_bw", "FRAGMENT")
+_LIB.define("rng_draw(Tensor state, Tensor?[] tensors, str call) -> (Tensor, Tensor)")
+
+_CALLS: dict = {}   # call string -> (op, args template, kwargs template)
+_TAGS = {"dtype": torch.dtype, "device": torch.device, "layout": torch.layout,
+         "memory_format": torch.memory_format}
+
+
+def _decode(call: str):
+    got = _CALLS.get(call)
+    if got is None:
+        name, args, kwargs = ast.literal_eval(call)
+        ns, op, overload = name.split(".")
+        got = _CALLS[call] = (getattr(getattr(getattr(torch.ops, ns), op), overload), args,
+                              kwargs)
+    return got
+
+
+def _value(v, tensors: list):
+    if isinstance(v, tuple):        # a tag: ("t", k) a tensor, else a torch constant by name
+        kind, x = v
+        if kind == "t":
+            return tensors[x]
+        return getattr(torch, x) if kind != "device" else torch.device(x)
+    if isinstance(v, list):
+        return [_value(a, tensors) for a in v]
+    return v
+
+
+def _call(call: str, tensors: list):
+    op, args, kwargs = _decode(call)
+    return op(*[_value(a, tensors) for a in args],
+              **{k: _value(a, tensors) for k, a in kwargs.items()})
+
+
+def _rng_draw_impl(state: torch.Tensor, tensors: list, call: str):
+    """Note [Functional RNG in recomputation]: the op's output drawn from `state`, and the
+    state after it; the global generator is left as it was."""
+    before = torch.get_rng_state()
+    try:
+        torch.set_rng_state(state)
+        out = _call(call, tensors)
+        after = torch.get_rng_state()
+    finally:
+        torch.set_rng_state(before)
+    return out, after
+
+
+_LIB.impl("rng_draw", _rng_draw_impl, "CompositeExplicitAutograd")
+rng_draw = torch.ops.compiled_bw.rng_draw.default
+
+
+@torch.library.register_fake("compiled_bw::rng_draw", lib=_LIB)
+def _rng_draw_fake(state: torch.Tensor, tensors: list, call: str):
+    return _call(call, tensors), torch.empty_like(state)
+
+
+_NO = object()
+
+
+def _encode_arg(a, nodes: list):
+    """A node argument as a literal (tensors as ("t", k) into `nodes`), or _NO."""
+    if isinstance(a, torch.fx.Node):
+        nodes.append(a)
+        return ("t", len(nodes) - 1)
+    if a is None or isinstance(a, (bool, int, str)):
+        return a
+    if isinstance(a, float):
+        return a if math.isfinite(a) else _NO
+    for kind, cls in _TAGS.items():
+        if isinstance(a, cls):
+            return (kind, str(a) if kind == "device" else str(a).split(".")[-1])
+    if isinstance(a, (list, tuple)):
+        out = [_encode_arg(x, nodes) for x in a]
+        return _NO if any(x is _NO for x in out) else out
+    return _NO
+
+
+def _encode(node: torch.fx.Node):
+    """(call string, tensor argument nodes) of a random op, or None where rng_draw cannot
+    stand in for it."""
+    t = node.target
+    if len(t._schema.returns) != 1 or t._schema.is_mutable:
+        return None
+    if node.kwargs.get("generator") is not None:
+        return None
+    val = node.meta.get("val")
+    if not isinstance(val, torch.Tensor) or val.device.type != "cpu":
+        return None
+    nodes: list = []
+    args = [_encode_arg(a, nodes) for a in node.args]
+    kwargs = {k: _encode_arg(a, nodes) for k, a in node.kwargs.items() if k != "generator"}
+    if any(a is _NO for a in (*args, *kwargs.values())):
+        return None
+    call = repr((f"{t.namespace}.{t._opname}.{t._overloadname}", args, kwargs))
+    try:
+        if _decode(call)[0] is not t:
+            return None
+    except (ValueError, SyntaxError, AttributeError):
+        return None
+    return call, nodes
+
+
+def rewrite(gm: torch.fx.GraphModule, is_random) -> bool:
+    """Replace every node of `gm` for which `is_random(node)` by an rng_draw on the region's
+    state chain (a new last placeholder, `rng_state`); False (gm unusable) where one cannot be
+    replaced (Note [Functional RNG in recomputation])."""
+    g = gm.graph
+    phs = g.find_nodes(op="placeholder")
+    with g.inserting_after(phs[-1]):
+        state = g.placeholder("rng_state")
+    for node in list(g.nodes):
+        if node.op != "call_function" or not is_random(node):
+            continue
+        if not isinstance(node.target, OpOverload):
+            return False
+        enc = _encode(node)
+        if enc is None:
+            return False
+        call, tensors = enc
+        with g.inserting_before(node):
+            draw = g.call_function(rng_draw, (state, tensors, call))
+            out = g.call_function(operator.getitem, (draw, 0))
+            state = g.call_function(operator.getitem, (draw, 1))
+        out.meta["val"] = node.meta.get("val")
+        node.replace_all_uses_with(out)
+        g.erase_node(node)
+    gm.recompile()
+    return True
+
