@@ -20,9 +20,11 @@ _FUSED_CHAIN = pytest.mark.xfail(strict=True, reason="Inductor fuses across laye
 
 
 def ckpt4():
-    """4 checkpointed transformer layers: every node is an opaque call (its saved tensors carry
-    checkpoint's hooks), so the grads between them are buffers Inductor must not keep until
-    the graph returns (Note [Inductor: opaque buffers]: without the `del`s 3.8x eager)."""
+    """4 checkpointed transformer layers, not opted in: each region's recomputation is traced
+    under Dynamo's guards (capture/guarded.py).  When a region is not (its nodes opaque calls:
+    their saved tensors carry checkpoint's hooks), the grads between them are buffers Inductor
+    must not keep until the graph returns (Note [Inductor: opaque buffers]: without the `del`s
+    3.8x eager)."""
     return Checkpointed([PreNormLayer(64) for _ in range(4)]), torch.randn(4, 128, 64)
 
 
