@@ -381,6 +381,9 @@ def opaque_direct(site: int, grads: list, label: str, loose: frozenset = frozens
                 return _node_hooks_call(step, s, site, h.post, grads, label, True)
         elif not (h.retains or h.pre):
             if len(grads) == 1 and grads[0] is not None:
+                ext = fastwalk.loaded()
+                if ext is not None and type(grads) is list:     # Note [Hook calls in C++]
+                    return ext.tensor_hooks_call(step, s, site, h, grads, label)
                 return _tensor_hooks_call(step, s, site, h, grads, label)
         elif not (h.tensor or h.retains):
             return _node_hooks_call(step, s, site, h.pre, grads, label, False)
@@ -420,6 +423,18 @@ def _after_user_code(step, s: OpaqueSite, site: int) -> None:
 # capture: a hook added to a dict the graph calls is called, one removed is not (as in eager);
 # a dict added or removed, or other hook code, changes the signature (recapture).
 
+
+# Note [Hook calls in C++]
+# With the extension, the one-grad tensor hook call above is one C++ call
+# (_fastwalk_run.cpp tensor_hooks_call) doing what `_tensor_hooks_call` does, in the same
+# order: step.current set (and put back however the hooks end), each hook of each of this
+# step's dicts on a snapshot of it, in the dict's own order (eager's PyDict_Next), a result
+# other than None or the grad itself kept when it is a plain tensor of the grad's dtype,
+# layout, device and size and otherwise handed to hooks.check_single (eager's errors), then
+# the checks after user code (hooks registered meanwhile: `_after_user_code`; saved tensors
+# modified: the VersionChecks of saved.py Note [Version checks in C++], its error raised by
+# saved.raise_modified), then the grad itself when it is the one given, in the promised
+# layout, else `_outputs`.  Python frames per call: opaque_direct's only.
 
 def _tensor_hooks_call(step, s: OpaqueSite, site: int, h, grads: list, label: str) -> list:
     g0 = grads[0]
