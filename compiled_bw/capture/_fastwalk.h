@@ -14,7 +14,8 @@
 //   AccumulateGrad::variable, SavedVariable (has_hooks, unpack, register_hooks,
 //   retrieve_unpack_hook_data, SavedVariableHooks), THPCppFunction/THPFunction cdata,
 //   functionToPyObject, THPVariable_Wrap/Unpack, getPyInterpreter, PyFunctionPreHook /
-//   PyFunctionPostHook::dict (a node's Python hook dicts), and compiled autograd's key
+//   PyFunctionPostHook::dict (a node's Python hook dicts), Node::metadata() as
+//   PyAnomalyMetadata::dict() (`grad_fn.metadata`), and compiled autograd's key
 //   visitor (AutogradCompilerCall, NodeCall, CompiledNodeArgs, CacheKey, SizeInput,
 //   TensorArgs::lookup(SavedVariable)) from torch/csrc/dynamo/compiled_autograd.h,
 //   TensorImpl::pyobj_slot()->load_pyobj(), and AOTInductor's tensor handles

@@ -18,6 +18,7 @@
 // then the execution order (the permutation sorting the sequence numbers).
 #include "_fastwalk.h"
 
+#include <torch/csrc/autograd/python_anomaly_mode.h>
 #include <torch/csrc/dynamo/compiled_autograd.h>
 
 using torch::dynamo::autograd::AutogradCompilerCall;
@@ -878,7 +879,6 @@ py::tuple idents_of(PyObject* d, PyObject* ident) {
 // hooks_and_signature, _ident, hook_dicts).
 py::tuple hook_entries(CWalk& w, py::tuple names, bool tensor_hooks, bool node_hooks,
                        py::object retained) {
-  static PyObject* s_metadata = PyUnicode_InternFromString("metadata");
   static PyObject* s_tensor = PyUnicode_InternFromString("tensor");
   static PyObject* s_retains = PyUnicode_InternFromString("retains");
   static PyObject* s_pre = PyUnicode_InternFromString("pre");
@@ -894,19 +894,21 @@ py::tuple hook_entries(CWalk& w, py::tuple names, bool tensor_hooks, bool node_h
   py::tuple empty;
   for (auto hi : w.hook_nodes) {
     const size_t i = hi.cast<size_t>();
-    auto& obj = w.pynodes.at(i);
-    if (!obj) obj = node_obj(w.nodes[i]);
+    Node* node = w.nodes[i].get();
+    auto& obj = w.pynodes.at(i);  // the Python node: made only where Python needs it
     bool slow = false;
     if (some_retained) {  // retains_grad: hooks.node_hooks
+      if (!obj) obj = node_obj(w.nodes[i]);
       py::object id = py::reinterpret_steal<py::object>(PyLong_FromVoidPtr(obj.ptr()));
       int c = PyDict_Contains(retained.ptr(), id.ptr());
       if (c < 0) throw py::error_already_set();
       slow = c;
     }
     py::object tensor = py::none(), t_sig = empty;
-    if (!slow && tensor_hooks) {
-      py::object md = py::reinterpret_steal<py::object>(PyObject_GetAttr(obj.ptr(), s_metadata));
-      if (!md) throw py::error_already_set();
+    if (!slow && tensor_hooks && !node->tensor_pre_hooks().empty()) {
+      // `node.metadata` (a hook dict is recorded there when the tensor hook is registered)
+      py::object md = py::reinterpret_borrow<py::object>(
+          static_cast<torch::autograd::PyAnomalyMetadata*>(node->metadata())->dict());
       PyObject* recs = PyDict_Check(md.ptr()) ? PyDict_GetItemWithError(md.ptr(), key) : nullptr;
       if (!recs && PyErr_Occurred()) throw py::error_already_set();
       if (!PyDict_Check(md.ptr())) {
@@ -935,6 +937,7 @@ py::tuple hook_entries(CWalk& w, py::tuple names, bool tensor_hooks, bool node_h
       }
     }
     if (slow) {
+      if (!obj) obj = node_obj(w.nodes[i]);
       py::object r = general(obj, retained, dicts);
       if (!r.is_none()) {
         hooks[hi] = r[py::int_(0)];
@@ -944,7 +947,7 @@ py::tuple hook_entries(CWalk& w, py::tuple names, bool tensor_hooks, bool node_h
     }
     py::object pre = py::none(), post = py::none(), pre_sig = py::none(), post_sig = py::none();
     if (node_hooks) {
-      auto [p, q] = hook_dicts_of(w.nodes[i].get());
+      auto [p, q] = hook_dicts_of(node);
       if (p && PyDict_Check(p) && PyDict_Size(p) > 0) {
         pre = py::reinterpret_borrow<py::object>(p);
         pre_sig = idents_of(p, ident);

@@ -212,6 +212,7 @@ def _load_once(verbose: bool):
         _HOOK_NAMES = (TENSOR_HOOKS_KEY, NodeHooks, hooks_and_signature, _ident, ext.hook_dicts)
         from . import opaque  # (it imports this module)
         ext.hooks_init(opaque._after_user_code, opaque._outputs, check_single, raise_modified)
+        opaque.HOOK_CALL = ext.tensor_hooks_call
         _walk_module.saved_hooks_in = ext.saved_hooks_in   # the Python walk's check too
     except Exception as e:  # noqa: BLE001 -- any build/load failure: the Python walk works
         lines = str(e).strip().splitlines()
@@ -227,11 +228,6 @@ def _load_once(verbose: bool):
                     _S.build_seconds)
     _S.ext = ext
     return ext
-
-
-def loaded():
-    """The extension module if it is loaded (never loads it), else None."""
-    return _S.ext
 
 
 def enable_fastwalk(on: bool = True) -> bool:

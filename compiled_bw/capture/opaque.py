@@ -381,9 +381,8 @@ def opaque_direct(site: int, grads: list, label: str, loose: frozenset = frozens
                 return _node_hooks_call(step, s, site, h.post, grads, label, True)
         elif not (h.retains or h.pre):
             if len(grads) == 1 and grads[0] is not None:
-                ext = fastwalk.loaded()
-                if ext is not None and type(grads) is list:     # Note [Hook calls in C++]
-                    return ext.tensor_hooks_call(step, s, site, h, grads, label)
+                if HOOK_CALL is not None and type(grads) is list:   # Note [Hook calls in C++]
+                    return HOOK_CALL(step, s, site, h, grads, label)
                 return _tensor_hooks_call(step, s, site, h, grads, label)
         elif not (h.tensor or h.retains):
             return _node_hooks_call(step, s, site, h.pre, grads, label, False)
@@ -435,6 +434,9 @@ def _after_user_code(step, s: OpaqueSite, site: int) -> None:
 # modified: the VersionChecks of saved.py Note [Version checks in C++], its error raised by
 # saved.raise_modified), then the grad itself when it is the one given, in the promised
 # layout, else `_outputs`.  Python frames per call: opaque_direct's only.
+
+HOOK_CALL = None    # the extension's tensor_hooks_call, once it is loaded (capture/fastwalk.py)
+
 
 def _tensor_hooks_call(step, s: OpaqueSite, site: int, h, grads: list, label: str) -> list:
     g0 = grads[0]
