@@ -316,8 +316,8 @@ py::object tensor_hooks_call(py::handle step, py::handle s, py::handle site, py:
   PyObject* g0 = PyList_GET_ITEM(grads.ptr(), 0);
   py::object g = py::reinterpret_borrow<py::object>(g0);
   py::object tensor = attr(h.ptr(), s_tensor);
-  PyObject* dicts = PyDict_Check(tensor.ptr()) ? PyDict_GetItemWithError(tensor.ptr(), s_zero)
-                                               : nullptr;
+  PyObject* dicts =
+      PyDict_Check(tensor.ptr()) ? PyDict_GetItemWithError(tensor.ptr(), s_zero) : nullptr;
   if (!dicts && PyErr_Occurred()) throw py::error_already_set();
   {
     CurrentGuard guard{step.ptr(), attr(step.ptr(), s_current)};

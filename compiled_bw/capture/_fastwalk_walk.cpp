@@ -965,7 +965,8 @@ py::tuple hook_entries(CWalk& w, py::tuple names, bool tensor_hooks, bool node_h
     py::dict retains;
     if (PyObject_SetAttr(h.ptr(), s_tensor, tensor.is_none() ? py::dict().ptr() : tensor.ptr()) ||
         PyObject_SetAttr(h.ptr(), s_retains, retains.ptr()) ||
-        PyObject_SetAttr(h.ptr(), s_pre, pre.ptr()) || PyObject_SetAttr(h.ptr(), s_post, post.ptr()))
+        PyObject_SetAttr(h.ptr(), s_pre, pre.ptr()) ||
+        PyObject_SetAttr(h.ptr(), s_post, post.ptr()))
       throw py::error_already_set();
     hooks[hi] = h;
     entries.append(py::make_tuple(hi, py::make_tuple(t_sig, empty, pre_sig, post_sig)));
