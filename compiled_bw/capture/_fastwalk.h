@@ -5,7 +5,8 @@
 // file calls.  The files, by job:
 //   _fastwalk_walk.cpp      per-class facts, the key, the walk
 //   _fastwalk_slots.cpp     slot hooks, SlotList, install
-//   _fastwalk_run.cpp       direct leaf delivery, the C++ hit path, streams
+//   _fastwalk_run.cpp       direct leaf delivery, the C++ hit path, streams, version checks,
+//                           tensor hook calls
 //   _fastwalk_bindings.cpp  the Python module (PYBIND11_MODULE) only
 // capture/fastwalk.py builds them into one extension.
 //

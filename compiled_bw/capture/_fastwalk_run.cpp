@@ -1,7 +1,9 @@
 // What the C++ walk runs: leaf grads delivered directly to AccumulateGrad, AccumulateGrad nodes
 // run as the engine runs them (delivery points), the C++ hit path (run_native), and the streams
-// the forward ran the nodes' ops on (declarations in _fastwalk.h).  Consumes a CWalk or autograd
-// nodes, grads and a compiled graph's entry; produces accumulated .grads, or grad()'s results.
+// the forward ran the nodes' ops on, the saved-tensor version checks after user code and the
+// one-grad tensor hook call of an opaque call (declarations in _fastwalk.h).  Consumes a CWalk or
+// autograd nodes, grads and a compiled graph's entry (or a running step); produces accumulated
+// .grads, grad()'s results, or a hook call's outputs.
 #include "_fastwalk.h"
 
 #include <torch/csrc/inductor/aoti_torch/tensor_converter.h>

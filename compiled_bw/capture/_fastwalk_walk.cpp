@@ -1,6 +1,7 @@
 // The C++ walk: per-class facts, the key, the walk (declarations in _fastwalk.h).  Consumes the
 // root edges of one backward; produces a CWalk: the nodes in the Python walk's discovery order,
-// their classes, edges and saved tensors, and the key (bytes) with its hash.
+// their classes, edges and saved tensors, and the key (bytes) with its hash; then, for the nodes
+// with hooks, their NodeHooks and signature parts (hook_entries).
 //
 // Per node, in the Python walk's discovery order, the key gets: index, class id, edges
 // (child index | -1, input_nr), input metadata, and then
