@@ -89,6 +89,17 @@ def test_private_cpp_api(ext):
         "PyFunctionPreHook::dict moved: capture/hooks.py node_hooks reads a node's pre-hooks")
     assert d_post is not None and list(d_post.values()) == [post], (
         "PyFunctionPostHook::dict moved: capture/hooks.py node_hooks reads a node's post-hooks")
+    # hook_entries (fastwalk.py Note [Hook entries in C++]): Node::metadata() as
+    # PyAnomalyMetadata::dict() is the dict `grad_fn.metadata` shows, where hooks.py records
+    # a tensor's hook dict; each hook's identity, a plain function's __code__
+    y = a * 3
+    y.register_hook(pre)
+    cw = ext.walk([(y.sum().grad_fn, 0)], {})
+    hooked, entries = ext.hook_entries(cw, fastwalk._HOOK_NAMES, True, True, None)
+    assert len(entries) == 1 and entries[0][1] == (((0, (pre.__code__,)),), (), None, None), (
+        f"the C++ hook entry of a tensor hook is {entries}: Node::metadata() is no longer the "
+        "PyAnomalyMetadata whose dict() `grad_fn.metadata` shows")
+    assert list(hooked[entries[0][0]].tensor[0][0].values()) == [pre]
     # slots: register_hooks(SavedVariableHooks), our hooks recognized on a re-walk
     loss = (a @ b).tanh().sum()
     w = fastwalk.fast_walk([gradient_edge(loss)])

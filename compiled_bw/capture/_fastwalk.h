@@ -5,7 +5,8 @@
 // file calls.  The files, by job:
 //   _fastwalk_walk.cpp      per-class facts, the key, the walk
 //   _fastwalk_slots.cpp     slot hooks, SlotList, install
-//   _fastwalk_run.cpp       direct leaf delivery, the C++ hit path, streams
+//   _fastwalk_run.cpp       direct leaf delivery, the C++ hit path, streams, version checks,
+//                           tensor hook calls
 //   _fastwalk_bindings.cpp  the Python module (PYBIND11_MODULE) only
 // capture/fastwalk.py builds them into one extension.
 //
@@ -14,7 +15,8 @@
 //   AccumulateGrad::variable, SavedVariable (has_hooks, unpack, register_hooks,
 //   retrieve_unpack_hook_data, SavedVariableHooks), THPCppFunction/THPFunction cdata,
 //   functionToPyObject, THPVariable_Wrap/Unpack, getPyInterpreter, PyFunctionPreHook /
-//   PyFunctionPostHook::dict (a node's Python hook dicts), and compiled autograd's key
+//   PyFunctionPostHook::dict (a node's Python hook dicts), Node::metadata() as
+//   PyAnomalyMetadata::dict() (`grad_fn.metadata`), and compiled autograd's key
 //   visitor (AutogradCompilerCall, NodeCall, CompiledNodeArgs, CacheKey, SizeInput,
 //   TensorArgs::lookup(SavedVariable)) from torch/csrc/dynamo/compiled_autograd.h,
 //   TensorImpl::pyobj_slot()->load_pyobj(), and AOTInductor's tensor handles
@@ -240,6 +242,31 @@ inline const char* foreign_hook(Node* node) {
       return "a C++ post-hook";
   return nullptr;
 }
+// A node's Python (pre-hook, post-hook) dicts: the PyFunctionPreHook's / PyFunctionPostHook's
+// (borrowed), nullptr where it has none (capture/hooks.py node_hooks' `dicts`).
+std::pair<PyObject*, PyObject*> hook_dicts_of(Node* fn);
+// capture/fastwalk.py Note [Hook entries in C++]: (hooks {index: NodeHooks}, [(index, hook
+// signature)]) of the walk's hooked nodes; the Python builder for the others.
+py::tuple hook_entries(CWalk& w, py::tuple names, bool tensor_hooks, bool node_hooks,
+                       py::object retained);
+// capture/saved.py Note [Version checks in C++]: per opaque site, the saved tensors it checks
+// once it ran, with their versions when the graph started.
+struct VersionChecks {
+  std::vector<std::vector<std::pair<at::Tensor, int64_t>>> sites;  // by site id
+  std::vector<py::object> readers;  // by site: its ((saved position, traced reader | None), ...)
+  size_t left = 0;                  // sites not checked yet
+  // None, or (tensor, expected version, traced reader | None) of the first tensor of `site`
+  // modified since; the site's tensors are dropped either way (checked once).
+  py::object check(size_t site);
+};
+std::shared_ptr<VersionChecks> version_checks(py::list box, size_t off, py::tuple spec);
+// capture/opaque.py Note [Hook calls in C++]: hooks_init(_after_user_code, _outputs,
+// hooks.check_single, saved.raise_modified); tensor_hooks_call(step, site object, site, hooks,
+// grads, label) -> the call's outputs.
+void hooks_init(py::object after_user_code, py::object outputs, py::object check_single,
+                py::object raise_modified);
+py::object tensor_hooks_call(py::handle step, py::handle s, py::handle site, py::handle h,
+                             py::list grads, py::handle label);
 bool accumulate(const std::vector<Node*>& nodes, py::list grads);
 void run_leaf(Node* fn, at::Tensor grad);
 py::object run_native(CWalk& w, py::handle entry, py::list roots, size_t n_inputs,

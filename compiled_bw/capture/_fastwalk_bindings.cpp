@@ -140,21 +140,19 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     return py::str(std::string(what) + " on " + fn->name() + FOREIGN_HOOK_WHY);
   });
   m.def("hook_dicts", [](py::object n) {
-    Node* fn = node_of(n.ptr()).get();
-    PyObject* pre = Py_None;
-    PyObject* post = Py_None;
-    for (const auto& h : fn->pre_hooks())
-      if (std::strcmp(typeid(*h).name(), "N5torch8autograd17PyFunctionPreHookE") == 0) {
-        pre = static_cast<torch::autograd::PyFunctionPreHook*>(h.get())->dict;
-        break;
-      }
-    for (const auto& h : fn->post_hooks())
-      if (std::strcmp(typeid(*h).name(), "N5torch8autograd18PyFunctionPostHookE") == 0) {
-        post = static_cast<torch::autograd::PyFunctionPostHook*>(h.get())->dict;
-        break;
-      }
-    return py::make_tuple(py::handle(pre), py::handle(post));
+    auto [pre, post] = hook_dicts_of(node_of(n.ptr()).get());
+    return py::make_tuple(py::handle(pre ? pre : Py_None), py::handle(post ? post : Py_None));
   });
+  // capture/fastwalk.py Note [Hook entries in C++]
+  m.def("hook_entries", &hook_entries);
+  // capture/saved.py Note [Version checks in C++]
+  py::class_<VersionChecks, std::shared_ptr<VersionChecks>>(m, "VersionChecks")
+      .def("check", &VersionChecks::check)
+      .def("__bool__", [](VersionChecks& v) { return v.left > 0; });
+  m.def("version_checks", &version_checks);
+  // capture/opaque.py Note [Hook calls in C++]
+  m.def("hooks_init", &hooks_init);
+  m.def("tensor_hooks_call", &tensor_hooks_call);
   m.def("saved_variable_address", [](py::object sv) { return (size_t)sv.cast<SavedVariable*>(); });
   // compiled_args probe of one node, outside any walk: (ok, message).
   m.def("probe_compiled_args", [](py::object n) {

@@ -1,7 +1,9 @@
 // What the C++ walk runs: leaf grads delivered directly to AccumulateGrad, AccumulateGrad nodes
 // run as the engine runs them (delivery points), the C++ hit path (run_native), and the streams
-// the forward ran the nodes' ops on (declarations in _fastwalk.h).  Consumes a CWalk or autograd
-// nodes, grads and a compiled graph's entry; produces accumulated .grads, or grad()'s results.
+// the forward ran the nodes' ops on, the saved-tensor version checks after user code and the
+// one-grad tensor hook call of an opaque call (declarations in _fastwalk.h).  Consumes a CWalk or
+// autograd nodes, grads and a compiled graph's entry (or a running step); produces accumulated
+// .grads, grad()'s results, or a hook call's outputs.
 #include "_fastwalk.h"
 
 #include <torch/csrc/inductor/aoti_torch/tensor_converter.h>
@@ -195,6 +197,194 @@ py::list stream_list(const Streams& s) {
   py::list out;
   for (const auto& [t, i, id] : s) out.append(py::make_tuple(t, i, id));
   return out;
+}
+
+}  // namespace compiled_bw::fastwalk
+
+namespace compiled_bw::fastwalk {
+
+// capture/saved.py Note [Version checks in C++].
+py::object VersionChecks::check(size_t site) {
+  if (site >= sites.size() || sites[site].empty()) return py::none();
+  auto list = std::move(sites[site]);
+  sites[site].clear();
+  --left;
+  for (size_t j = 0; j < list.size(); ++j) {
+    const at::Tensor& t = list[j].first;
+    if (t._version() != list[j].second) {
+      PyObject* o = THPVariable_Wrap(t);
+      if (!o) throw py::error_already_set();
+      py::object reader = py::reinterpret_borrow<py::tuple>(readers[site])[j][py::int_(1)];
+      return py::make_tuple(py::reinterpret_steal<py::object>(o), list[j].second, reader);
+    }
+  }
+  return py::none();
+}
+
+std::shared_ptr<VersionChecks> version_checks(py::list box, size_t off, py::tuple spec) {
+  auto vc = std::make_shared<VersionChecks>();
+  if (spec.size()) {  // (sorted by site: the last is the largest)
+    const size_t n = spec[spec.size() - 1].cast<py::tuple>()[0].cast<size_t>() + 1;
+    vc->sites.resize(n);
+    vc->readers.resize(n);
+  }
+  for (auto item : spec) {
+    auto pair = item.cast<py::tuple>();
+    const size_t site = pair[0].cast<size_t>();
+    auto ks = pair[1].cast<py::tuple>();
+    if (vc->sites.size() <= site) {
+      vc->sites.resize(site + 1);
+      vc->readers.resize(site + 1);
+    }
+    auto& list = vc->sites[site];
+    if (!list.empty()) raise(PyExc_AssertionError, "version_checks: a site listed twice");
+    if (ks.size()) ++vc->left;
+    vc->readers[site] = ks;
+    for (auto kr : ks) {
+      const size_t k = off + PyLong_AsSize_t(PyTuple_GET_ITEM(kr.ptr(), 0));
+      if (PyErr_Occurred()) throw py::error_already_set();
+      at::Tensor t = THPVariable_Unpack(box[k].ptr());
+      const int64_t v = t._version();
+      list.emplace_back(std::move(t), v);
+    }
+  }
+  return vc;
+}
+
+}  // namespace compiled_bw::fastwalk
+
+namespace compiled_bw::fastwalk {
+
+namespace {
+// capture/opaque.py's Python halves of a hook call (hooks_init sets them)
+py::object& g_after_user_code = *new py::object();  // _after_user_code(step, s, site)
+py::object& g_outputs = *new py::object();          // _outputs(step, s, site, outs, grads, label)
+py::object& g_check_single = *new py::object();     // hooks.check_single(old, new, hook)
+py::object& g_raise_modified = *new py::object();   // saved.raise_modified(t, version, reader)
+
+PyObject* interned(const char* s) { return PyUnicode_InternFromString(s); }
+
+py::object attr(PyObject* o, PyObject* name) {
+  PyObject* r = PyObject_GetAttr(o, name);
+  if (!r) throw py::error_already_set();
+  return py::reinterpret_steal<py::object>(r);
+}
+
+// Puts step.current back however the hooks end (a hook that raises included).
+struct CurrentGuard {
+  PyObject* step;
+  py::object prev;
+  ~CurrentGuard() {
+    PyObject *t, *v, *tb;
+    PyErr_Fetch(&t, &v, &tb);
+    static PyObject* s_current = interned("current");
+    if (PyObject_SetAttr(step, s_current, prev.ptr())) PyErr_Clear();
+    PyErr_Restore(t, v, tb);
+  }
+};
+
+bool same_strides(const at::Tensor& t, PyObject* want) {
+  if (!PyTuple_Check(want)) return false;
+  auto st = t.strides();
+  if ((size_t)PyTuple_GET_SIZE(want) != st.size()) return false;
+  for (size_t d = 0; d < st.size(); ++d) {
+    long long v = PyLong_AsLongLong(PyTuple_GET_ITEM(want, d));
+    if (v == -1 && PyErr_Occurred()) throw py::error_already_set();
+    if (v != st[d]) return false;
+  }
+  return true;
+}
+}  // namespace
+
+void hooks_init(py::object after_user_code, py::object outputs, py::object check_single,
+                py::object raise_modified) {
+  g_after_user_code = after_user_code;
+  g_outputs = outputs;
+  g_check_single = check_single;
+  g_raise_modified = raise_modified;
+}
+
+// capture/opaque.py Note [One-grad tensor hook calls], in C++ (Note [Hook calls in C++]).
+py::object tensor_hooks_call(py::handle step, py::handle s, py::handle site, py::handle h,
+                             py::list grads, py::handle label) {
+  static PyObject* s_current = interned("current");
+  static PyObject* s_node_index = interned("node_index");
+  static PyObject* s_tensor = interned("tensor");
+  static PyObject* s_hooks_changed = interned("hooks_changed");
+  static PyObject* s_checks = interned("checks");
+  static PyObject* s_out_strides = interned("out_strides");
+  static PyObject* s_values = interned("values");
+  static PyObject* s_zero = PyLong_FromLong(0);
+  PyObject* g0 = PyList_GET_ITEM(grads.ptr(), 0);
+  py::object g = py::reinterpret_borrow<py::object>(g0);
+  py::object tensor = attr(h.ptr(), s_tensor);
+  PyObject* dicts =
+      PyDict_Check(tensor.ptr()) ? PyDict_GetItemWithError(tensor.ptr(), s_zero) : nullptr;
+  if (!dicts && PyErr_Occurred()) throw py::error_already_set();
+  {
+    CurrentGuard guard{step.ptr(), attr(step.ptr(), s_current)};
+    if (PyObject_SetAttr(step.ptr(), s_current, attr(s.ptr(), s_node_index).ptr()))
+      throw py::error_already_set();
+    if (dicts) {
+      py::object ds = py::reinterpret_borrow<py::object>(dicts);  // (a hook may change h)
+      py::object it = py::reinterpret_steal<py::object>(PyObject_GetIter(ds.ptr()));
+      if (!it) throw py::error_already_set();
+      while (PyObject* d_ = PyIter_Next(it.ptr())) {
+        py::object d = py::reinterpret_steal<py::object>(d_);
+        // a snapshot (hooks may remove themselves), in the dict's own order (eager's
+        // PyDict_Next); not a dict: the Python call's `list(d.values())`
+        py::object hs = py::reinterpret_steal<py::object>(
+            PyDict_Check(d.ptr()) ? PyDict_Values(d.ptr())
+                                  : PySequence_List(attr(d.ptr(), s_values)().ptr()));
+        if (!hs) throw py::error_already_set();
+        for (Py_ssize_t k = 0; k < PyList_GET_SIZE(hs.ptr()); ++k) {
+          PyObject* hook = PyList_GET_ITEM(hs.ptr(), k);
+          PyObject* r = PyObject_CallOneArg(hook, g.ptr());
+          if (!r) throw py::error_already_set();
+          py::object res = py::reinterpret_steal<py::object>(r);
+          if (r == Py_None || r == g.ptr()) continue;
+          // hooks.py Note [Cheap result checks]: a plain tensor of the same type and size
+          // passes; anything else goes through check_single (eager's errors)
+          if (Py_TYPE(r) == (PyTypeObject*)THPVariableClass && THPVariable_Check(g.ptr())) {
+            const at::Tensor& o = THPVariable_Unpack(g.ptr());
+            const at::Tensor& n = THPVariable_Unpack(r);
+            if (o.defined() && n.defined() && n.scalar_type() == o.scalar_type() &&
+                n.layout() == o.layout() && n.device() == o.device() &&
+                n.sizes().equals(o.sizes())) {
+              g = std::move(res);
+              continue;
+            }
+          }
+          g = g_check_single(g, res, py::handle(hook));
+        }
+      }
+      if (PyErr_Occurred()) throw py::error_already_set();
+    }
+  }
+  // the checks once user code returned (opaque.py _after_user_code)
+  py::object changed = attr(step.ptr(), s_hooks_changed);
+  int hc = PyObject_IsTrue(changed.ptr());
+  if (hc < 0) throw py::error_already_set();
+  py::object checks = attr(step.ptr(), s_checks);
+  if (hc) {
+    g_after_user_code(step, s, site);
+  } else if (!checks.is_none()) {
+    if (py::isinstance<VersionChecks>(checks)) {
+      py::object bad = checks.cast<VersionChecks*>()->check(site.cast<size_t>());
+      if (!bad.is_none()) g_raise_modified(*bad);
+    } else if (PyObject_IsTrue(checks.ptr())) {
+      g_after_user_code(step, s, site);
+    }
+  }
+  py::list outs(1);
+  outs[0] = g;
+  if (g.ptr() == g0) {
+    py::object strides = attr(s.ptr(), s_out_strides);
+    if (PyTuple_Check(strides.ptr()) && PyTuple_GET_SIZE(strides.ptr()) > 0 &&
+        same_strides(THPVariable_Unpack(g0), PyTuple_GET_ITEM(strides.ptr(), 0)))
+      return std::move(outs);
+  }
+  return g_outputs(step, s, site, outs, grads, label);
 }
 
 }  // namespace compiled_bw::fastwalk

@@ -1,6 +1,7 @@
 // The C++ walk: per-class facts, the key, the walk (declarations in _fastwalk.h).  Consumes the
 // root edges of one backward; produces a CWalk: the nodes in the Python walk's discovery order,
-// their classes, edges and saved tensors, and the key (bytes) with its hash.
+// their classes, edges and saved tensors, and the key (bytes) with its hash; then, for the nodes
+// with hooks, their NodeHooks and signature parts (hook_entries).
 //
 // Per node, in the Python walk's discovery order, the key gets: index, class id, edges
 // (child index | -1, input_nr), input metadata, and then
@@ -18,6 +19,7 @@
 // then the execution order (the permutation sorting the sequence numbers).
 #include "_fastwalk.h"
 
+#include <torch/csrc/autograd/python_anomaly_mode.h>
 #include <torch/csrc/dynamo/compiled_autograd.h>
 
 using torch::dynamo::autograd::AutogradCompilerCall;
@@ -828,6 +830,149 @@ std::shared_ptr<CWalk> walk(py::list roots, py::dict kinds) {
   w->key = std::make_shared<const std::string>(k.take());
   w->hash = hash_bytes(*w->key);
   return w;
+}
+
+}  // namespace compiled_bw::fastwalk
+
+namespace compiled_bw::fastwalk {
+
+std::pair<PyObject*, PyObject*> hook_dicts_of(Node* fn) {
+  PyObject* pre = nullptr;
+  PyObject* post = nullptr;
+  for (const auto& h : fn->pre_hooks())
+    if (std::strcmp(typeid(*h).name(), "N5torch8autograd17PyFunctionPreHookE") == 0) {
+      pre = static_cast<torch::autograd::PyFunctionPreHook*>(h.get())->dict;
+      break;
+    }
+  for (const auto& h : fn->post_hooks())
+    if (std::strcmp(typeid(*h).name(), "N5torch8autograd18PyFunctionPostHookE") == 0) {
+      post = static_cast<torch::autograd::PyFunctionPostHook*>(h.get())->dict;
+      break;
+    }
+  return {pre, post};
+}
+
+namespace {
+
+// hooks.py _ident of each hook of a dict, in the dict's own order (PyDict_Next, as eager's
+// PyFunction*Hook iterate it): a plain function's __code__, else what `ident` answers.
+py::tuple idents_of(PyObject* d, PyObject* ident) {
+  py::tuple out(PyDict_Size(d));
+  Py_ssize_t pos = 0, k = 0;
+  PyObject *key, *value;
+  while (PyDict_Next(d, &pos, &key, &value)) {
+    PyObject* id;
+    if (Py_TYPE(value) == &PyFunction_Type) {
+      id = PyFunction_GET_CODE(value);
+      Py_INCREF(id);
+    } else {
+      id = PyObject_CallOneArg(ident, value);
+      if (!id) throw py::error_already_set();
+    }
+    PyTuple_SET_ITEM(out.ptr(), k++, id);
+  }
+  return out;
+}
+
+}  // namespace
+
+// capture/fastwalk.py Note [Hook entries in C++].  names: (TENSOR_HOOKS_KEY, NodeHooks,
+// hooks_and_signature, _ident, hook_dicts).
+py::tuple hook_entries(CWalk& w, py::tuple names, bool tensor_hooks, bool node_hooks,
+                       py::object retained) {
+  static PyObject* s_tensor = PyUnicode_InternFromString("tensor");
+  static PyObject* s_retains = PyUnicode_InternFromString("retains");
+  static PyObject* s_pre = PyUnicode_InternFromString("pre");
+  static PyObject* s_post = PyUnicode_InternFromString("post");
+  PyObject* key = names[0].ptr();
+  py::object node_hooks_cls = names[1], general = names[2];
+  PyObject* ident = names[3].ptr();
+  py::object dicts = names[4];
+  py::dict hooks;
+  py::list entries;
+  if (w.pynodes.size() != w.nodes.size()) w.pynodes.resize(w.nodes.size());
+  const bool some_retained = !retained.is_none() && PyObject_IsTrue(retained.ptr());
+  py::tuple empty;
+  for (auto hi : w.hook_nodes) {
+    const size_t i = hi.cast<size_t>();
+    Node* node = w.nodes[i].get();
+    auto& obj = w.pynodes.at(i);  // the Python node: made only where Python needs it
+    bool slow = false;
+    if (some_retained) {  // retains_grad: hooks.node_hooks
+      if (!obj) obj = node_obj(w.nodes[i]);
+      py::object id = py::reinterpret_steal<py::object>(PyLong_FromVoidPtr(obj.ptr()));
+      int c = PyDict_Contains(retained.ptr(), id.ptr());
+      if (c < 0) throw py::error_already_set();
+      slow = c;
+    }
+    py::object tensor = py::none(), t_sig = empty;
+    if (!slow && tensor_hooks && !node->tensor_pre_hooks().empty()) {
+      // `node.metadata` (a hook dict is recorded there when the tensor hook is registered)
+      py::object md = py::reinterpret_borrow<py::object>(
+          static_cast<torch::autograd::PyAnomalyMetadata*>(node->metadata())->dict());
+      PyObject* recs = PyDict_Check(md.ptr()) ? PyDict_GetItemWithError(md.ptr(), key) : nullptr;
+      if (!recs && PyErr_Occurred()) throw py::error_already_set();
+      if (!PyDict_Check(md.ptr())) {
+        slow = true;
+      } else if (recs && PyObject_IsTrue(recs)) {
+        PyObject* rec = PyList_CheckExact(recs) && PyList_GET_SIZE(recs) == 1
+                            ? PyList_GET_ITEM(recs, 0)
+                            : nullptr;
+        if (!rec || !PyTuple_CheckExact(rec) || PyTuple_GET_SIZE(rec) != 2 ||
+            !PyWeakref_Check(PyTuple_GET_ITEM(rec, 1))) {
+          slow = true;  // several dicts on the node: hooks.node_hooks
+        } else {
+          PyObject* slot = PyTuple_GET_ITEM(rec, 0);
+          PyObject* d = PyWeakref_GetObject(PyTuple_GET_ITEM(rec, 1));  // borrowed
+          if (d != Py_None && !PyDict_Check(d)) {
+            slow = true;
+          } else if (d != Py_None && PyDict_Size(d) > 0) {
+            py::dict t;
+            py::list ds;
+            ds.append(py::handle(d));
+            t[py::handle(slot)] = ds;
+            tensor = t;
+            t_sig = py::make_tuple(py::make_tuple(py::handle(slot), idents_of(d, ident)));
+          }
+        }
+      }
+    }
+    if (slow) {
+      if (!obj) obj = node_obj(w.nodes[i]);
+      py::object r = general(obj, retained, dicts);
+      if (!r.is_none()) {
+        hooks[hi] = r[py::int_(0)];
+        entries.append(py::make_tuple(hi, r[py::int_(1)]));
+      }
+      continue;
+    }
+    py::object pre = py::none(), post = py::none(), pre_sig = py::none(), post_sig = py::none();
+    if (node_hooks) {
+      auto [p, q] = hook_dicts_of(node);
+      if (p && PyDict_Check(p) && PyDict_Size(p) > 0) {
+        pre = py::reinterpret_borrow<py::object>(p);
+        pre_sig = idents_of(p, ident);
+      }
+      if (q && PyDict_Check(q) && PyDict_Size(q) > 0) {
+        post = py::reinterpret_borrow<py::object>(q);
+        post_sig = idents_of(q, ident);
+      }
+    }
+    if (tensor.is_none() && pre.is_none() && post.is_none()) continue;
+    // NodeHooks(tensor, pre, post) without its Python __init__ (~0.3 us): its four slots
+    PyTypeObject* cls = (PyTypeObject*)node_hooks_cls.ptr();
+    py::object h = py::reinterpret_steal<py::object>(cls->tp_alloc(cls, 0));
+    if (!h) throw py::error_already_set();
+    py::dict retains;
+    if (PyObject_SetAttr(h.ptr(), s_tensor, tensor.is_none() ? py::dict().ptr() : tensor.ptr()) ||
+        PyObject_SetAttr(h.ptr(), s_retains, retains.ptr()) ||
+        PyObject_SetAttr(h.ptr(), s_pre, pre.ptr()) ||
+        PyObject_SetAttr(h.ptr(), s_post, post.ptr()))
+      throw py::error_already_set();
+    hooks[hi] = h;
+    entries.append(py::make_tuple(hi, py::make_tuple(t_sig, empty, pre_sig, post_sig)));
+  }
+  return py::make_tuple(hooks, entries);
 }
 
 }  // namespace compiled_bw::fastwalk

@@ -60,7 +60,17 @@ from .custom import (
     fwd_info,
     on_verdict_change,
 )
-from .hooks import COUNTS, RETAINED, hooks_and_signature, leaf_hooks, retained_by_node
+from .hooks import (
+    COUNTS,
+    RETAINED,
+    TENSOR_HOOKS_KEY,
+    NodeHooks,
+    _ident,
+    check_single,
+    hooks_and_signature,
+    leaf_hooks,
+    retained_by_node,
+)
 from .nodes import (
     AOT,
     CUSTOM,
@@ -74,7 +84,7 @@ from .nodes import (
 )
 from .nodes import node_kind as _node_kind
 from .recompute import is_checkpointed
-from .saved import SLOTS_KEY, input_meta, input_metadata, install_slots, raw_saved
+from .saved import SLOTS_KEY, input_meta, input_metadata, install_slots, raise_modified, raw_saved
 from .unpacked import eligible_attrs
 from .walk import WalkUnsupported, _as_opaque, _custom_entry, class_info, values_entry, walk_graph
 
@@ -202,6 +212,11 @@ def _load_once(verbose: bool):
         ext.memo_init((FWD_KEY, MATERIALIZE_KEY, SLOTS_KEY, torch.Size, torch.dtype,
                        torch.device, torch.layout, torch.memory_format))
         on_verdict_change(ext.memo_clear)
+        global _HOOK_NAMES
+        _HOOK_NAMES = (TENSOR_HOOKS_KEY, NodeHooks, hooks_and_signature, _ident, ext.hook_dicts)
+        from . import opaque  # (it imports this module)
+        ext.hooks_init(opaque._after_user_code, opaque._outputs, check_single, raise_modified)
+        opaque.HOOK_CALL = ext.tensor_hooks_call
         _walk_module.saved_hooks_in = ext.saved_hooks_in   # the Python walk's check too
     except Exception as e:  # noqa: BLE001 -- any build/load failure: the Python walk works
         lines = str(e).strip().splitlines()
@@ -536,6 +551,28 @@ class FastWalk:
         return self.cw.install(py_slots, [])
 
 
+# Note [Hook entries in C++]
+# Every step, each node with hooks gets its hooks.NodeHooks (what its hook calls run) and its
+# signature part (hooks.hooks_and_signature: which hook dicts, each hook's code).  For the
+# common node -- one tensor-hook dict (`y.register_hook`), node pre/post-hook dicts, no
+# retains_grad -- the C++ walk builds both itself (_fastwalk_walk.cpp hook_entries: ~0.85 ->
+# ~0.2 us a node): the same reads as hooks_and_signature (the node's recorded dict through
+# its weak reference, the PyFunction*Hook dicts as `hook_dicts`; an empty or dead dict is
+# none), the same values, each hook's identity a plain function's __code__ or hooks._ident's
+# answer.  Anything else (several dicts on one node, retains_grad, an unexpected record)
+# goes to hooks_and_signature.  A dict's hooks are listed in its own order (eager's
+# PyDict_Next); an OrderedDict reordered with move_to_end lists them otherwise than
+# `d.values()` would, which changes no call: the signature only tells hook sets apart.
+_HOOK_NAMES: tuple = ()    # (TENSOR_HOOKS_KEY, NodeHooks, hooks_and_signature, _ident,
+#                            hook_dicts): set when the extension is loaded
+
+
+def version_checks(box: list, off: int, spec: tuple):
+    """capture/saved.py Note [Version checks in C++]: the C++ VersionChecks, or None without
+    the extension."""
+    return _S.ext.version_checks(box, off, spec) if _S.ext is not None else None
+
+
 def fast_walk(root_edges: list) -> FastWalk:
     """Raises WalkUnsupported (fallback reason), GiveUp (use the Python walk), RuntimeError."""
     kinds: dict = {}
@@ -551,12 +588,8 @@ def fast_walk(root_edges: list) -> FastWalk:
     hook_entries = []
     if len(cw.hook_nodes) and (COUNTS.tensor or COUNTS.node or len(RETAINED)):
         retained = retained_by_node() if len(RETAINED) else None
-        dicts, node = _S.ext.hook_dicts, cw.node
-        for i in cw.hook_nodes:
-            hs = hooks_and_signature(node(i), retained, dicts)
-            if hs is not None:
-                w.hooks[i] = hs[0]
-                hook_entries.append((i, hs[1]))
+        w.hooks, hook_entries = _S.ext.hook_entries(cw, _HOOK_NAMES, bool(COUNTS.tensor),
+                                                    bool(COUNTS.node), retained)
     for i in cw.hook_leaves:
         var = w.leaves[i]
         if var._backward_hooks:

@@ -120,11 +120,12 @@ class NodeHooks:
     """This step's hooks of one node."""
     __slots__ = ("post", "pre", "retains", "tensor")
 
-    def __init__(self) -> None:
-        self.tensor: dict = {}     # slot -> [OrderedDict, ...] in registration order
+    def __init__(self, tensor: dict | None = None, pre=None, post=None) -> None:
+        # slot -> [OrderedDict, ...] in registration order
+        self.tensor: dict = {} if tensor is None else tensor
         self.retains: dict = {}    # slot -> retained tensor
-        self.pre = None            # OrderedDict of node pre-hooks
-        self.post = None           # OrderedDict of node post-hooks
+        self.pre = pre             # OrderedDict of node pre-hooks
+        self.post = post           # OrderedDict of node post-hooks
 
     def signature(self) -> tuple:
         t = self.tensor     # (the walk asks per hooked node, every step: no work for empties)

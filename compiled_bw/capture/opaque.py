@@ -364,8 +364,19 @@ def _opaque_impl(site: int, grads: list, label: str) -> list:
 # node memo]): a traced custom Function ~3-5 -> ~1.5-1.8 us a call (eager's PyNode ~1.3-1.7
 # us), custom_hooks ~1.2-1.4x -> ~1.1-1.2x eager; node hook calls got a one-pass call (Note
 # [One-pass node hook calls]), not measurably cheaper.
-# Left: the walk's Python callback per hooked node (~1.5 us), the hook call's
-# own Python (~4 us: opaque_direct, the hook loop, check_after_call, the output check), the
+# Then a tensor hook's call, measured end to end on a cache hit (thread CPU, a chain of 64,
+# eager backend: ~4.7 us a call over the same chain without hooks, eager's ~0.3-1.4 us): the
+# walk's hooked-node entry ~1.3 us (hooks_and_signature ~0.85 us, the node's Python object,
+# the loop), the saved-tensor version checks ~1.0 us (the per-step dict ~0.5-1 us a site, the
+# per-call pop ~0.5 us), the call ~2.4 us (opaque_direct, _tensor_hooks_call's frame, the
+# hook loop, _after_user_code, the stride check) -- all Python.  Cut: the C++ walk builds the
+# hooked node's NodeHooks and signature part itself (capture/fastwalk.py Note [Hook entries
+# in C++]), the version checks are C++ (saved.py Note [Version checks in C++]) and the call is
+# one C++ call under opaque_direct (Note [Hook calls in C++]): ~4.7 -> ~3.4 us a call on the
+# same machine (benchmarks/RESULTS.md, 2026-11-24 "Tensor hook calls in C++").
+# Left: opaque_direct's Python frame and its dispatch (~0.6 us), the C++ hook entry's ~8
+# Python objects a node (~0.5 us), the graph code around each call (the grads list, the
+# getitem), node pre/post hook calls still Python (Note [One-pass node hook calls]), the
 # engine task (~55 us: _Deliver's apply, run_backward, the Python Step), the glue (~40 us),
 # graphs with opaque calls off the C++ hit path (the Python wrapper).
 
@@ -385,6 +396,8 @@ def opaque_direct(site: int, grads: list, label: str, loose: frozenset = frozens
                 return _node_hooks_call(step, s, site, h.post, grads, label, True)
         elif not (h.retains or h.pre):
             if len(grads) == 1 and grads[0] is not None:
+                if HOOK_CALL is not None and type(grads) is list:   # Note [Hook calls in C++]
+                    return HOOK_CALL(step, s, site, h, grads, label)
                 return _tensor_hooks_call(step, s, site, h, grads, label)
         elif not (h.tensor or h.retains):
             return _node_hooks_call(step, s, site, h.pre, grads, label, False)
@@ -423,6 +436,21 @@ def _after_user_code(step, s: OpaqueSite, site: int) -> None:
 # Which hooks run is read from this step's dicts (the NodeHooks the walk made), never from the
 # capture: a hook added to a dict the graph calls is called, one removed is not (as in eager);
 # a dict added or removed, or other hook code, changes the signature (recapture).
+
+
+# Note [Hook calls in C++]
+# With the extension, the one-grad tensor hook call above is one C++ call
+# (_fastwalk_run.cpp tensor_hooks_call) doing what `_tensor_hooks_call` does, in the same
+# order: step.current set (and put back however the hooks end), each hook of each of this
+# step's dicts on a snapshot of it, in the dict's own order (eager's PyDict_Next), a result
+# other than None or the grad itself kept when it is a plain tensor of the grad's dtype,
+# layout, device and size and otherwise handed to hooks.check_single (eager's errors), then
+# the checks after user code (hooks registered meanwhile: `_after_user_code`; saved tensors
+# modified: the VersionChecks of saved.py Note [Version checks in C++], its error raised by
+# saved.raise_modified), then the grad itself when it is the one given, in the promised
+# layout, else `_outputs`.  Python frames per call: opaque_direct's only.
+
+HOOK_CALL = None    # the extension's tensor_hooks_call, once it is loaded (capture/fastwalk.py)
 
 
 def _tensor_hooks_call(step, s: OpaqueSite, site: int, h, grads: list, label: str) -> list:

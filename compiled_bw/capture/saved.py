@@ -59,21 +59,45 @@ def modified_message(t: torch.Tensor, expected: int) -> str:
             "torch.autograd.set_detect_anomaly(True, check_nan=False).")
 
 
-def check_after_call(checks: dict, site: int) -> None:
+# Note [Version checks in C++]
+# After each call that ran user code, the saved tensors that later traced code reads (or that
+# eager's later nodes unpack) are checked for in-place changes (capture/trace.py Note [Saved
+# tensors modified during the backward]).  With the extension, the tensors and their versions
+# when the graph started are taken in one C++ call per step (`fastwalk.version_checks`:
+# ~1 us a site in Python before) and each call's check is one C++ call that answers None or
+# the first modified tensor (`VersionChecks.check`); each site is checked once, its tensors
+# dropped then, as the dict below pops them.
+
+
+def check_after_call(checks, site: int) -> None:
     """Note [Saved tensors modified during the backward] (capture/trace.py), once call `site`
     ran: raise eager's error for the first tensor it checks -- (tensor, version when the graph
-    started, None or what traced code reads it) -- that was modified in place since."""
-    for t, version, reader in checks.pop(site, ()):
-        if t._version == version:
-            continue
-        if reader is None:
-            raise RuntimeError(modified_message(t, version))
-        raise RuntimeError(
-            f"compiled_bw: user code run during this backward modified in place a tensor that "
-            f"the traced {reader} reads: it is at version {t._version}, {version} when the "
-            "backward started.  Eager autograd would read the modified tensor there; the "
-            "compiled graph may have read it before.  Run this backward without "
-            "compiled_bw.enable().")
+    started, None or what traced code reads it) -- that was modified in place since.  checks:
+    site -> those triples, or the extension's VersionChecks (Note [Version checks in C++])."""
+    if type(checks) is dict:
+        found = checks.pop(site, ())
+    else:
+        first = checks.check(site)
+        if first is None:
+            return
+        found = (first,)
+    for t, version, reader in found:
+        raise_modified(t, version, reader)
+
+
+def raise_modified(t: torch.Tensor, version: int, reader) -> None:
+    """check_after_call's error for saved tensor `t`, at `version` when the graph started, if
+    it was modified in place since."""
+    if t._version == version:
+        return
+    if reader is None:
+        raise RuntimeError(modified_message(t, version))
+    raise RuntimeError(
+        f"compiled_bw: user code run during this backward modified in place a tensor that "
+        f"the traced {reader} reads: it is at version {t._version}, {version} when the "
+        "backward started.  Eager autograd would read the modified tensor there; the "
+        "compiled graph may have read it before.  Run this backward without "
+        "compiled_bw.enable().")
 
 
 def raw_saved(node, attr: str):

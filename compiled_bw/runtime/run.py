@@ -735,6 +735,9 @@ def _versions_to_check(plan, box: list) -> dict:
     tensors it checks, with their versions now (the walk checked them against the saved ones;
     no user code ran since)."""
     off = sum(plan.root_defined)
+    checks = fastwalk.version_checks(box, off, plan.version_checks)
+    if checks is not None:      # capture/saved.py Note [Version checks in C++]
+        return checks
     return {site: [(box[off + k], box[off + k]._version, packed) for k, packed in ks]
             for site, ks in plan.version_checks}
 
