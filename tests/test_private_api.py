@@ -203,6 +203,17 @@ def test_inductor_input_size_asserts_hook():
         inductor._maybe_input_size_asserts
 
 
+def test_fakes_as_they_are():
+    # torchapi/dynamo.py fakes_as_they_are: FakeTensorConverter.set_tensor_memo makes from_tensor
+    # of a fake of the mode return that fake, not a new one (make_fx's inputs in the compile
+    # worker: no storage-bound guards)
+    from compiled_bw.torchapi.dynamo import fakes_as_they_are, symbolic_fakes
+    mode, _, (a, b) = symbolic_fakes([torch.randn(4, 6), torch.randn(4, 6)[1:]], [{0}, {0}])
+    assert mode.from_tensor(a) is not a
+    fakes_as_they_are([a, b, 3])
+    assert mode.from_tensor(a) is a and mode.from_tensor(b) is b
+
+
 @pytest.mark.slow
 def test_inductor_artifact_round_trip():
     # backends/inductor_artifact.py: GraphPickler, CompiledFxGraph's (de)serialization and

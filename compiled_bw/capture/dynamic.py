@@ -58,6 +58,7 @@ is never asked to serve it.
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 import operator
 
@@ -809,10 +810,34 @@ class Guards:
         # sizes of 0 are specialized (Note [Sizes of one]): the range starts at 1
         self.ranges = {s: (max(r.lower, 1) if s in env.size_like else r.lower, r.upper)
                        for s, r in env.var_to_range.items()}
-        self.replacements = dict(env.replacements)
+        self.replacements = list(env.replacements.items())     # (symbol, expression) pairs
         self.guards = [g.expr for g in env.guards]
 
         self._fast = _compile_check(self)
+
+    def extended(self, state: tuple) -> Guards:
+        """These guards and those of an Inductor compile made elsewhere (the compile worker's
+        ShapeEnv after it: guards, replacements, ranges; runtime/dynamic.py Note [Dynamic
+        graphs compile in the background]).  A guard over a symbol no input binds fails for
+        every size (_check): the step runs the graph these guards served."""
+        guards, replacements, ranges = state
+        g = copy.copy(self)
+        g.__dict__.pop("_memo", None)
+        g.guards = self.guards + [e for e in guards if e not in self.guards]
+        g.replacements = self.replacements + [
+            p for p in replacements.items() if p not in self.replacements]
+        g.ranges = dict(self.ranges)
+        for sym, (lo, hi) in ranges.items():
+            if sym not in g.ranges:
+                g.ranges[sym] = (lo, hi)
+                continue
+            lo0, hi0 = g.ranges[sym]
+            g.ranges[sym] = (lo if _finite(lo0) is None or (_finite(lo) is not None and
+                                                             _finite(lo) > _finite(lo0)) else lo0,
+                             hi if _finite(hi0) is None or (_finite(hi) is not None and
+                                                            _finite(hi) < _finite(hi0)) else hi0)
+        g._fast = _compile_check(g)
+        return g
 
     def checked_saved(self) -> list:
         """The w.saved positions of the tensors whose metadata the check reads."""
@@ -849,7 +874,7 @@ class Guards:
             if r is not None and not (r[0] <= v and v <= r[1]):
                 return (f"{self.labels.get(sym, sym)} = {v} outside the traced range [{r[0]}, "
                         f"{r[1]}] (0 is specialized, on Inductor 1 too)")
-        for sym, e in self.replacements.items():
+        for sym, e in self.replacements:
             if sym in b and e.xreplace(b) != b[sym]:
                 return self._failed(f"{sym} == {e}", e.free_symbols | {sym}, b)
         for g in self.guards:
@@ -981,7 +1006,7 @@ def _compile_check(g: Guards):
                 body.append(f"if {name} < {lo}: return False")
             if hi is not None:
                 body.append(f"if {name} > {hi}: return False")
-    for sym, e in g.replacements.items():
+    for sym, e in g.replacements:
         if sym in names:
             must(lambda sym=sym, e=e: f"({_py(e, names)} == {names[sym]})")
     for e in g.guards:

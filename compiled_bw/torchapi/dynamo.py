@@ -63,6 +63,8 @@ USED = {
     "torch._dynamo.variables.base.AttributeMutationNew": "capture/guarded.py, capture/custom.py",
     "torch._dynamo.variables.base.ValueMutationNew": "capture/guarded.py, capture/custom.py",
     "torch.fx.experimental._config.backed_size_oblivious": "runtime/dynamic.py",
+    "torch._subclasses.fake_tensor.FakeTensorConverter.set_tensor_memo":
+        "backends/compile_worker.py",
 }
 
 
@@ -87,6 +89,18 @@ def symbolic_fakes(reals: list, dynamic_dims: list):
         ctx = StatelessSymbolicContext(dynamic_sizes=dims)
         fakes.append(mode.from_tensor(t, symbolic_context=ctx))
     return mode, env, fakes
+
+
+def fakes_as_they_are(fakes: list) -> None:
+    """Fake tensors that their FakeTensorMode's from_tensor returns as they are (its
+    converter's memo).  make_fx (Inductor's retrace of a graph) fakeifies its inputs again;
+    for fakes that GraphPickler loaded (the compile worker's), which share storages of a
+    symbolic size, that checks each one's extent against its storage: shape guards over the
+    storage sizes' symbols, which no input of the graph binds (runtime/dynamic.py Note [Dynamic
+    graphs compile in the background])."""
+    for t in fakes:
+        if isinstance(t, FakeTensor):
+            t.fake_mode.fake_tensor_converter.set_tensor_memo(t, t)
 
 
 def symint(env, value: int, name: str):
