@@ -192,7 +192,56 @@ def _mean0(g, v, saved, need):
 
 
 def _view(g, v, saved, need):
-    return [g.reshape(v["self_sym_sizes"])]
+    sizes = v["self_sym_sizes"]
+    _tie_view_sizes(g.shape, sizes)
+    return [g.reshape(sizes)]
+
+
+# Note [View sizes tied to the grad's]
+# A view's backward reshapes the grad to the view input's sizes, saved by the node: SymInt
+# inputs of their own symbols.  The grad's sizes are other symbols, or products of them (a
+# (b, t, d) -> (b*t, d) view upstream).  FakeTensor's reshape then has to prove the numel
+# equality and find how the dims split and merge between independent symbols: ~0.1-0.7 s of
+# sympy per call on the benchmark's transformer (~4 s of its 29 views' trace), and strides with
+# floor divisions (`128*((s1*s10)//s59)`) that make every later op's reasoning slower.  So a
+# target size that is a symbol of its own is first tied to the one expression of the grad's
+# sizes that has its value at the hint (a grad dim, a product of consecutive grad dims, or a
+# factor of a grad dim's product): a shape guard `s59 == s10`, a replacement, checked per
+# step as every guard is.  Where two such expressions have that value (b == t at the capture)
+# nothing is tied: the reshape reasons as before.  The reshape's result is what it was (the
+# same sizes at run time); a tie that a later step's sizes break fails the guards (another
+# capture), never a wrong grad.
+
+def _tie_view_sizes(gshape, sizes) -> None:
+    from ..torchapi.dynamo import guard_equal, hint_of, sym_parts
+    targets = [x for x in sizes if isinstance(x, torch.SymInt)]
+    if not targets:
+        return
+    env = sym_parts(targets[0])[1]
+    gexprs = [sym_parts(a)[0] if isinstance(a, torch.SymInt) else sympy.Integer(a)
+              for a in gshape]
+    gsyms = set().union(*(e.free_symbols for e in gexprs)) if gexprs else set()
+    by_hint: dict = {}
+
+    def add(e) -> None:
+        h = hint_of(env, e)
+        if h is not None:
+            by_hint.setdefault(h, set()).add(e)
+    for i, e in enumerate(gexprs):
+        p = sympy.Integer(1)
+        for f in gexprs[i:]:
+            p = p * f
+            add(p)
+        if isinstance(e, sympy.Mul):
+            for f in e.args:
+                add(f)
+    for x in targets:
+        e = sym_parts(x)[0]
+        if not isinstance(e, sympy.Symbol) or e in gsyms:
+            continue
+        found = by_hint.get(hint_of(env, e), set())
+        if len(found) == 1 and not next(iter(found)).is_number:
+            guard_equal(env, e, next(iter(found)))
 
 
 def _expand(g, v, saved, need):
