@@ -77,7 +77,7 @@ def _compile(job: tuple) -> tuple:
             fn = compile_inductor(gm, fakes)
         env = _shape_env_state(fakes) if oblivious else None
     if isinstance(fn, CompiledFxGraph):
-        return "ok", dump_compiled(fn) if env is None else (dump_compiled(fn), env)
+        return "ok", (dump_compiled(fn), env) if oblivious else dump_compiled(fn)
     return "eager", None
 
 

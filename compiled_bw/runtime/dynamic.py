@@ -41,7 +41,8 @@ from ..torchapi.dynamo import size_oblivious, symbolic_fakes, symint
 from . import background
 from .cache import Compiled
 
-# Note [Dynamic graphs compile in the background]: off by default (see there)
+# Note [Dynamic graphs compile in the background]; False: Inductor compiles a dynamic graph
+# in the step that captured it
 COMPILE_IN_BACKGROUND = True
 STATIC = None   # step()'s answer (STATIC, slots): the static path, with these Slots
 _DYN_HOW = (TRACE, LEAF, AOT)   # the node kinds a dynamic graph may hold
@@ -362,20 +363,21 @@ def _trace_and_compile(state, pw, opts, grad_tensors, spec: DynSpec, slots, base
 # [Background compile]) it now compiles in the worker while the eager backend runs it: the
 # worker gets the graph with its symbolic fake values (GraphPickler carries the ShapeEnv; the
 # SymInt placeholders get their `val`s here) and compiles it under size_oblivious(), as the
-# foreground compile does (capture/dynamic.py Note [Sizes of one]).  The graph's Guards are
-# this process's ShapeEnv's, made before the compile; a guard Inductor adds while compiling
-# (in the foreground it lands in the Guards) would be missing, so the worker refuses a compile
-# that changed its ShapeEnv (a guard, a replacement, a narrowed range: compile_worker.py
-# `_shape_env_state`), and the graph stays on the eager backend, recorded.  The entry's fn is
-# replaced when the compile lands; a bound entry (_bound) reads it per call.  Entries bound
-# before that (remembered by walk key, Note [Dynamic hits by walk key]) have no C entry point:
-# the remembered keys are forgotten when it lands, and bound again on their next step.
-# Off by default (COMPILE_IN_BACKGROUND): on real models the worker's compile does add guards
-# (GPT-2: `Eq(s29, s0)`, storage bounds such as `256*s80 <= 256*s0`; the benchmark's
-# transformer too), so it is refused and the graph would stay on the eager backend, where the
-# foreground compile puts those guards into the graph's Guards and runs Inductor's code.  On
-# by default once the worker's new guards are sent back and added to the graph's Guards when
-# its fn switches.
+# foreground compile does (capture/dynamic.py Note [Sizes of one]).
+# Inductor adds shape guards while it compiles (GPT-2: `Eq(s29, s0)` from a broadcast in its
+# embedding-backward decomposition, `s6 > 16` ordering SDPA's input strides), which the
+# graph's Guards, made here before the compile, do not hold.  So the worker sends back its
+# ShapeEnv's guards, replacements and ranges after the compile (compile_worker.py
+# _shape_env_state), and when the compile lands the entry gets `fast` = (Inductor's Compiled,
+# the Guards extended with them) in one assignment: no step ever sees Inductor's code with
+# the capture's guards only.  A step takes `fast` where its guards pass; sizes that pass the
+# capture's guards but not Inductor's run the entry's own Compiled (the eager backend's fn),
+# noted, without another capture (_choose).  A bound entry (_bound) holds the fn the guards
+# chose, not the entry's current one; the walk keys remembered before the compile landed
+# (bound to the eager backend's fn, Note [Dynamic hits by walk key]) are forgotten then, and
+# bound again, to Inductor's code where its guards pass, at their next step.
+# (The worker takes its loaded fakes as they are: make_fx fakeifying them again checked each
+# one's extent against its storage, whose size GraphPickler made symbols no input binds.)
 
 def _in_background(state, gm, example: list, entry: DynEntry) -> DynEntry:
     """Note [Dynamic graphs compile in the background]: the entry runs the eager backend's fn;
@@ -390,13 +392,16 @@ def _in_background(state, gm, example: list, entry: DynEntry) -> DynEntry:
     known = state.cache.dynamic_keys
 
     def switched(seconds: float, error: str | None, fn, shape_env=None) -> None:
-        if error is None and shape_env is not None:
+        compiled = error is None and fn is not entry.compiled.fn     # (not: nothing to compile)
+        if compiled:
             try:
-                fast = (target, entry.guards.extended(shape_env))
+                fast = (target, entry.guards if shape_env is None else
+                        entry.guards.extended(shape_env))
             except Exception as e:  # noqa: BLE001 -- the eager backend's fn stays, recorded
                 error = f"its guards: {type(e).__name__}: {str(e)[:200]}"
+                compiled = False
         done(seconds, error, fn)
-        if error is None and shape_env is not None:
+        if compiled:
             entry.fast = fast   # at once: the fn and the guards it holds for
             known.clear()       # bound to the eager backend's fn: bound again, to Inductor's
     entry.compiled.start_compile = background.prepare(target, gm, [], switched,
