@@ -4,22 +4,16 @@ Each test runs a program over a sequence of sizes under eager autograd and under
 on Inductor with background compile (differential: every grad, dtype and strides; it waits
 for compiles after each step, so a graph's later steps run Inductor's code) and asserts the
 captures and Inductor compiles it took.  A dynamic graph runs on the eager backend until its
-Inductor compile lands (runtime/dynamic.py Note [Dynamic graphs compile in the background],
-turned on here: it is off by default);
-a static graph of a root that has a dynamic graph compiles only when its shape repeats
+Inductor compile lands, then on Inductor's code for the sizes that pass the guards Inductor
+added in the worker too, and on the eager backend for the others (runtime/dynamic.py Note
+[Dynamic graphs compile in the background]); a static graph of a root that has a dynamic graph compiles only when its shape repeats
 (runtime/run.py Note [Compile on repeat]).
 """
-import pytest
+import sympy
 import torch
 from differential import differential, grads
 
-from compiled_bw.runtime import dynamic
-
-
-@pytest.fixture(autouse=True)
-def _in_background(monkeypatch):
-    # (off by default: runtime/dynamic.py Note [Dynamic graphs compile in the background])
-    monkeypatch.setattr(dynamic, "COMPILE_IN_BACKGROUND", True)
+from compiled_bw.capture import dynamic as capture_dynamic
 
 
 def sized(sizes, make):
@@ -90,10 +84,7 @@ def test_the_first_graph_compiles_after_its_first_run():
     assert st.inductor_compiles == 1 and st.background_compiles == 1 and st.native_runs == 2, st
 
 
-def test_a_compile_that_adds_shape_guards_is_refused():
-    # Inductor's size-oblivious compile of this encoder's dynamic graph adds shape guards
-    # (storage bounds) in the worker, which the graph's guards here would not check: the
-    # compile is refused, the graph stays on the eager backend, with its reason; grads as eager
+def encoder_sizes(sizes, **kw):
     def make(m, size):
         b, t = size
         m.zero_grad()
@@ -104,14 +95,47 @@ def test_a_compile_that_adds_shape_guards_is_refused():
         torch.manual_seed(0)
         return {"k": 0, "m": torch.nn.TransformerEncoder(torch.nn.TransformerEncoderLayer(
             8, 2, 16, dropout=0.0, batch_first=True), 1)}
-    sizes = [(3, 5), (4, 7), (2, 9), (5, 4)]
 
     def step(s):
         n = sizes[s["k"]]
         s["k"] += 1
         return make(s["m"], n)
-    st = differential(build, step, steps=len(sizes), backend="inductor", captures=2,
-                      fallbacks=None)
+    return differential(build, step, steps=len(sizes), backend="inductor", **kw)
+
+
+def test_the_shape_guards_a_background_compile_adds_are_checked():
+    # Inductor's size-oblivious compile of this encoder's dynamic graph adds shape guards in
+    # the worker (equalities such as Eq(s25, s67) between a view's saved size and a tensor's
+    # dim); they come back with the compiled graph and join its guards here, and the steps
+    # after it run Inductor's code (its C entry point); before, such a compile was refused
+    # and the graph stayed on the eager backend
+    st = encoder_sizes([(3, 5), (4, 7), (2, 9), (5, 4)], captures=2)
     assert st.dynamic_captures == 1 and st.dynamic_hits == 2, st.recompile_reasons
-    assert any("Inductor added shape guards" in r for r in st.fallback_reasons), \
-        st.fallback_reasons
+    assert st.background_compiles == 2 and st.native_runs == 2, st
+    assert not st.fallback_reasons and not st.notes, (st.fallback_reasons, st.notes)
+
+
+def test_sizes_that_fail_a_guard_inductor_added_run_on_the_eager_backend(monkeypatch):
+    # A guard that Inductor's compile in the worker added and that a step's sizes fail, while
+    # they pass the guards of the symbolic capture: that step must not run Inductor's code
+    # (compiled for sizes that pass it) but the captured graph on the eager backend, without
+    # another capture.  (On the graphs we tried, the worker's guards that reach a real program
+    # are implied by the capture's; here one more guard, `size <= 30` on every size symbol,
+    # stands for one that is not, added to what the worker sent.)
+    extended = capture_dynamic.Guards.extended
+
+    def with_a_bound(self, state):
+        guards, replacements, ranges = state
+        syms = {e for _, sizes, _, _ in self.tensors for e in sizes
+                if isinstance(e, sympy.Symbol)}
+        assert syms, "no symbolic size in the graph's guards"
+        more = [sympy.Le(e, 30) for e in sorted(syms, key=str)]
+        return extended(self, (list(guards) + more, replacements, ranges))
+    monkeypatch.setattr(capture_dynamic.Guards, "extended", with_a_bound)
+    st = run([8, 16, 24, 40, 24, 12, 40], mlp, captures=2)
+    assert st.dynamic_captures == 1 and st.dynamic_hits == 5, st.recompile_reasons
+    # 24, 24 again (its walk key remembered) and 12 ran Inductor's code; 40 (twice) the eager
+    # backend's, with a note that says why
+    assert st.native_runs == 3, st
+    failed = [n for n in st.notes if "a guard that Inductor's background compile" in n]
+    assert len(failed) == 1 and "<= 30" in failed[0], st.notes

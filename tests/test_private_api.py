@@ -203,6 +203,30 @@ def test_inductor_input_size_asserts_hook():
         inductor._maybe_input_size_asserts
 
 
+def test_fakes_as_they_are():
+    # torchapi/dynamo.py fakes_as_they_are: FakeTensorConverter.set_tensor_memo makes from_tensor
+    # of a fake of the mode return that fake, not a new one (make_fx's inputs in the compile
+    # worker: no storage-bound guards)
+    from compiled_bw.torchapi.dynamo import fakes_as_they_are, symbolic_fakes
+    mode, _, (a, b) = symbolic_fakes([torch.randn(4, 6), torch.randn(4, 6)[1:]], [{0}, {0}])
+    assert mode.from_tensor(a) is not a
+    fakes_as_they_are([a, b, 3])
+    assert mode.from_tensor(a) is a and mode.from_tensor(b) is b
+
+
+def test_size_hints_and_equality_guards():
+    # torchapi/dynamo.py sym_parts, hint_of, guard_equal (capture/dynamic.py Note [View sizes
+    # tied to the grad's]): SymInt.node.expr/.shape_env, ShapeEnv.guarding_hint_or_throw and
+    # ShapeEnv.evaluate_expr making a replacement of an equality guard
+    from compiled_bw.torchapi.dynamo import guard_equal, hint_of, sym_parts, symbolic_fakes
+    _, env, (a, b) = symbolic_fakes([torch.randn(4, 6), torch.randn(24)], [{0, 1}, {0}])
+    (ea, env_a), (eb, _) = sym_parts(a.shape[0] * a.shape[1]), sym_parts(b.shape[0])
+    assert env_a is env and hint_of(env, ea) == 24 and hint_of(env, eb) == 24
+    guard_equal(env, eb, ea)
+    assert sym_parts(b.shape[0])[0] == ea, "the equality guard made no replacement"
+    assert len(env.guards) == 1
+
+
 @pytest.mark.slow
 def test_inductor_artifact_round_trip():
     # backends/inductor_artifact.py: GraphPickler, CompiledFxGraph's (de)serialization and

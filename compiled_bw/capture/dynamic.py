@@ -58,6 +58,7 @@ is never asked to serve it.
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 import operator
 
@@ -191,7 +192,56 @@ def _mean0(g, v, saved, need):
 
 
 def _view(g, v, saved, need):
-    return [g.reshape(v["self_sym_sizes"])]
+    sizes = v["self_sym_sizes"]
+    _tie_view_sizes(g.shape, sizes)
+    return [g.reshape(sizes)]
+
+
+# Note [View sizes tied to the grad's]
+# A view's backward reshapes the grad to the view input's sizes, saved by the node: SymInt
+# inputs of their own symbols.  The grad's sizes are other symbols, or products of them (a
+# (b, t, d) -> (b*t, d) view upstream).  FakeTensor's reshape then has to prove the numel
+# equality and find how the dims split and merge between independent symbols: ~0.1-0.7 s of
+# sympy per call on the benchmark's transformer (~4 s of its 29 views' trace), and strides with
+# floor divisions (`128*((s1*s10)//s59)`) that make every later op's reasoning slower.  So a
+# target size that is a symbol of its own is first tied to the one expression of the grad's
+# sizes that has its value at the hint (a grad dim, a product of consecutive grad dims, or a
+# factor of a grad dim's product): a shape guard `s59 == s10`, a replacement, checked per
+# step as every guard is.  Where two such expressions have that value (b == t at the capture)
+# nothing is tied: the reshape reasons as before.  The reshape's result is what it was (the
+# same sizes at run time); a tie that a later step's sizes break fails the guards (another
+# capture), never a wrong grad.
+
+def _tie_view_sizes(gshape, sizes) -> None:
+    from ..torchapi.dynamo import guard_equal, hint_of, sym_parts
+    targets = [x for x in sizes if isinstance(x, torch.SymInt)]
+    if not targets:
+        return
+    env = sym_parts(targets[0])[1]
+    gexprs = [sym_parts(a)[0] if isinstance(a, torch.SymInt) else sympy.Integer(a)
+              for a in gshape]
+    gsyms = set().union(*(e.free_symbols for e in gexprs)) if gexprs else set()
+    by_hint: dict = {}
+
+    def add(e) -> None:
+        h = hint_of(env, e)
+        if h is not None:
+            by_hint.setdefault(h, set()).add(e)
+    for i, e in enumerate(gexprs):
+        p = sympy.Integer(1)
+        for f in gexprs[i:]:
+            p = p * f
+            add(p)
+        if isinstance(e, sympy.Mul):
+            for f in e.args:
+                add(f)
+    for x in targets:
+        e = sym_parts(x)[0]
+        if not isinstance(e, sympy.Symbol) or e in gsyms:
+            continue
+        found = by_hint.get(hint_of(env, e), set())
+        if len(found) == 1 and not next(iter(found)).is_number:
+            guard_equal(env, e, next(iter(found)))
 
 
 def _expand(g, v, saved, need):
@@ -809,10 +859,34 @@ class Guards:
         # sizes of 0 are specialized (Note [Sizes of one]): the range starts at 1
         self.ranges = {s: (max(r.lower, 1) if s in env.size_like else r.lower, r.upper)
                        for s, r in env.var_to_range.items()}
-        self.replacements = dict(env.replacements)
+        self.replacements = list(env.replacements.items())     # (symbol, expression) pairs
         self.guards = [g.expr for g in env.guards]
 
         self._fast = _compile_check(self)
+
+    def extended(self, state: tuple) -> Guards:
+        """These guards and those of an Inductor compile made elsewhere (the compile worker's
+        ShapeEnv after it: guards, replacements, ranges; runtime/dynamic.py Note [Dynamic
+        graphs compile in the background]).  A guard over a symbol no input binds fails for
+        every size (_check): the step runs the graph these guards served."""
+        guards, replacements, ranges = state
+        g = copy.copy(self)
+        g.__dict__.pop("_memo", None)
+        g.guards = self.guards + [e for e in guards if e not in self.guards]
+        g.replacements = self.replacements + [
+            p for p in replacements.items() if p not in self.replacements]
+        g.ranges = dict(self.ranges)
+        for sym, (lo, hi) in ranges.items():
+            if sym not in g.ranges:
+                g.ranges[sym] = (lo, hi)
+                continue
+            lo0, hi0 = g.ranges[sym]
+            g.ranges[sym] = (lo if _finite(lo0) is None or (_finite(lo) is not None and
+                                                             _finite(lo) > _finite(lo0)) else lo0,
+                             hi if _finite(hi0) is None or (_finite(hi) is not None and
+                                                            _finite(hi) < _finite(hi0)) else hi0)
+        g._fast = _compile_check(g)
+        return g
 
     def checked_saved(self) -> list:
         """The w.saved positions of the tensors whose metadata the check reads."""
@@ -849,7 +923,7 @@ class Guards:
             if r is not None and not (r[0] <= v and v <= r[1]):
                 return (f"{self.labels.get(sym, sym)} = {v} outside the traced range [{r[0]}, "
                         f"{r[1]}] (0 is specialized, on Inductor 1 too)")
-        for sym, e in self.replacements.items():
+        for sym, e in self.replacements:
             if sym in b and e.xreplace(b) != b[sym]:
                 return self._failed(f"{sym} == {e}", e.free_symbols | {sym}, b)
         for g in self.guards:
@@ -981,7 +1055,7 @@ def _compile_check(g: Guards):
                 body.append(f"if {name} < {lo}: return False")
             if hi is not None:
                 body.append(f"if {name} > {hi}: return False")
-    for sym, e in g.replacements.items():
+    for sym, e in g.replacements:
         if sym in names:
             must(lambda sym=sym, e=e: f"({_py(e, names)} == {names[sym]})")
     for e in g.guards:

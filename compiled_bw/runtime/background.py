@@ -122,7 +122,9 @@ def prepare(entry, gm, sites: list, done, oblivious: bool = False):
     then becomes Inductor's callable and done(seconds, error_text_or_None, fn_or_None) is
     called.  The caller starts the compile after the graph's first run (which a busy job
     thread slows).  oblivious: a dynamic graph, compiled under size-oblivious reasoning
-    (capture/dynamic.py Note [Sizes of one])."""
+    (capture/dynamic.py Note [Sizes of one]); its done also gets the worker's ShapeEnv state
+    after the compile (compile_worker.py _shape_env_state) as `shape_env=` (None: it compiled
+    nothing, or the graph has no ShapeEnv)."""
     cache_dir = os.environ.get("TORCHINDUCTOR_CACHE_DIR")   # (a test or harness may patch it)
     threads = torch.get_num_threads()   # Inductor's CPU kernels are generated for this count
     return lambda: _submit(lambda: _compile(entry, gm, list(sites), cache_dir, threads, done,
@@ -139,7 +141,9 @@ def _compile(entry, gm, sites: list, cache_dir: str | None, threads: int, done,
                                            oblivious, inductor_artifact.dump_graph(gm, sites)))
         if status == "error":
             raise RuntimeError(body)
-        fn = entry.fn
+        fn, env = entry.fn, None
+        if status == "ok" and oblivious:
+            body, env = body
         if status == "ok":      # (start_worker's job warmed this process up for the load)
             fakes = [n.meta["val"] for n in gm.graph.find_nodes(op="placeholder")]
             with trace_lock():
@@ -150,7 +154,10 @@ def _compile(entry, gm, sites: list, cache_dir: str | None, threads: int, done,
         return
     entry.native = inductor_artifact.native_entry(fn)
     entry.fn = fn
-    done(time.perf_counter() - t0, None, fn)
+    if oblivious:
+        done(time.perf_counter() - t0, None, fn, shape_env=env)
+    else:
+        done(time.perf_counter() - t0, None, fn)
 
 
 def _submit(job) -> None:

@@ -41,8 +41,9 @@ from ..torchapi.dynamo import size_oblivious, symbolic_fakes, symint
 from . import background
 from .cache import Compiled
 
-# Note [Dynamic graphs compile in the background]: off by default (see there)
-COMPILE_IN_BACKGROUND = False
+# Note [Dynamic graphs compile in the background]; False: Inductor compiles a dynamic graph
+# in the step that captured it
+COMPILE_IN_BACKGROUND = True
 STATIC = None   # step()'s answer (STATIC, slots): the static path, with these Slots
 _DYN_HOW = (TRACE, LEAF, AOT)   # the node kinds a dynamic graph may hold
 
@@ -79,6 +80,9 @@ class DynEntry:
     spec: DynSpec
     compiled: Compiled   # its fn takes the box plus the SymInt inputs' values
     guards: Guards
+    # (Compiled, Guards): its background Inductor compile and the guards it holds for, set at
+    # once when the compile lands (Note [Dynamic graphs compile in the background])
+    fast: tuple | None = None
 
 
 def _base(key) -> tuple:
@@ -90,19 +94,38 @@ def _eligible(state, w, key) -> bool:
             and not w.hooks)
 
 
-def _bound(entry: DynEntry, ints: list) -> Compiled:
-    """The dynamic graph's entry for one step's sizes: its fn appends the SymInt inputs to the
+def _bound(compiled: Compiled, ints: list) -> Compiled:
+    """A dynamic graph's entry for one step's sizes: its fn appends the SymInt inputs to the
     box; its C entry point (Note [C++ hit path] in runtime/run.py, an Inductor graph compiled
     with the C++ wrapper) takes them as 0-dim int64 tensors after the box (native_tail), made
     here once: the generated module's own wrapper would make them on every call."""
-    compiled = entry.compiled
+    fn = compiled.fn    # (fixed: the guards that chose it hold for this fn, Note [Dynamic
+    #                     graphs compile in the background])
 
     def run(box: list) -> list:
         box.extend(ints)
-        return compiled.fn(box)     # (read per call: a background compile replaces it)
+        return fn(box)
     tail = tuple(torch.tensor(v, dtype=torch.int64) for v in ints) \
-        if entry.compiled.native is not None else ()
-    return dataclasses.replace(entry.compiled, fn=run, native_tail=tail)
+        if compiled.native is not None else ()
+    return dataclasses.replace(compiled, fn=run, native_tail=tail)
+
+
+def _choose(state, entry: DynEntry, ints: list, saved: list):
+    """(Compiled, Guards) of the entry that holds for these sizes, or (None, why not): its
+    background Inductor compile where that one's guards pass, else the graph it was captured
+    as (the eager backend's; Note [Dynamic graphs compile in the background])."""
+    fast = entry.fast   # (read once: the job thread sets it)
+    if fast is not None:
+        why = fast[1].check(ints, saved)
+        if why is None:
+            return fast
+    why_not = entry.guards.check(ints, saved)
+    if why_not is not None:
+        return None, why_not
+    if fast is not None:
+        state.note(f"a guard that Inductor's background compile of a dynamic graph added "
+                   f"failed, these sizes run it on the eager backend: {why}")
+    return entry.compiled, entry.guards
 
 
 def step(state, w, root_edges, opts, grad_tensors, key, root_key):
@@ -133,15 +156,15 @@ def step(state, w, root_edges, opts, grad_tensors, key, root_key):
             continue
         vals = _values_at(pw.signature, entry.spec.paths)
         ints = [vals[k] for k in entry.spec.int_inputs]
-        why = entry.guards.check(ints, pw.saved)
-        if why is None:
+        compiled, guards = _choose(state, entry, ints, pw.saved)
+        if compiled is not None:
             cache.last[root_key] = key
             state.stats.cache_hits += 1
             state.stats.dynamic_hits += 1
-            bound = _bound(entry, ints)
-            _remember(cache, key, bound, entry.guards, pw)
+            bound = _bound(compiled, ints)
+            _remember(cache, key, bound, guards, pw)
             return bound, None, w
-        state.log_recompile(f"a dynamic graph's shape guard failed: {why}")
+        state.log_recompile(f"a dynamic graph's shape guard failed: {guards}")
     prev = cache.last_py.get((root_key, base))      # the last miss with the same options
     cache.last_py[(root_key, base)] = (base, pw.signature)
     if state.dynamic is True:
@@ -238,7 +261,7 @@ def _capture(state, w, pw, opts, grad_tensors, key, root_key, spec, base, prev):
     state.stats.dynamic_captures += 1
     state.record_capture(entry.compiled)
     vals = _values_at(pw.signature, spec.paths)
-    bound = _bound(entry, [vals[k] for k in spec.int_inputs])
+    bound = _bound(entry.compiled, [vals[k] for k in spec.int_inputs])
     entry.compiled.start_compile = None     # started once, by this step (run.py)
     return bound, slots, w
 
@@ -340,34 +363,47 @@ def _trace_and_compile(state, pw, opts, grad_tensors, spec: DynSpec, slots, base
 # [Background compile]) it now compiles in the worker while the eager backend runs it: the
 # worker gets the graph with its symbolic fake values (GraphPickler carries the ShapeEnv; the
 # SymInt placeholders get their `val`s here) and compiles it under size_oblivious(), as the
-# foreground compile does (capture/dynamic.py Note [Sizes of one]).  The graph's Guards are
-# this process's ShapeEnv's, made before the compile; a guard Inductor adds while compiling
-# (in the foreground it lands in the Guards) would be missing, so the worker refuses a compile
-# that changed its ShapeEnv (a guard, a replacement, a narrowed range: compile_worker.py
-# `_shape_env_state`), and the graph stays on the eager backend, recorded.  The entry's fn is
-# replaced when the compile lands; a bound entry (_bound) reads it per call.  Entries bound
-# before that (remembered by walk key, Note [Dynamic hits by walk key]) have no C entry point:
-# the remembered keys are forgotten when it lands, and bound again on their next step.
-# Off by default (COMPILE_IN_BACKGROUND): on real models the worker's compile does add guards
-# (GPT-2: `Eq(s29, s0)`, storage bounds such as `256*s80 <= 256*s0`; the benchmark's
-# transformer too), so it is refused and the graph would stay on the eager backend, where the
-# foreground compile puts those guards into the graph's Guards and runs Inductor's code.  On
-# by default once the worker's new guards are sent back and added to the graph's Guards when
-# its fn switches.
+# foreground compile does (capture/dynamic.py Note [Sizes of one]).
+# Inductor adds shape guards while it compiles (GPT-2: `Eq(s29, s0)` from a broadcast in its
+# embedding-backward decomposition, `s6 > 16` ordering SDPA's input strides), which the
+# graph's Guards, made here before the compile, do not hold.  So the worker sends back its
+# ShapeEnv's guards, replacements and ranges after the compile (compile_worker.py
+# _shape_env_state), and when the compile lands the entry gets `fast` = (Inductor's Compiled,
+# the Guards extended with them) in one assignment: no step ever sees Inductor's code with
+# the capture's guards only.  A step takes `fast` where its guards pass; sizes that pass the
+# capture's guards but not Inductor's run the entry's own Compiled (the eager backend's fn),
+# noted, without another capture (_choose).  A bound entry (_bound) holds the fn the guards
+# chose, not the entry's current one; the walk keys remembered before the compile landed
+# (bound to the eager backend's fn, Note [Dynamic hits by walk key]) are forgotten then, and
+# bound again, to Inductor's code where its guards pass, at their next step.
+# (The worker takes its loaded fakes as they are: make_fx fakeifying them again checked each
+# one's extent against its storage, whose size GraphPickler made symbols no input binds.)
 
 def _in_background(state, gm, example: list, entry: DynEntry) -> DynEntry:
     """Note [Dynamic graphs compile in the background]: the entry runs the eager backend's fn;
     its start_compile (run.py starts it after the first run) has Inductor compile the graph in
-    the worker, size-obliviously as in the foreground."""
+    the worker, size-obliviously as in the foreground; when that lands, entry.fast holds the
+    compiled graph and the entry's guards plus the worker's."""
     for n, ex in zip(gm.graph.find_nodes(op="placeholder"), example, strict=True):
         n.meta.setdefault("val", ex)    # (SymInt inputs: the worker reads every input's val)
     background.start_worker()
+    target = dataclasses.replace(entry.compiled)    # what the compile writes its fn into
     done = state.compiled_in_background(entry.compiled)
     known = state.cache.dynamic_keys
 
-    def switched(seconds: float, error: str | None, fn) -> None:
+    def switched(seconds: float, error: str | None, fn, shape_env=None) -> None:
+        compiled = error is None and fn is not entry.compiled.fn     # (not: nothing to compile)
+        if compiled:
+            try:
+                fast = (target, entry.guards if shape_env is None else
+                        entry.guards.extended(shape_env))
+            except Exception as e:  # noqa: BLE001 -- the eager backend's fn stays, recorded
+                error = f"its guards: {type(e).__name__}: {str(e)[:200]}"
+                compiled = False
         done(seconds, error, fn)
-        known.clear()   # bound before the switch: without the C entry point (_bound)
-    entry.compiled.start_compile = background.prepare(entry.compiled, gm, [], switched,
+        if compiled:
+            entry.fast = fast   # at once: the fn and the guards it holds for
+            known.clear()       # bound to the eager backend's fn: bound again, to Inductor's
+    entry.compiled.start_compile = background.prepare(target, gm, [], switched,
                                                       oblivious=True)
     return entry
