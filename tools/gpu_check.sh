@@ -4,6 +4,9 @@
 #   bash tools/gpu_check.sh OUTDIR            # on a machine with a CUDA device
 #   bash tools/gpu_check.sh OUTDIR --dry-run  # anywhere: the same steps, CPU-sized, no GPU
 #   bash tools/gpu_check.sh OUTDIR --full     # also the full GPU benchmark (several minutes)
+#   bash tools/gpu_check.sh OUTDIR --bench M  # only the full GPU benchmark of models M (e.g.
+#        overhead,pointwise): the device tool allows 10 minutes a command, so a session runs
+#        the checks in one command and the full benchmark in parts
 # Installs nothing beyond the README's install command, and runs that only when compiled_bw
 # or torch cannot be imported (a GPU machine's preinstalled CUDA torch is used as it is; the
 # checkout is put on PYTHONPATH).  Writes OUTDIR/{env.txt,build.log,private_api.log,cuda_tests.log,
@@ -41,6 +44,11 @@ if [ "$mode" != "--dry-run" ] && [ "$gpu" != 1 ]; then
   echo "no CUDA device: run with --dry-run for the CPU rehearsal" | tee -a "$out/summary.txt"; exit 2
 fi
 step build "$out/build.log" "$PY" -m compiled_bw.build
+if [ "$mode" = "--bench" ]; then
+  step bench_part "$out/bench_part.log" timeout 560 "$PY" -m benchmarks --device cuda --models "${3:?--bench MODELS}" --out "$out/bench_part"
+  echo "gpu_check: $([ $status -eq 0 ] && echo PASSED || echo FAILED) ($out/summary.txt)"
+  exit $status
+fi
 # the GPU image's torch is not the pinned one: name every private symbol that moved (a missing
 # one turns its feature off, as Note [SAC storage format] does, or breaks the import)
 step private_api "$out/private_api.log" timeout 120 "$PY" -m pytest -q -p no:cacheprovider tests/test_private_api.py -k "exists"
