@@ -13,7 +13,7 @@
 # suites_cuda.log,cpu_suite.log,bench/latest.md,bench/latest.json,summary.txt}; exits non-zero if a step failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-out=${1:?usage: tools/gpu_check.sh OUTDIR [--dry-run|--full]}
+out=${1:?usage: tools/gpu_check.sh OUTDIR [--dry-run|--full|--bench MODELS]}
 mode=${2:-}
 mkdir -p "$out/bench"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
