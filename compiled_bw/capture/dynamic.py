@@ -231,19 +231,18 @@ def _tie_view_sizes(gshape, sizes) -> None:
     gsyms = set().union(*(e.free_symbols for e in gexprs)) if gexprs else set()
     for gs, ts in _view_runs(env, gexprs, texprs, hint_of):
         by_hint: dict = {}
-
-        def add(e) -> None:
-            h = hint_of(env, e)
-            if h is not None:
-                by_hint.setdefault(h, set()).add(e)
+        cands = []
         for i, e in enumerate(gs):
             p = sympy.Integer(1)
             for f in gs[i:]:
                 p = p * f
-                add(p)
+                cands.append(p)
             if isinstance(e, sympy.Mul):
-                for f in e.args:
-                    add(f)
+                cands.extend(e.args)
+        for c in cands:
+            h = hint_of(env, c)
+            if h is not None:
+                by_hint.setdefault(h, set()).add(c)
         for e in ts:
             if not isinstance(e, sympy.Symbol) or e in gsyms:
                 continue
