@@ -458,7 +458,8 @@ def test_aot_backward_with_symints_is_spliced_symbolic(view):
     # SymInt graph inputs and its saved tensors symbolic, one dynamic capture for all sizes
     st = run([3, 5, 7, 9, 6], aot_forward(True, view), captures=2, dynamic_captures=1)
     assert st.dynamic_hits == 3
-    assert any("AOT backward symint" in r or "saved tensor" in r
+    # the AOT backward's symints are what changed (graph inputs, not baked constants)
+    assert any("CompiledFunctionBackward: AOT backward symint" in r
                for r in st.recompile_reasons), st.recompile_reasons
 
 
@@ -501,7 +502,7 @@ def test_recompile_log_names_node_and_dim(caplog, monkeypatch):
     compiled_bw.reset()
     net = mlp(None, None)
     with caplog.at_level("INFO", logger="compiled_bw"):
-        with compiled_bw.enable(backend="eager"):
+        with compiled_bw.enable(backend=selected_backend()):
             for n in (8, 16, 0):
                 mlp(net, n)
     text = caplog.text
@@ -895,8 +896,24 @@ def resnet_stem(state, size):
 
 def test_image_batch_height_and_width_through_a_conv_stem():
     sizes = [(2, 16, 16), (3, 20, 28), (3, 13, 17), (2, 32, 24), (4, 9, 11), (5, 18, 14)]
+    if selected_backend() == "inductor":
+        # Inductor's lowering of a convolution's input grad specializes the input's strides
+        # (guard_int_seq in torch/_inductor/kernel/conv.py: the second conv's input H and W
+        # become constants of the compiled graph): each new feature-map size is another
+        # capture, refused by the range check, each right; the batch alone stays symbolic
+        # (test_image_batch_through_a_conv_stem)
+        st = run(sizes, resnet_stem, captures=6, dynamic_captures=5)
+        assert any("outside the traced range [7, 7]" in r for r in st.recompile_reasons), \
+            st.recompile_reasons
+    else:
+        st = run(sizes, resnet_stem, captures=2, dynamic_captures=1)
+        assert st.dynamic_hits == 4
+
+
+def test_image_batch_through_a_conv_stem():
+    sizes = [(2, 20, 28), (3, 20, 28), (5, 20, 28), (4, 20, 28), (7, 20, 28)]
     st = run(sizes, resnet_stem, captures=2, dynamic_captures=1)
-    assert st.dynamic_hits == 4
+    assert st.dynamic_hits == 3
 
 
 def upsampled(state, hw):
