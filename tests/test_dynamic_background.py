@@ -139,3 +139,28 @@ def test_sizes_that_fail_a_guard_inductor_added_run_on_the_eager_backend(monkeyp
     assert st.native_runs == 3, st
     failed = [n for n in st.notes if "a guard that Inductor's background compile" in n]
     assert len(failed) == 1 and "<= 30" in failed[0], st.notes
+
+
+def test_feature_map_sizes_inductor_specialized_run_on_the_eager_backend():
+    # Inductor's lowering of a convolution's input grad makes the feature map's H and W
+    # constants of its compiled code (README "Image sizes on Inductor"): in the background
+    # that is a guard Inductor added, so the other H/W run the one dynamic graph on the eager
+    # backend (a note each, no recapture), and the capture's own sizes, when they come back,
+    # Inductor's code
+    from test_dynamic_shapes import resnet_stem
+    sizes = [(2, 16, 16), (3, 20, 28), (3, 13, 17), (2, 32, 24), (4, 9, 11), (5, 18, 14),
+             (3, 20, 28)]
+
+    def build():
+        return {"k": 0, "m": resnet_stem(None, None)}
+
+    def step(s):
+        n = sizes[s["k"]]
+        s["k"] += 1
+        return resnet_stem(s["m"], n)
+    st = differential(build, step, steps=len(sizes), backend="inductor", captures=2)
+    assert st.dynamic_captures == 1 and st.dynamic_hits == 5, st.recompile_reasons
+    assert st.inductor_compiles == 2 and st.native_runs == 1, st
+    failed = [n for n in st.notes if "a guard that Inductor's background compile" in n]
+    assert len(failed) == 4 and all("outside the traced range [7, 7]" in n for n in failed), \
+        st.notes
