@@ -946,3 +946,22 @@ def test_dynamic_true_first_capture_at_a_batch_of_one():
     else:
         st = run(sizes, mlp, captures=1, dynamic_captures=1, options={"dynamic": True})
         assert st.dynamic_hits == 4
+
+
+def data_dependent(state, n):
+    # sizes that depend on the data, not only on n: masked_select's and a boolean index's
+    # output lengths (the counts of the mask), alongside the batch size n
+    if state is None:
+        return [torch.randn(4, requires_grad=True)]
+    (w,) = state
+    w.grad = None
+    x = torch.randn(n, 4) * w
+    (x.masked_select(x > 0).pow(2).sum() + x[x.sum(1) > 0].exp().mean()).backward()
+    return grads(state)
+
+
+def test_data_dependent_sizes_are_never_reused_wrongly():
+    # (the trace specializes the batch here, so each new size is a capture of its own: the
+    # point is that no step gets another step's graph)
+    build, step = sized([4, 6, 8, 10, 7, 8], data_dependent)
+    differential(build, step, steps=6, captures=None)
