@@ -965,3 +965,21 @@ def test_data_dependent_sizes_are_never_reused_wrongly():
     # point is that no step gets another step's graph)
     build, step = sized([4, 6, 8, 10, 7, 8], data_dependent)
     differential(build, step, steps=6, captures=None)
+
+
+def test_dynamic_option_values_and_counts_in_explain():
+    # enable(dynamic=) takes None, True or False; explain() reports the dynamic counts of
+    # stats() and reset() clears them
+    with pytest.raises(ValueError, match="takes None, True or False"):
+        compiled_bw.enable(dynamic="auto")
+    compiled_bw.reset()
+    net = mlp(None, None)
+    with compiled_bw.enable(backend=selected_backend()):
+        for n in (4, 6, 8):
+            mlp(net, n)
+    st = compiled_bw.stats()
+    assert (st.captures, st.dynamic_captures, st.dynamic_hits) == (2, 1, 1), st
+    assert "dynamic_captures=1 dynamic_hits=1" in compiled_bw.explain()
+    compiled_bw.reset()
+    st = compiled_bw.stats()
+    assert (st.captures, st.dynamic_captures, st.dynamic_hits) == (0, 0, 0), st
