@@ -164,3 +164,19 @@ def test_feature_map_sizes_inductor_specialized_run_on_the_eager_backend():
     failed = [n for n in st.notes if "a guard that Inductor's background compile" in n]
     assert len(failed) == 4 and all("outside the traced range [7, 7]" in n for n in failed), \
         st.notes
+
+
+def test_a_slice_end_that_follows_the_size_compiles_in_the_worker():
+    # runtime/dynamic.py Note [Size-oblivious compile that fails]: the worker's size-oblivious
+    # compile of x[:n // 2]'s grad fails; compiled once more the ordinary way, with its guards
+    # sent back, the later steps run Inductor's code (before: the graph stayed on the eager
+    # backend, a fallback)
+    def sliced(m, n):
+        m.zero_grad()
+        y = m(torch.randn(n, 4))
+        (y[: n // 2].exp().sum() + y.narrow(0, n // 2, n - n // 2).pow(2).sum()).backward()
+        return grads(m)
+    st = run([8, 16, 24, 40, 12], sliced, captures=2)
+    assert st.dynamic_captures == 1 and st.dynamic_hits == 3, st.recompile_reasons
+    assert st.inductor_compiles == 2 and st.background_compiles == 2 and st.native_runs == 3, st
+    assert not st.fallback_reasons and not st.notes, (st.fallback_reasons, st.notes)

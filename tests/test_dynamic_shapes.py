@@ -983,3 +983,24 @@ def test_dynamic_option_values_and_counts_in_explain():
     compiled_bw.reset()
     st = compiled_bw.stats()
     assert (st.captures, st.dynamic_captures, st.dynamic_hits) == (0, 0, 0), st
+
+
+def slice_ends(state, n):
+    # slices whose start and end follow n (x[:n // 2], narrow, tensor_split): SliceBackward0
+    # saves them, symbolic; Inductor's size-oblivious compile cannot decide min(end, size)
+    # between them (runtime/dynamic.py Note [Size-oblivious compile that fails])
+    if state is None:
+        return [torch.randn(4, requires_grad=True)]
+    (w,) = state
+    w.grad = None
+    x = torch.randn(n, 4) * w
+    a, b, c = x.tensor_split(3)
+    (x[: n // 2].exp().sum() + x.narrow(0, n // 2, n - n // 2).pow(2).sum()
+     + a.sum() * 2 + b.sin().sum() + c.pow(3).sum()).backward()
+    return grads(state)
+
+
+def test_slice_ends_that_follow_the_size():
+    # (every size the slices derive from n changes at the second step: one dynamic graph)
+    st = run([6, 9, 12, 15, 10, 11], slice_ends, captures=2, dynamic_captures=1)
+    assert st.dynamic_hits == 4
