@@ -139,3 +139,44 @@ def test_sizes_that_fail_a_guard_inductor_added_run_on_the_eager_backend(monkeyp
     assert st.native_runs == 3, st
     failed = [n for n in st.notes if "a guard that Inductor's background compile" in n]
     assert len(failed) == 1 and "<= 30" in failed[0], st.notes
+
+
+def test_feature_map_sizes_inductor_specialized_run_on_the_eager_backend():
+    # Inductor's lowering of a convolution's input grad makes the feature map's H and W
+    # constants of its compiled code (README "Image sizes on Inductor"): in the background
+    # that is a guard Inductor added, so the other H/W run the one dynamic graph on the eager
+    # backend (a note each, no recapture), and the capture's own sizes, when they come back,
+    # Inductor's code
+    from test_dynamic_shapes import resnet_stem
+    sizes = [(2, 16, 16), (3, 20, 28), (3, 13, 17), (2, 32, 24), (4, 9, 11), (5, 18, 14),
+             (3, 20, 28)]
+
+    def build():
+        return {"k": 0, "m": resnet_stem(None, None)}
+
+    def step(s):
+        n = sizes[s["k"]]
+        s["k"] += 1
+        return resnet_stem(s["m"], n)
+    st = differential(build, step, steps=len(sizes), backend="inductor", captures=2)
+    assert st.dynamic_captures == 1 and st.dynamic_hits == 5, st.recompile_reasons
+    assert st.inductor_compiles == 2 and st.native_runs == 1, st
+    failed = [n for n in st.notes if "a guard that Inductor's background compile" in n]
+    assert len(failed) == 4 and all("outside the traced range [7, 7]" in n for n in failed), \
+        st.notes
+
+
+def test_a_slice_end_that_follows_the_size_compiles_in_the_worker():
+    # runtime/dynamic.py Note [Size-oblivious compile that fails]: the worker's size-oblivious
+    # compile of x[:n // 2]'s grad fails; compiled once more the ordinary way, with its guards
+    # sent back, the later steps run Inductor's code (before: the graph stayed on the eager
+    # backend, a fallback)
+    def sliced(m, n):
+        m.zero_grad()
+        y = m(torch.randn(n, 4))
+        (y[: n // 2].exp().sum() + y.narrow(0, n // 2, n - n // 2).pow(2).sum()).backward()
+        return grads(m)
+    st = run([8, 16, 24, 40, 12], sliced, captures=2)
+    assert st.dynamic_captures == 1 and st.dynamic_hits == 3, st.recompile_reasons
+    assert st.inductor_compiles == 2 and st.background_compiles == 2 and st.native_runs == 3, st
+    assert not st.fallback_reasons and not st.notes, (st.fallback_reasons, st.notes)

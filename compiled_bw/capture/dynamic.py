@@ -208,7 +208,13 @@ def _view(g, v, saved, need):
 # sizes that has its value at the hint (a grad dim, a product of consecutive grad dims, or a
 # factor of a grad dim's product): a shape guard `s59 == s10`, a replacement, checked per
 # step as every guard is.  Where two such expressions have that value (b == t at the capture)
-# nothing is tied: the reshape reasons as before.  The reshape's result is what it was (the
+# nothing is tied: the reshape reasons as before.  A view only splits and merges consecutive
+# dims, so the expressions a target may be tied to are those of its own run: the grad's dims
+# and the target's are first lined up into runs of equal product at the hint (dims of 1
+# aside), and a target is compared only with its run's expressions.  (Compared with every
+# grad dim, a size that equals another dim by chance was tied to it: the width of a feature
+# map flattened by `x.flatten(2)` tied to the batch where the two were 3 at the capture, a
+# guard every later step with other sizes failed -- one capture per step.)  The reshape's result is what it was (the
 # same sizes at run time); a tie that a later step's sizes break fails the guards (another
 # capture), never a wrong grad.
 
@@ -220,28 +226,61 @@ def _tie_view_sizes(gshape, sizes) -> None:
     env = sym_parts(targets[0])[1]
     gexprs = [sym_parts(a)[0] if isinstance(a, torch.SymInt) else sympy.Integer(a)
               for a in gshape]
+    texprs = [sym_parts(x)[0] if isinstance(x, torch.SymInt) else sympy.Integer(x)
+              for x in sizes]
     gsyms = set().union(*(e.free_symbols for e in gexprs)) if gexprs else set()
-    by_hint: dict = {}
+    for gs, ts in _view_runs(env, gexprs, texprs, hint_of):
+        by_hint: dict = {}
+        cands = []
+        for i, e in enumerate(gs):
+            p = sympy.Integer(1)
+            for f in gs[i:]:
+                p = p * f
+                cands.append(p)
+            if isinstance(e, sympy.Mul):
+                cands.extend(e.args)
+        for c in cands:
+            h = hint_of(env, c)
+            if h is not None:
+                by_hint.setdefault(h, set()).add(c)
+        for e in ts:
+            if not isinstance(e, sympy.Symbol) or e in gsyms:
+                continue
+            found = by_hint.get(hint_of(env, e), set())
+            if len(found) == 1 and not next(iter(found)).is_number:
+                guard_equal(env, e, next(iter(found)))
 
-    def add(e) -> None:
-        h = hint_of(env, e)
-        if h is not None:
-            by_hint.setdefault(h, set()).add(e)
-    for i, e in enumerate(gexprs):
-        p = sympy.Integer(1)
-        for f in gexprs[i:]:
-            p = p * f
-            add(p)
-        if isinstance(e, sympy.Mul):
-            for f in e.args:
-                add(f)
-    for x in targets:
-        e = sym_parts(x)[0]
-        if not isinstance(e, sympy.Symbol) or e in gsyms:
-            continue
-        found = by_hint.get(hint_of(env, e), set())
-        if len(found) == 1 and not next(iter(found)).is_number:
-            guard_equal(env, e, next(iter(found)))
+
+def _view_runs(env, gexprs, texprs, hint_of) -> list:
+    """Note [View sizes tied to the grad's]: the grad's dims and the view target's, dims of 1
+    left out, lined up into consecutive runs of the same product at the hint: [(grad exprs,
+    target exprs)]; [] where they do not line up (no hint, a size of 0: nothing is tied)."""
+    gh = [hint_of(env, e) for e in gexprs]
+    th = [hint_of(env, e) for e in texprs]
+    if None in gh or None in th or 0 in gh or 0 in th:
+        return []
+    g = [(e, h) for e, h in zip(gexprs, gh, strict=True) if h != 1]
+    t = [(e, h) for e, h in zip(texprs, th, strict=True) if h != 1]
+    runs, i, j = [], 0, 0
+    while i < len(g) and j < len(t):
+        gs, ts = [g[i][0]], [t[j][0]]
+        pg, pt = g[i][1], t[j][1]
+        while pg != pt:
+            if pg < pt:
+                i += 1
+                if i == len(g):
+                    return []
+                gs.append(g[i][0])
+                pg *= g[i][1]
+            else:
+                j += 1
+                if j == len(t):
+                    return []
+                ts.append(t[j][0])
+                pt *= t[j][1]
+        runs.append((gs, ts))
+        i, j = i + 1, j + 1
+    return runs if i == len(g) and j == len(t) else []
 
 
 def _expand(g, v, saved, need):
@@ -847,15 +886,22 @@ class Guards:
         self.labels = {}
         # the symbol of each SymInt input and each symbolic dim: bound per step
         self.int_syms, self.tensors = exprs
+        self.saved_labels = {}
+        for s, _, _, _ in self.tensors:
+            i, attr, _ = w.saved_node[s]
+            self.saved_labels[s] = f"node {i} {w.kinds[i].name}: saved tensor {attr}"
         for s, sizes, _, _ in self.tensors:
             for d, e in enumerate(sizes):
                 if isinstance(e, sympy.Symbol):
                     i, attr, _ = w.saved_node[s]
                     self.labels[e] = (f"node {i} {w.kinds[i].name}: saved tensor {attr} size of "
                                       f"dim {d}")
-        for k, sym in zip(spec.int_inputs, self.int_syms, strict=True):
+        # every SymInt input's site: a failed check of one traced as a number (a size of 1
+        # specialized) names its node and dimension too
+        self.int_labels = [spec.sites[k].label(w) for k in spec.int_inputs]
+        for label, sym in zip(self.int_labels, self.int_syms, strict=True):
             if isinstance(sym, sympy.Symbol):
-                self.labels[sym] = spec.sites[k].label(w)
+                self.labels[sym] = label
         # sizes of 0 are specialized (Note [Sizes of one]): the range starts at 1
         self.ranges = {s: (max(r.lower, 1) if s in env.size_like else r.lower, r.upper)
                        for s, r in env.var_to_range.items()}
@@ -931,15 +977,19 @@ class Guards:
                 return self._failed(str(g), g.free_symbols, b)
         for k, sym in zip(range(len(ints)), self.int_syms, strict=True):
             if sym.xreplace(b) != ints[k]:
-                return self._failed(f"{self.spec.sites[self.spec.int_inputs[k]].what} input "
-                                    f"== {sym}", sym.free_symbols, b)
+                if not sym.free_symbols:
+                    return (f"{self.int_labels[k]} = {ints[k]}, traced as the constant {sym} "
+                            f"(0 is specialized, on Inductor 1 too)")
+                return self._failed(f"{self.int_labels[k]} = {ints[k]} == {sym}",
+                                    sym.free_symbols, b)
         for s, sizes, strides, off in self.tensors:
             t = saved[s]
             if (tuple(e.xreplace(b) for e in sizes) != tuple(t.shape)
                     or tuple(e.xreplace(b) for e in strides) != t.stride()
                     or off.xreplace(b) != t.storage_offset()):
-                return (f"saved tensor {s}: size {tuple(t.shape)} stride {t.stride()} is not "
-                        f"the traced ({sizes}, {strides})")
+                return (f"{self.saved_labels.get(s, f'saved tensor {s}')}: size "
+                        f"{tuple(t.shape)} stride {t.stride()} is not the traced ({sizes}, "
+                        f"{strides})")
         return None
 
     def _failed(self, guard: str, syms, b) -> str:

@@ -341,7 +341,10 @@ def _trace_and_compile(state, pw, opts, grad_tensors, spec: DynSpec, slots, base
         try:
             # 1 is specialized here (range [2, oo)): size-oblivious is exact, and Inductor
             # then adds no guard for a choice its general path covers (Note [Sizes of one])
-            with size_oblivious():
+            try:
+                with size_oblivious():
+                    fn = state.compile_fn(gm, example)
+            except Exception:  # noqa: BLE001 -- Note [Size-oblivious compile that fails]
                 fn = state.compile_fn(gm, example)
         except Exception as e:  # noqa: BLE001 -- the eager backend runs it, recorded
             state.compile_failed(f"Inductor failed to compile a dynamic graph, it runs on the "
@@ -355,6 +358,17 @@ def _trace_and_compile(state, pw, opts, grad_tensors, spec: DynSpec, slots, base
     compiled = Compiled(fn, plan, gm, owned, box_nodes, native=native, n_inputs=len(example))
     return DynEntry(base, spec, compiled, guards)
 
+
+# Note [Size-oblivious compile that fails]
+# Inductor's size-oblivious compile of a dynamic graph (capture/dynamic.py Note [Sizes of
+# one]) can fail where a lowering asks a question only the sizes at hand answer: a slice's
+# grad with a symbolic end (`x[:n // 2]`: slice_scatter's min(end, size) between independent
+# symbols, "evaluate_min(s19, s1) with unbacked symints").  The graph is then compiled once
+# more the ordinary way: such a question is decided by the traced sizes and kept as a shape
+# guard (in the foreground in the graph's ShapeEnv, which Guards reads after the compile; in
+# the worker among the guards it sends back, backends/compile_worker.py), so a step's sizes
+# that answer it otherwise recapture (or, in the background, run the eager backend).  Before,
+# the graph ran on the eager backend, recorded as a compile failure.
 
 # Note [Dynamic graphs compile in the background]
 # A dynamic graph's Inductor compile is the most expensive one of a run (every size symbolic:
