@@ -75,6 +75,36 @@ def test_save_on_cpu():
     differential(_build, step, strict=True, captures=2)  # a run records unpacks (unpacked.py)
 
 
+class _LoggingSaveOnCpu(torch.autograd.graph.save_on_cpu):
+    """save_on_cpu's own pack/unpack hooks, each call logged (node, shape, device)."""
+
+    def __init__(self, log):
+        super().__init__()
+        pack, unpack = self.pack_hook, self.unpack_hook
+
+        def p(t):
+            log.append(("pack", tuple(t.shape)))
+            return pack(t)
+
+        def u(packed):
+            t = unpack(packed)
+            log.append(("unpack", _node_name(), tuple(t.shape), t.device.type))
+            return t
+        self.pack_hook, self.unpack_hook = p, u
+
+
+def test_save_on_cpu_pack_and_unpack_calls():
+    def step(st):
+        m, x, log = st
+        m.zero_grad(set_to_none=True)
+        log.clear()
+        with _LoggingSaveOnCpu(log):
+            y = m(x.requires_grad_())
+        y.pow(2).sum().backward()
+        return [*grads(m), x.grad, list(log)]
+    differential(_build, step, strict=True, captures=2)  # a run records unpacks (unpacked.py)
+
+
 def test_nested_saved_tensors_hooks_innermost_wins():
     def step(st):
         m, x, log = st
@@ -219,8 +249,12 @@ def _ckpt_step(use_dropout=True, **kw):
             log.append(("run", _node_name(), torch.is_grad_enabled()))
             return m[2](m[1](m[0](inp)))
         h = cp.checkpoint(region, x.requires_grad_(), use_reentrant=False, **kw)
-        m[3](h).pow(2).sum().backward()
-        return [*grads(m), x.grad, list(log)]
+        loss = m[3](h).pow(2).sum()
+        torch.rand(3)   # the backward's global RNG state is not the forward's
+        loss.backward()
+        # the global generator after the backward: restored by the recomputation (eager's
+        # fork), or advanced by it when preserve_rng_state=False
+        return [*grads(m), x.grad, list(log), torch.get_rng_state(), torch.rand(4)]
     return step
 
 
@@ -332,10 +366,14 @@ def test_nested_checkpoints():
     differential(_build, step, strict=True)
 
 
-def test_checkpoint_around_a_compiled_region():
+@pytest.mark.parametrize("dropout", [False, True])
+def test_checkpoint_around_a_compiled_region(dropout):
+    # dropout: the compiled region draws its mask from the global generator, which checkpoint
+    # restores for the recomputation (eager's grads need the forward's mask)
     def build():
         m = _mlp()
-        return [m, torch.randn(5, 6), [0], torch.compile(m[:2], backend="aot_eager")]
+        m.train(dropout)
+        return [m, torch.randn(5, 6), [0], torch.compile(m[:3], backend="aot_eager")]
 
     def step(st):
         m, x, calls, compiled = st
