@@ -48,15 +48,18 @@ class CtxScaled(torch.autograd.Function):
 
 
 def test_ctx_attributes_change_between_steps_recapture():
-    vals = iter([(1.0, False), (2.5, True), (2.5, False), (-3.0, True)] * 2)
+    vals = [(1.0, False), (2.5, True), (2.5, False), (-3.0, True)] * 2
 
     def step(st):
-        x, w, _ = st
+        x, w, n = st
         x.grad = w.grad = None
-        scale, flip = next(vals)
+        n.append(0)
+        scale, flip = vals[len(n) - 1]
         CtxScaled.apply(x.tanh(), w, scale, flip).sum().backward()
         return [x.grad, w.grad]
-    differential(_leaves((4, 3), (3,)), step, steps=4, captures=None)
+    # four distinct ctx states: four captures; the repeats (steps 5, 6) hit the cache
+    st = differential(_leaves((4, 3), (3,)), step, steps=6, captures=4)
+    assert st.cache_hits == 2, st
     assert "CtxScaledBackward" in _traced()
     assert "compiled_bw.opaque" not in compiled_bw.last_graph().code
 
@@ -139,7 +142,8 @@ def test_non_tensor_inputs_and_outputs():
         y, m, name = NonTensorIO.apply(x, 3, next(names))
         (y * m).sum().backward()
         return [x.grad, m, name]
-    differential(_leaves((4,)), step, captures=None)
+    st = differential(_leaves((4,)), step, captures=2)    # one per name; step 3 hits
+    assert st.cache_hits == 1, st
     assert "NonTensorIOBackward" in _traced()
 
 

@@ -120,7 +120,8 @@ KNOWN_TRACEABLE = (torch_autograd.BackwardHookFunction,)
 #   - has no graph break (print, .item(), .tolist(), numpy, torch.autograd.grad, a call Dynamo
 #     cannot trace),
 #   - mutates nothing that existed before the call (ctx, globals, lists, objects), registers
-#     no tensor hook and draws no Python random number (torchapi/dynamo.py _clean),
+#     no tensor hook and draws no random number, Python's (torchapi/dynamo.py _clean) or
+#     torch's (Note [A traced backward draws no torch random number]),
 #   - installs guards only on what the cache key follows (`_covered`): the ctx and grads, the
 #     backward itself and its closure cells, and the backward's module globals by name (the
 #     key holds their values: Note [What a traced function may read]); attributes of torch's

@@ -194,6 +194,39 @@ def _clean(tx) -> bool:
         AttributeMutationNew, ValueMutationNew)) for v in se.id_to_variable.values())
 
 
+# Note [A traced backward draws no torch random number]
+# A random op (torch.rand_like, dropout, Tensor.uniform_, ...) in a backward traced without
+# opt-in would be an op of our graph: on Inductor it draws from Inductor's own seeds, not the
+# global generator eager's backward draws from (other values, another generator state after
+# the step), and Inductor's lowering of a bare aten.rand fails outright.  Such a backward is
+# refused (an opaque call: the real backward draws, every step, as in eager).  The check is on
+# Dynamo's torch-level graph: an op whose aten namesake is tagged nondeterministic_seeded, or
+# a dropout of any kind (conservative: a refusal is always correct).
+_RANDOM_NAMES = ("dropout", "rrelu")
+
+
+def _draws_random(graph) -> bool:
+    for n in graph.nodes:
+        if n.op not in ("call_function", "call_method"):
+            continue
+        t = n.target
+        if isinstance(t, torch._ops.OpOverload):
+            if torch.Tag.nondeterministic_seeded in t.tags:
+                return True
+            continue
+        name = t if isinstance(t, str) else getattr(t, "__name__", "")
+        if not isinstance(name, str) or not name:
+            continue
+        if any(r in name for r in _RANDOM_NAMES):
+            return True
+        packet = getattr(torch.ops.aten, name, None)
+        if isinstance(packet, torch._ops.OpOverloadPacket) and any(
+                torch.Tag.nondeterministic_seeded in getattr(packet, o).tags
+                for o in packet.overloads()):
+            return True
+    return False
+
+
 def _dynamo_usable() -> bool:
     """A Dynamo that would compile: not disabled, the default stance, a supported Python."""
     import torch._dynamo as dynamo
@@ -297,6 +330,9 @@ def backward_verdict(fn, args: tuple, covered) -> str | None:
         elif not _clean(tx):
             verdict.append("it has a side effect Dynamo records (a mutation of an object "
                            "from outside the call, a tensor hook, a random draw)")
+        elif _draws_random(tx.output.graph):
+            verdict.append("it draws torch random numbers (Note [A traced backward draws no "
+                           "torch random number])")
         else:
             names = sorted({g.name for g in tx.output.guards if not covered(g.name)})
             verdict.append(f"it reads {', '.join(names)}, which the cache key does not "
