@@ -14,7 +14,7 @@ tensors, with the forward's RNG state unless preserve_rng_state=False.  Runs on 
 import pytest
 import torch
 import torch.utils.checkpoint as cp
-from differential import differential, grads
+from differential import differential, grads, selected_backend
 from hf_models import gpt2_checkpointed
 
 import compiled_bw
@@ -386,6 +386,34 @@ def test_checkpoint_around_a_compiled_region(dropout):
         m[3](h).pow(2).sum().backward()
         return [*grads(m), calls[0]]
     differential(build, step, strict=True)
+
+
+@pytest.mark.parametrize("region", ["module", "function"])
+def test_autocast_state_inside_the_region(region):
+    # eager: checkpoint records the forward's autocast state and recomputes under it, whatever
+    # the backward's state is (here none): the recomputed matmuls are bf16, as the forward's
+    def step(st):
+        m, x, log = st
+        m.zero_grad(set_to_none=True)
+        log.clear()
+        inner = m[:2]
+
+        def fn(inp):
+            log.append(("run", torch.is_autocast_enabled("cpu")))
+            return inner(inp)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            h = cp.checkpoint(inner if region == "module" else fn, x.requires_grad_(),
+                              use_reentrant=False)
+            y = m[3](h.float())
+        y.float().pow(2).sum().backward()
+        gs = [*grads(m), x.grad]
+        if selected_backend() == "inductor":
+            # Inductor's kernels round bf16 intermediates otherwise than eager's ops, with or
+            # without checkpoint: compare its grads at bf16's precision (the log still says
+            # which autocast state each run of the region saw)
+            gs = [g.to(torch.bfloat16) for g in gs]
+        return [*gs, h.dtype, list(log)]
+    differential(_build, step, strict=True)
 
 
 def test_checkpoint_under_grad_and_retain_graph():
