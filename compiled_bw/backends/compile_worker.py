@@ -69,23 +69,22 @@ def _compile(job: tuple) -> tuple:
     # for the parent's count, not this process's
     torch.set_num_threads(threads)
     # a dynamic graph compiles as in the parent (capture/dynamic.py Note [Sizes of one])
+    def load_and_compile(obliviously: bool) -> tuple:
+        with size_oblivious() if obliviously else contextlib.nullcontext():
+            gm, fakes, sites = load_graph(data)
+            if oblivious:
+                fakes_as_they_are(fakes)
+            with current_step(SitesOnly(sites)):
+                return compile_inductor(gm, fakes), fakes
     with applied(cache_dir, config):
         try:
-            with size_oblivious() if oblivious else contextlib.nullcontext():
-                gm, fakes, sites = load_graph(data)
-                if oblivious:
-                    fakes_as_they_are(fakes)
-                with current_step(SitesOnly(sites)):
-                    fn = compile_inductor(gm, fakes)
+            fn, fakes = load_and_compile(oblivious)
         except Exception:
             if not oblivious:
                 raise
-            # runtime/dynamic.py Note [Size-oblivious compile that fails]: once more as a
-            # static graph's compile reasons, its guards sent back as well
-            gm, fakes, sites = load_graph(data)
-            fakes_as_they_are(fakes)
-            with current_step(SitesOnly(sites)):
-                fn = compile_inductor(gm, fakes)
+            # runtime/dynamic.py Note [Size-oblivious compile that fails]: once more (a fresh
+            # graph and ShapeEnv) as a static graph's compile reasons, its guards sent back too
+            fn, fakes = load_and_compile(False)
         env = _shape_env_state(fakes) if oblivious else None
     if isinstance(fn, CompiledFxGraph):
         return "ok", (dump_compiled(fn), env) if oblivious else dump_compiled(fn)

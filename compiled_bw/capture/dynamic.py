@@ -887,15 +887,12 @@ class Guards:
         # the symbol of each SymInt input and each symbolic dim: bound per step
         self.int_syms, self.tensors = exprs
         self.saved_labels = {}
-        for s, _, _, _ in self.tensors:
+        for s, sizes, _, _ in self.tensors:
             i, attr, _ = w.saved_node[s]
             self.saved_labels[s] = f"node {i} {w.kinds[i].name}: saved tensor {attr}"
-        for s, sizes, _, _ in self.tensors:
             for d, e in enumerate(sizes):
                 if isinstance(e, sympy.Symbol):
-                    i, attr, _ = w.saved_node[s]
-                    self.labels[e] = (f"node {i} {w.kinds[i].name}: saved tensor {attr} size of "
-                                      f"dim {d}")
+                    self.labels[e] = f"{self.saved_labels[s]} size of dim {d}"
         # every SymInt input's site: a failed check of one traced as a number (a size of 1
         # specialized) names its node and dimension too
         self.int_labels = [spec.sites[k].label(w) for k in spec.int_inputs]
@@ -987,7 +984,7 @@ class Guards:
             if (tuple(e.xreplace(b) for e in sizes) != tuple(t.shape)
                     or tuple(e.xreplace(b) for e in strides) != t.stride()
                     or off.xreplace(b) != t.storage_offset()):
-                return (f"{self.saved_labels.get(s, f'saved tensor {s}')}: size "
+                return (f"{self.saved_labels[s]}: size "
                         f"{tuple(t.shape)} stride {t.stride()} is not the traced ({sizes}, "
                         f"{strides})")
         return None
