@@ -3,7 +3,8 @@
 wrong parameter grads on GPT-2, Llama, ResNet-18 and ViT).
 
 Each kind of opaque call (custom Function, tensor hook, node pre-/post-hook, module full
-backward hook and pre-hook) keeps what it receives and returns, while the graph runs on with
+backward hook and pre-hook) and each leaf's hooks at its delivery point (a parameter's tensor
+hook, a pre-hook on its AccumulateGrad node) keep what they receive and return, while the graph runs on with
 kernels of the same size (so Inductor could reuse those buffers).  At the end of each step
 the kept tensors must still hold their values, and every grad must equal eager's.
 """
@@ -60,7 +61,8 @@ def _keep_post(kept):
     return hook
 
 
-KINDS = ("custom", "tensor_hook", "node_prehook", "node_posthook", "module_hook", "all")
+KINDS = ("custom", "tensor_hook", "node_prehook", "node_posthook", "module_hook", "leaf_hook",
+         "all")
 
 
 def _build(kind):
@@ -74,6 +76,14 @@ def _build(kind):
             blk.register_full_backward_hook(
                 lambda mod, gin, gout: kept.extend([*gin, *gout]) or (gout[0] * 1.0,))
             blk.register_full_backward_pre_hook(lambda mod, gout: kept.extend(gout))
+        if kind in ("leaf_hook", "all"):
+            # a leaf's hooks get the grad at its delivery point, before AccumulateGrad
+            for p in m.parameters():
+                p.register_hook(kept.append)
+            acc = m[5].bias.view_as(m[5].bias).grad_fn.next_functions[0][0]
+            acc.register_prehook(kept.extend)
+            kept.append(acc)     # the node (and its hook) lives as long as the step's state
+            return m, torch.randn(4, D), kept
         return m, torch.randn(4, D), kept
     return build
 
@@ -95,8 +105,9 @@ def _step(kind):
             h.grad_fn.register_hook(_keep_post(kept))
         m[6](m[5](h)).pow(2).sum().backward()
         compiled_bw.wait_for_compiles()
-        out = [[None if t is None else t.clone() for t in kept], grads(m)]
-        kept.clear()
+        out = [[None if t is None else t.clone() for t in kept
+                if not isinstance(t, torch.autograd.graph.Node)], grads(m)]
+        del kept[int(isinstance(kept[0], torch.autograd.graph.Node)) if kept else 0:]
         return out
     return step
 

@@ -82,13 +82,15 @@ from ..torchapi.inductor import config as inductor_config
 # Note [Inductor: opaque buffers]
 #    Opaque calls hand tensors to user code (hooks, custom backwards), which may keep them: a
 #    module full backward hook keeps its grad_output until the module's input grads arrive,
-#    `retain_grad` and tensor hooks may store what they get or return.  Inductor assumes it owns
+#    `retain_grad` and tensor hooks may store what they get or return.  So do delivery points:
+#    a leaf's tensor hooks and its AccumulateGrad's node hooks get the grad (a hook that kept
+#    a parameter's grad saw it overwritten by a later kernel: found 2026-11-24).  Inductor assumes it owns
 #    every intermediate buffer: after a buffer's last use in the graph it reuses its memory for
 #    a later buffer (`buf8 = buf4; del buf4  # reuse`) or lets a kernel write its output into
 #    it in place -- overwriting what user code still holds (wrong grads, found on Hugging
 #    Face models).  So every
-#    buffer an opaque call reads or returns goes into `V.graph.never_reuse_buffers` (our
-#    lowering below): it is freed by reference counting, as in eager, and never written again.
+#    buffer an opaque call reads or returns, or a delivery point reads, goes into
+#    `V.graph.never_reuse_buffers` (our lowerings below): it is freed by reference counting, as in eager, and never written again.
 #    Inductor's wrapper never frees such a buffer at all (`codegen_free` skips every buffer it
 #    may not reuse), so the graph kept each one alive to its end: a chain of opaque calls
 #    (every node whose saved tensors carry hooks is one) peaked at 1.7x eager, a checkpointed
@@ -145,7 +147,7 @@ from ..torchapi.inductor import config as inductor_config
 #    Inductor's schedule: Note [Inductor: call order]).  The C++ wrapper never holds our calls
 #    (Note [Inductor: C++ wrapper]).
 
-CODEGEN_VERSION = 12     # bump when the code Inductor generates for us changes (FX graph cache key)
+CODEGEN_VERSION = 13     # bump when the code Inductor generates for us changes (FX graph cache key)
 
 
 def _source_key() -> str:
@@ -243,6 +245,21 @@ def _lower_opaque(site, grads, label):
         names += _buffer_names(list(k.inputs))
     V.graph.never_reuse_buffers.update(names)
     return outs
+
+
+_deliver_fallback = lowering.fallback_handler(deliver, add_to_fallback_set=False)
+
+
+@lowering.register_lowering(deliver, type_promotion_kind=None)
+def _lower_deliver(site, grad, label):
+    """Note [Inductor: opaque buffers]: a delivery point hands its grad to user code too (the
+    leaf's tensor hooks and AccumulateGrad's node hooks, which may keep it), so its buffer is
+    never reused either, and it has eager's strides (Note [Inductor: opaque input strides])."""
+    if isinstance(grad, ir.IRNode):
+        grad = ir.ExternKernel.realize_input(
+            _eager_strides([grad], [V.graph.current_node.args[1]])[0])
+        V.graph.never_reuse_buffers.update(_buffer_names(grad))
+    return _deliver_fallback(site, grad, label)
 
 
 def cpp_wrapper(sites: list, inputs: list, gm: torch.fx.GraphModule | None = None) -> bool:
