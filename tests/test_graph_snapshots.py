@@ -201,7 +201,7 @@ class <lambda>(torch.nn.Module):
         opaque = torch.ops.compiled_bw.opaque.default(0, [expand], 'custom DoubleBackward');  expand = None
         getitem: "f32[3]" = opaque[0];  opaque = None
         mul: "f32[3]" = torch.ops.aten.mul.Tensor(getitem, saved_exp2_result);  getitem = saved_exp2_result = None
-        deliver = torch.ops.compiled_bw.deliver.default(1, mul, 'leaf AccumulateGrad');  mul = deliver = None
+        deliver = torch.ops.compiled_bw.deliver.default(1, mul, 'leaf AccumulateGrad', True);  mul = deliver = None
         return []""")
 
     def test_custom_op_backward_is_traced(self):

@@ -233,3 +233,30 @@ def test_hook_that_frees_a_parameter_runs_after_its_last_reader():
         model(x).pow(2).sum().backward()
         return [x.grad] + [p.grad for p in model.parameters()]
     differential(build, step)
+
+
+def test_delivered_grad_is_taken_as_eager_takes_it():
+    """runtime/run.py Note [Stealing at delivery points]: eager's AccumulateGrad takes the
+    formula's result itself as `.grad` when it obeys the layout contract, which ignores size-1
+    dims: `w.t() * x`'s grad reaches w (5, 1) as the transpose of a (1, 5) sum, strides
+    (1, 5), and `w.grad` keeps them.  A copy (what AccumulateGrad does when the graph still
+    holds the grad) has w's (1, 1).  A hook inside the graph makes every leaf a delivery
+    point; grads are compared with their strides.  A post-accumulate-grad hook then changes
+    the taken `.grad` in place: nothing in the graph reads it later."""
+    def build():
+        w, x = torch.randn(5, 1, requires_grad=True), torch.randn(3, 5, requires_grad=True)
+        def triple(p):
+            p.grad.mul_(3)
+        for p in (w, x):
+            p.register_post_accumulate_grad_hook(triple)
+        return [w, x]
+
+    def step(st):
+        w, x = st
+        w.grad = x.grad = None
+        h = w.t() * x
+        h.register_hook(lambda g: g * 2)    # user code inside the graph
+        h.sin().sum().backward()
+        assert w.grad.stride() == (1, 5)    # eager's, as the docstring says
+        return [w.grad, x.grad]
+    differential(build, step)

@@ -13,7 +13,7 @@ import os
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from ..capture.deliver import barrier, deliver
+from ..capture.deliver import barrier, deliver, owned_grad
 from ..capture.opaque import current_sites, opaque
 from ..capture.recompute import has_traced_recomputation
 from ..capture.rng import rng_draw
@@ -251,15 +251,21 @@ _deliver_fallback = lowering.fallback_handler(deliver, add_to_fallback_set=False
 
 
 @lowering.register_lowering(deliver, type_promotion_kind=None)
-def _lower_deliver(site, grad, label):
+def _lower_deliver(site, grad, label, owned=False):
     """Note [Inductor: opaque buffers]: a delivery point hands its grad to user code too (the
     leaf's tensor hooks and AccumulateGrad's node hooks, which may keep it), so its buffer is
     never reused either, and it has eager's strides (Note [Inductor: opaque input strides])."""
-    if isinstance(grad, ir.IRNode):
-        grad = ir.ExternKernel.realize_input(
-            _eager_strides([grad], [V.graph.current_node.args[1]])[0])
-        V.graph.never_reuse_buffers.update(_buffer_names(grad))
-    return _deliver_fallback(site, grad, label)
+    if not isinstance(grad, ir.IRNode):
+        return _deliver_fallback(site, grad, label, False)
+    fx_grad = V.graph.current_node.args[1]
+    grad = ir.ExternKernel.realize_input(_eager_strides([grad], [fx_grad])[0])
+    names = _buffer_names(grad)
+    # runtime/run.py Note [Stealing at delivery points], decided again after Inductor's passes
+    # (which may have made a clone the value it copied); a graph input is never stolen
+    owned = bool(owned) and owned_grad(fx_grad) and bool(names) and not any(
+        n in V.graph.graph_inputs or n in V.graph.constants for n in names)
+    V.graph.never_reuse_buffers.update(names)
+    return _deliver_fallback(site, grad, label, owned)
 
 
 def cpp_wrapper(sites: list, inputs: list, gm: torch.fx.GraphModule | None = None) -> bool:

@@ -16,23 +16,26 @@ import torch
 
 from ..core import dispatch_tls
 from ..core.thread import THREAD
+from ..torchapi.dynamo import OpOverload
 from . import defined, fastwalk, hooks
 from .saved import check_after_call
 
 _LIB = torch.library.Library("compiled_bw", "FRAGMENT")
-_LIB.define("deliver(int site, Tensor? grad, str label) -> ()")
+_LIB.define("deliver(int site, Tensor? grad, str label, bool owned=False) -> ()")
 
 
-def _deliver_impl(site: int, grad, label: str) -> None:
-    """label: what the call runs, for readers of the graph ('leaf AccumulateGrad')."""
+def _deliver_impl(site: int, grad, label: str, owned: bool = False) -> None:
+    """label: what the call runs, for readers of the graph ('leaf AccumulateGrad').  owned:
+    the grad is a buffer only the graph holds (runtime/run.py Note [Stealing at delivery
+    points]; set on the graph that is run, after every pass)."""
     step = THREAD.step
     s = step.sites[site]
     if step.undefined and grad is not None and s.in_defined and not defined.evaluate(
             s.in_defined[0], step.undefined, step.memo):
         grad = None             # undefined this step (defined.py Note [Undefined grads])
     node = step.nodes[s.node_index]
-    steal = False
-    if s.steal and grad is not None:    # runtime/run.py Note [Stealing at delivery points]
+    steal = owned       # runtime/run.py Note [Stealing at delivery points]
+    if s.steal and grad is not None:
         ref = step.stealable.get(id(grad))
         steal = ref is not None and ref() is grad
     prev = step.current
@@ -49,6 +52,40 @@ def _deliver_impl(site: int, grad, label: str) -> None:
         check_after_call(step.checks, site)
 
 
+def owned_grad(g) -> bool:
+    """runtime/run.py Note [Stealing at delivery points]: whether the graph value `g` a
+    delivery point gets lives in storage that only the graph made and that nothing else in the
+    graph reads: an aten op's fresh result, or views of one, each used once (barriers, which
+    only order, aside)."""
+    import operator
+    while True:
+        if not isinstance(g, torch.fx.Node) or g.op != "call_function":
+            return False
+        if sum(1 for u in g.users if u.target is not barrier) != 1:
+            return False
+        op = g.target
+        if op is operator.getitem:
+            parent = g.args[0]
+            # one result of a multi-output op: its own storage if the op's results are fresh
+            return isinstance(parent, torch.fx.Node) and _fresh_results(parent.target)
+        if not isinstance(op, OpOverload) or op.namespace != "aten":
+            return False
+        if op in _SHARES_STORAGE or not _fresh_results(op):
+            g = g.args[0]               # a view (or in-place op) of its first argument
+            continue
+        return True
+
+
+# aten ops that return their input's storage without saying so in their schema
+_SHARES_STORAGE = frozenset({torch.ops.aten._unsafe_view.default})
+
+
+def _fresh_results(op) -> bool:
+    return (isinstance(op, OpOverload) and op.namespace == "aten"
+            and op not in _SHARES_STORAGE
+            and all(r.alias_info is None for r in op._schema.returns))
+
+
 # Inductor's generated code calls it directly (backends/inductor.py Note [Inductor: direct
 # calls]); there the dispatcher state is already the graph's, and `step.tls.enter()` changes
 # nothing.
@@ -59,7 +96,7 @@ torch.fx.node.has_side_effect(deliver)
 
 
 @torch.library.register_fake("compiled_bw::deliver", lib=_LIB)
-def _deliver_fake(site: int, grad: torch.Tensor | None, label: str) -> None:
+def _deliver_fake(site: int, grad: torch.Tensor | None, label: str, owned: bool = False) -> None:
     return None
 
 

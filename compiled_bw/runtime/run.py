@@ -549,6 +549,14 @@ def _capture(state, w, opts, grad_tensors, slots, observed=False):
 # Eager's AccumulateGrad takes the incoming grad itself as `.grad` (no copy) when nothing else
 # references it (accumulate_grad.h; `x.grad.data_ptr()` is then the buffer a custom backward
 # made).  At a delivery point the graph still holds the grad, so AccumulateGrad would copy.
+# Where the grad is a buffer the graph computed and reads nowhere else (capture/deliver.py
+# owned_grad: an aten op's fresh result, or views of one, each used once), the node gets a
+# fresh alias of it (the call's `owned`, set here and again by the Inductor lowering on the
+# graph it compiles, after Inductor's own passes): no user code can hold it, Inductor never reuses it or writes
+# into it again (backends/inductor.py Note [Inductor: opaque buffers]; its lowering keeps
+# the copy where Inductor made the value a graph input, e.g. `x * 1` simplified to `x`), and
+# no later graph read can see what a hook does to `.grad` -- as eager, which steals the
+# formula's result.  That saves the copy and its memory, and `.grad` gets eager's strides.
 # Where the delivered grad is an opaque call's output (a custom backward's or hook's result --
 # the only buffers user code can know) that nothing else in the graph uses (mark_stealing, per
 # site, after the passes), and user code kept no reference to it when the call returned
@@ -563,9 +571,10 @@ def _capture(state, w, opts, grad_tensors, slots, observed=False):
 def mark_stealing(gm, sites: list) -> None:
     import operator
 
-    from ..capture.deliver import deliver
+    from ..capture.deliver import deliver, owned_grad
     from ..capture.opaque import opaque
     order = {n: i for i, n in enumerate(gm.graph.nodes)}
+    changed = False
     for n in gm.graph.nodes:
         if n.op != "call_function":
             continue
@@ -591,6 +600,11 @@ def mark_stealing(gm, sites: list) -> None:
             isinstance(g, torch.fx.Node) and g.op == "call_function"
             and g.target is operator.getitem and isinstance(g.args[0], torch.fx.Node)
             and g.args[0].target is opaque and len(g.users) == 1)
+        if owned_grad(g):
+            n.args = (*n.args[:3], True)
+            changed = True
+    if changed:
+        gm.recompile()
 
 
 def _box_owned(w, plan) -> tuple:

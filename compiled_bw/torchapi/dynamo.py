@@ -41,7 +41,8 @@ USED = {
     "torch._guards.detect_fake_mode": "backends/inductor.py",
     "torch._guards.tracing": "backends/inductor.py",
     "torch._guards.TracingContext": "backends/inductor.py",
-    "torch._ops.OpOverload": "passes/reorder_for_memory.py, capture/opaque.py, capture/packed.py",
+    "torch._ops.OpOverload": "passes/reorder_for_memory.py, capture/opaque.py, capture/packed.py, "
+                             "capture/deliver.py",
     "torch._ops.OpOverloadPacket": "capture/packed.py",
     "torch._subclasses.fake_tensor.FakeTensor": "capture/trace.py, capture/subclass.py",
     "torch._subclasses.fake_tensor.FakeTensorMode": "backends/inductor_artifact.py",
