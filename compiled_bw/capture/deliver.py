@@ -25,9 +25,22 @@ _LIB.define("deliver(int site, Tensor? grad, str label, bool owned=False) -> ()"
 
 
 def _deliver_impl(site: int, grad, label: str, owned: bool = False) -> None:
-    """label: what the call runs, for readers of the graph ('leaf AccumulateGrad').  owned:
-    the grad is a buffer only the graph holds (runtime/run.py Note [Stealing at delivery
-    points]; set on the graph that is run, after every pass)."""
+    """The dispatcher's kernel: user code runs with the dispatcher state the graph started
+    with (core/dispatch_tls.py), not the Autograd-excluded one of a custom op's kernel."""
+    changed = THREAD.step.tls.enter()
+    try:
+        deliver_direct(site, grad, label, owned)
+    finally:
+        dispatch_tls.undo(changed)
+
+
+def deliver_direct(site: int, grad, label: str, owned: bool = False) -> None:
+    """One delivery point, called by the graph's code directly (backends/inductor.py Note
+    [Inductor: direct calls], the eager backend) -- there the dispatcher state is already the
+    graph's -- or by `_deliver_impl`.  label: what the call runs, for readers of the graph
+    ('leaf AccumulateGrad').  owned: the grad is a buffer only the graph holds
+    (runtime/run.py Note [Stealing at delivery points]; set on the graph that is run, after
+    every pass)."""
     step = THREAD.step
     s = step.sites[site]
     if step.undefined and grad is not None and s.in_defined and not defined.evaluate(
@@ -40,11 +53,9 @@ def _deliver_impl(site: int, grad, label: str, owned: bool = False) -> None:
         steal = ref is not None and ref() is grad
     prev = step.current
     step.current = s.node_index
-    changed = step.tls.enter()
     try:
         fastwalk.run_leaf(node, grad, steal)
     finally:
-        dispatch_tls.undo(changed)
         step.current = prev
     if step.hooks_changed:      # hooks.py Note [Hooks registered during the backward]
         hooks.check_registered(step, s, fastwalk.hook_dicts())
@@ -86,10 +97,6 @@ def _fresh_results(op) -> bool:
             and all(r.alias_info is None for r in op._schema.returns))
 
 
-# Inductor's generated code calls it directly (backends/inductor.py Note [Inductor: direct
-# calls]); there the dispatcher state is already the graph's, and `step.tls.enter()` changes
-# nothing.
-deliver_direct = _deliver_impl
 _LIB.impl("deliver", _deliver_impl, "CompositeExplicitAutograd")
 deliver = torch.ops.compiled_bw.deliver.default
 torch.fx.node.has_side_effect(deliver)

@@ -378,6 +378,12 @@ def retain(t: torch.Tensor, g) -> None:
 
 
 def _check_tuple(old: tuple, res, hook) -> tuple:
+    if type(res) is tuple and len(res) == len(old):
+        for r, o in zip(res, old, strict=True):
+            if r is not o:
+                break
+        else:
+            return res  # the same grads (module full backward hooks' own hooks return them)
     if not isinstance(res, tuple):
         raise TypeError(f"expected tuple, but hook returned '{type(res).__name__}'")
     if len(res) != len(old):
