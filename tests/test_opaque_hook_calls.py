@@ -339,3 +339,34 @@ def test_tensor_hook_results_of_other_kinds():
         return [x.grad, x.grad.requires_grad]
     differential(lambda: [torch.randn(3, 3, requires_grad=True), []], step, steps=8,
                  captures=None)
+
+
+class _Identity(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g
+
+
+def test_post_hook_of_a_pass_through_node_gets_one_tensor_twice():
+    """A node whose backward returns its grad (a module full backward hook's
+    BackwardHookFunction, an identity Function) hands its post-hooks the same tensor as
+    grad_input and grad_output; with Inductor the graph must pass one buffer twice, not two
+    copies (backends/inductor.py _eager_strides)."""
+    def build():
+        return [torch.randn(8, 4, requires_grad=True), []]
+
+    def step(st):
+        x, log = st
+        x.grad = None
+        h = _Identity.apply((x * 2).sin())
+        h.grad_fn.register_hook(lambda gin, gout: log.append(
+            (gin[0] is gout[0], gin[0].data_ptr() == gout[0].data_ptr())) and None)
+        (h * 3).sum().backward()
+        out = [x.grad, list(log)]
+        log.clear()
+        return out
+    differential(build, step)

@@ -147,7 +147,7 @@ from ..torchapi.inductor import config as inductor_config
 #    Inductor's schedule: Note [Inductor: call order]).  The C++ wrapper never holds our calls
 #    (Note [Inductor: C++ wrapper]).
 
-CODEGEN_VERSION = 13     # bump when the code Inductor generates for us changes (FX graph cache key)
+CODEGEN_VERSION = 14     # bump when the code Inductor generates for us changes (FX graph cache key)
 
 
 def _source_key() -> str:
@@ -222,12 +222,17 @@ _opaque_fallback = lowering.fallback_handler(opaque, add_to_fallback_set=False)
 
 
 def _eager_strides(grads, fx_args) -> list:
-    """Note [Inductor: opaque input strides]: each IR grad with its traced value's strides."""
+    """Note [Inductor: opaque input strides]: each IR grad with its traced value's strides; a
+    value passed twice (a module hook's grad_input that is its grad_output) stays one buffer."""
     out = []
+    done: dict = {}
     for g, f in zip(grads, fx_args, strict=True):
         val = f.meta.get("val") if isinstance(f, torch.fx.Node) else None
         if isinstance(g, ir.IRNode) and isinstance(val, torch.Tensor):
-            g = ir.ExternKernel.require_exact_strides(g, val.stride())
+            key = (id(g), tuple(val.stride()))
+            if key not in done:
+                done[key] = ir.ExternKernel.require_exact_strides(g, val.stride())
+            g = done[key]
         out.append(g)
     return out
 
