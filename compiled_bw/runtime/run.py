@@ -29,9 +29,9 @@ Errors: a backward that fails half-way has then already delivered exactly the le
 had delivered before the failing node, and no other.  Graphs without delivery points (nothing
 observes) compute every grad before any leaf is touched: an error there (an untraceable
 built-in node raising, out of memory) leaves every `.grad` as it was, where eager keeps the
-grads of the leaves it delivered first.  The graph holds each grad it delivers, so
-AccumulateGrad copies it into `.grad` where eager would steal it (values equal; strides of
-size-1 dims may differ).  Without the C++ extension, a graph that needs delivery points runs
+grads of the leaves it delivered first.  A grad only the graph holds is taken by
+AccumulateGrad as eager takes it (Note [Stealing at delivery points]); others are copied
+into `.grad` where eager might steal them (values equal; strides of size-1 dims may differ).  Without the C++ extension, a graph that needs delivery points runs
 eagerly (fallback reason says so).
 
 Note [Direct delivery]
