@@ -170,6 +170,15 @@ def test_benchmarks_varying_shapes_row(tmp_path):
     assert "| cbw-eager |" in text and "FAIL" not in text, text
 
 
+def test_benchmarks_hit_cpu_measures_cache_hits():
+    # `python -m benchmarks.hit_cpu`: one capture, then only cache hits, nothing falls back
+    from benchmarks.hit_cpu import measure
+    compiled_bw.reset()
+    eager, ours, st = measure("custom_hooks", steps=3, backend="eager")
+    assert eager > 0 and ours > 0
+    assert (st.captures, st.fallbacks) == (1, 0), st
+
+
 def _mlp_state():
     torch.manual_seed(0)
     return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 4))
