@@ -79,6 +79,9 @@ class Cache:
         # CacheKey -> KnownHit: the walk key of a step a dynamic graph served (runtime/dynamic.py
         # Note [Dynamic hits by walk key])
         self.dynamic_keys: dict = {}
+        # (root key, base) whose dynamic capture pinned every size it made symbolic
+        # (runtime/dynamic.py Note [Dynamic graphs that pin every size])
+        self.pinned: set = set()
 
     def clear(self) -> None:
         self.entries.clear()
@@ -87,6 +90,7 @@ class Cache:
         self.dynamic.clear()
         self.last_py.clear()
         self.dynamic_keys.clear()
+        self.pinned.clear()
 
     def get(self, key):
         return self.entries.get(key)

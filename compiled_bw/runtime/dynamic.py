@@ -165,6 +165,8 @@ def step(state, w, root_edges, opts, grad_tensors, key, root_key):
             _remember(cache, key, bound, guards, pw)
             return bound, None, w
         state.log_recompile(f"a dynamic graph's shape guard failed: {guards}")
+    if (root_key, base, _structure(pw.signature)) in cache.pinned:
+        return None     # Note [Dynamic graphs that pin a size]
     prev = cache.last_py.get((root_key, base))      # the last miss with the same options
     cache.last_py[(root_key, base)] = (base, pw.signature)
     if state.dynamic is True:
@@ -254,6 +256,11 @@ def _capture(state, w, pw, opts, grad_tensors, key, root_key, spec, base, prev):
     changed = _describe(pw, spec, prev)
     state.log_recompile(f"sizes changed, capturing a dynamic graph ({changed})")
     cache = state.cache
+    pinned = _pinned_size(entry.guards) if state.dynamic is not True else None
+    if pinned is not None:                  # Note [Dynamic graphs that pin a size]
+        cache.pinned.add((root_key, base, _structure(pw.signature)))
+        state.log_recompile(f"the dynamic graph fixes {pinned}: later size changes of this "
+                            f"graph capture static graphs")
     cache.dynamic.setdefault(root_key, []).append(entry)
     cache.per_root[root_key] = cache.per_root.get(root_key, 0) + 1
     cache.last[root_key] = key
@@ -264,6 +271,40 @@ def _capture(state, w, pw, opts, grad_tensors, key, root_key, spec, base, prev):
     bound = _bound(entry.compiled, [vals[k] for k in spec.int_inputs])
     entry.compiled.start_compile = None     # started once, by this step (run.py)
     return bound, slots, w
+
+
+# Note [Dynamic graphs that pin a size]
+# A dynamic capture can come out fixing a size it made symbolic: tracing masked_select's
+# backward (its grad's size is the mask's count) fixed the batch to its value (range [9, 9];
+# the count stayed symbolic).  Each later batch then failed its guards and made another such
+# capture -- a symbolic trace (~3x a static capture's cost) every step, and one more failing
+# guard check per step after.  When a symbol of a dynamic graph is fixed to a value above 1
+# (its range one value, or replaced by a number; sizes of 0 and 1 are specialized on purpose,
+# capture/dynamic.py Note [Sizes of one]), later size changes of that root, options and
+# structure capture static graphs instead (reused when a size repeats; the cache limit then
+# runs eager autograd, with its reason).  Not with dynamic=True, where the user asked for
+# symbolic sizes.
+def _pinned_size(guards) -> str | None:
+    """The label of a SymInt input's symbol (a size that changed) the guards fix to one value
+    above 1, or None.  (A saved tensor's dims have symbols too, fixed where they never
+    changed.)"""
+    syms: list = []
+    for e in guards.int_syms:
+        syms += sorted(getattr(e, "free_symbols", ()), key=str)
+    fixed = {s: e for s, e in guards.replacements if not getattr(e, "free_symbols", ())}
+    for s in syms:
+        r = guards.ranges.get(s)
+        v = fixed.get(s, r[0] if r is not None and r[0] == r[1] else None)
+        if v is not None and v > 1:
+            return f"{guards.labels.get(s, s)} = {v}"
+    return None
+
+
+def _structure(sig):
+    """The signature with every int erased (what _same_structure compares)."""
+    if isinstance(sig, tuple):
+        return tuple(_structure(x) for x in sig)
+    return None if type(sig) is int else sig
 
 
 def _describe(pw, spec, prev) -> str:
