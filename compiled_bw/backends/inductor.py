@@ -84,13 +84,14 @@ from ..torchapi.inductor import config as inductor_config
 #    module full backward hook keeps its grad_output until the module's input grads arrive,
 #    `retain_grad` and tensor hooks may store what they get or return.  So do delivery points:
 #    a leaf's tensor hooks and its AccumulateGrad's node hooks get the grad (a hook that kept
-#    a parameter's grad saw it overwritten by a later kernel: found 2026-11-24).  Inductor assumes it owns
-#    every intermediate buffer: after a buffer's last use in the graph it reuses its memory for
+#    a parameter's grad saw it overwritten by a later kernel: found 2026-11-24).  Inductor
+#    assumes it owns every intermediate buffer: after a buffer's last use in the graph it reuses its memory for
 #    a later buffer (`buf8 = buf4; del buf4  # reuse`) or lets a kernel write its output into
 #    it in place -- overwriting what user code still holds (wrong grads, found on Hugging
 #    Face models).  So every
 #    buffer an opaque call reads or returns, or a delivery point reads, goes into
-#    `V.graph.never_reuse_buffers` (our lowerings below): it is freed by reference counting, as in eager, and never written again.
+#    `V.graph.never_reuse_buffers` (our lowerings below): it is freed by reference counting,
+#    as in eager, and never written again.
 #    Inductor's wrapper never frees such a buffer at all (`codegen_free` skips every buffer it
 #    may not reuse), so the graph kept each one alive to its end: a chain of opaque calls
 #    (every node whose saved tensors carry hooks is one) peaked at 1.7x eager, a checkpointed

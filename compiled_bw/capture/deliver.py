@@ -12,6 +12,8 @@ backward's graph task, with `_current_autograd_node()` answering that node
 """
 from __future__ import annotations
 
+import operator
+
 import torch
 
 from ..core import dispatch_tls
@@ -68,7 +70,6 @@ def owned_grad(g) -> bool:
     delivery point gets lives in storage that only the graph made and that nothing else in the
     graph reads: an aten op's fresh result, or views of one, each used once (barriers, which
     only order, aside)."""
-    import operator
     while True:
         if not isinstance(g, torch.fx.Node) or g.op != "call_function":
             return False
@@ -81,10 +82,9 @@ def owned_grad(g) -> bool:
             return isinstance(parent, torch.fx.Node) and _fresh_results(parent.target)
         if not isinstance(op, OpOverload) or op.namespace != "aten":
             return False
-        if op in _SHARES_STORAGE or not _fresh_results(op):
-            g = g.args[0]               # a view (or in-place op) of its first argument
-            continue
-        return True
+        if _fresh_results(op):
+            return True
+        g = g.args[0]                   # a view (or in-place op) of its first argument
 
 
 # aten ops that return their input's storage without saying so in their schema

@@ -79,8 +79,8 @@ class Cache:
         # CacheKey -> KnownHit: the walk key of a step a dynamic graph served (runtime/dynamic.py
         # Note [Dynamic hits by walk key])
         self.dynamic_keys: dict = {}
-        # (root key, base) whose dynamic capture pinned every size it made symbolic
-        # (runtime/dynamic.py Note [Dynamic graphs that pin every size])
+        # (root key, base, structure) whose dynamic capture fixed a size it made symbolic
+        # (runtime/dynamic.py Note [Dynamic graphs that pin a size])
         self.pinned: set = set()
 
     def clear(self) -> None:

@@ -165,7 +165,7 @@ def step(state, w, root_edges, opts, grad_tensors, key, root_key):
             _remember(cache, key, bound, guards, pw)
             return bound, None, w
         state.log_recompile(f"a dynamic graph's shape guard failed: {guards}")
-    if (root_key, base, _structure(pw.signature)) in cache.pinned:
+    if cache.pinned and (root_key, base, _structure(pw.signature)) in cache.pinned:
         return None     # Note [Dynamic graphs that pin a size]
     prev = cache.last_py.get((root_key, base))      # the last miss with the same options
     cache.last_py[(root_key, base)] = (base, pw.signature)

@@ -31,8 +31,9 @@ observes) compute every grad before any leaf is touched: an error there (an untr
 built-in node raising, out of memory) leaves every `.grad` as it was, where eager keeps the
 grads of the leaves it delivered first.  A grad only the graph holds is taken by
 AccumulateGrad as eager takes it (Note [Stealing at delivery points]); others are copied
-into `.grad` where eager might steal them (values equal; strides of size-1 dims may differ).  Without the C++ extension, a graph that needs delivery points runs
-eagerly (fallback reason says so).
+into `.grad` where eager might steal them (values equal; strides of size-1 dims may differ).
+Without the C++ extension, a graph that needs delivery points runs eagerly (fallback reason
+says so).
 
 Note [Direct delivery]
 When the graph holds no opaque call or delivery point (no custom Function, hook or
@@ -552,11 +553,11 @@ def _capture(state, w, opts, grad_tensors, slots, observed=False):
 # Where the grad is a buffer the graph computed and reads nowhere else (capture/deliver.py
 # owned_grad: an aten op's fresh result, or views of one, each used once), the node gets a
 # fresh alias of it (the call's `owned`, set here and again by the Inductor lowering on the
-# graph it compiles, after Inductor's own passes): no user code can hold it, Inductor never reuses it or writes
-# into it again (backends/inductor.py Note [Inductor: opaque buffers]; its lowering keeps
-# the copy where Inductor made the value a graph input, e.g. `x * 1` simplified to `x`), and
-# no later graph read can see what a hook does to `.grad` -- as eager, which steals the
-# formula's result.  That saves the copy and its memory, and `.grad` gets eager's strides.
+# graph it compiles, after Inductor's own passes): no user code can hold it, Inductor never
+# reuses it or writes into it again (backends/inductor.py Note [Inductor: opaque buffers];
+# its lowering keeps the copy where Inductor made the value a graph input, e.g. `x * 1`
+# simplified to `x`), and no later graph read can see what a hook does to `.grad` -- as
+# eager, which steals the formula's result.  That saves the copy and its memory, and `.grad` gets eager's strides.
 # Where the delivered grad is an opaque call's output (a custom backward's or hook's result --
 # the only buffers user code can know) that nothing else in the graph uses (mark_stealing, per
 # site, after the passes), and user code kept no reference to it when the call returned
