@@ -267,6 +267,12 @@ void hooks_init(py::object after_user_code, py::object outputs, py::object check
                 py::object raise_modified);
 py::object tensor_hooks_call(py::handle step, py::handle s, py::handle site, py::handle h,
                              py::list grads, py::handle label);
+// capture/opaque.py Note [Custom calls in C++]: custom_init(_custom_tail, hooks.COUNTS,
+// custom.FWD_KEY); custom_call(step, site object, site, grads, label) -> the call's outputs,
+// or None when the call is Python's (before any user code ran).
+void custom_init(py::object custom_tail, py::object counts, py::object fwd_key);
+py::object custom_call(py::handle step, py::handle s, py::handle site, py::list grads,
+                       py::handle label);
 bool accumulate(const std::vector<Node*>& nodes, py::list grads);
 void run_leaf(Node* fn, at::Tensor grad);
 py::object run_native(CWalk& w, py::handle entry, py::list roots, size_t n_inputs,

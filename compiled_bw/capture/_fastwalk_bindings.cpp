@@ -153,6 +153,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   // capture/opaque.py Note [Hook calls in C++]
   m.def("hooks_init", &hooks_init);
   m.def("tensor_hooks_call", &tensor_hooks_call);
+  m.def("custom_init", &custom_init);
+  m.def("custom_call", &custom_call);
   m.def("saved_variable_address", [](py::object sv) { return (size_t)sv.cast<SavedVariable*>(); });
   // compiled_args probe of one node, outside any walk: (ok, message).
   m.def("probe_compiled_args", [](py::object n) {

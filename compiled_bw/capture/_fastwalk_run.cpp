@@ -4,6 +4,8 @@
 // one-grad tensor hook call of an opaque call (declarations in _fastwalk.h).  Consumes a CWalk or
 // autograd nodes, grads and a compiled graph's entry (or a running step); produces accumulated
 // .grads, grad()'s results, or a hook call's outputs.
+#include <torch/csrc/Device.h>
+#include <torch/csrc/Dtype.h>
 #include "_fastwalk.h"
 
 #include <torch/csrc/inductor/aoti_torch/tensor_converter.h>
@@ -261,6 +263,11 @@ py::object& g_after_user_code = *new py::object();  // _after_user_code(step, s,
 py::object& g_outputs = *new py::object();          // _outputs(step, s, site, outs, grads, label)
 py::object& g_check_single = *new py::object();     // hooks.check_single(old, new, hook)
 py::object& g_raise_modified = *new py::object();   // saved.raise_modified(t, version, reader)
+// Note [Custom calls in C++] (custom_init sets them): opaque._custom_tail(step, s, site, node,
+// r, grads, label, n_hooks), hooks.COUNTS, custom.FWD_KEY
+py::object& g_custom_tail = *new py::object();
+py::object& g_counts = *new py::object();
+py::object& g_fwd_key = *new py::object();
 
 PyObject* interned(const char* s) { return PyUnicode_InternFromString(s); }
 
@@ -296,6 +303,12 @@ bool same_strides(const at::Tensor& t, PyObject* want) {
 }
 }  // namespace
 
+void custom_init(py::object custom_tail, py::object counts, py::object fwd_key) {
+  g_custom_tail = custom_tail;
+  g_counts = counts;
+  g_fwd_key = fwd_key;
+}
+
 void hooks_init(py::object after_user_code, py::object outputs, py::object check_single,
                 py::object raise_modified) {
   g_after_user_code = after_user_code;
@@ -304,15 +317,49 @@ void hooks_init(py::object after_user_code, py::object outputs, py::object check
   g_raise_modified = raise_modified;
 }
 
+// The end of a call whose user code returned one grad `g` (tensor hooks, custom Functions):
+// the checks once user code returned (opaque.py _after_user_code), then `g` itself when it is
+// the grad given, in the promised layout, else opaque.py's `_outputs`.
+// Holds no reference to `g` when `_outputs` runs: what user code returned is then referenced
+// as on the Python path (opaque.py _outputs counts references to decide stealing).
+py::object after_user_code(py::handle step, py::handle s, py::handle site, py::object&& g,
+                           py::list grads, py::handle label, bool pass_on = true) {
+  static PyObject* s_hooks_changed = interned("hooks_changed");
+  static PyObject* s_checks = interned("checks");
+  static PyObject* s_out_strides = interned("out_strides");
+  py::object changed = attr(step.ptr(), s_hooks_changed);
+  int hc = PyObject_IsTrue(changed.ptr());
+  if (hc < 0) throw py::error_already_set();
+  py::object checks = attr(step.ptr(), s_checks);
+  if (hc) {
+    g_after_user_code(step, s, site);
+  } else if (!checks.is_none()) {
+    if (py::isinstance<VersionChecks>(checks)) {
+      py::object bad = checks.cast<VersionChecks*>()->check(site.cast<size_t>());
+      if (!bad.is_none()) g_raise_modified(*bad);
+    } else if (PyObject_IsTrue(checks.ptr())) {
+      g_after_user_code(step, s, site);
+    }
+  }
+  PyObject* g0 = PyList_GET_ITEM(grads.ptr(), 0);
+  bool passed = false;
+  if (pass_on && g.ptr() == g0 && PyList_GET_SIZE(grads.ptr()) == 1) {
+    py::object strides = attr(s.ptr(), s_out_strides);
+    passed = PyTuple_Check(strides.ptr()) && PyTuple_GET_SIZE(strides.ptr()) > 0 &&
+             same_strides(THPVariable_Unpack(g0), PyTuple_GET_ITEM(strides.ptr(), 0));
+  }
+  py::list outs(1);
+  PyList_SET_ITEM(outs.ptr(), 0, g.release().ptr());  // (steals)
+  if (passed) return std::move(outs);
+  return g_outputs(step, s, site, outs, grads, label);
+}
+
 // capture/opaque.py Note [One-grad tensor hook calls], in C++ (Note [Hook calls in C++]).
 py::object tensor_hooks_call(py::handle step, py::handle s, py::handle site, py::handle h,
                              py::list grads, py::handle label) {
   static PyObject* s_current = interned("current");
   static PyObject* s_node_index = interned("node_index");
   static PyObject* s_tensor = interned("tensor");
-  static PyObject* s_hooks_changed = interned("hooks_changed");
-  static PyObject* s_checks = interned("checks");
-  static PyObject* s_out_strides = interned("out_strides");
   static PyObject* s_values = interned("values");
   static PyObject* s_zero = PyLong_FromLong(0);
   PyObject* g0 = PyList_GET_ITEM(grads.ptr(), 0);
@@ -361,30 +408,97 @@ py::object tensor_hooks_call(py::handle step, py::handle s, py::handle site, py:
       if (PyErr_Occurred()) throw py::error_already_set();
     }
   }
-  // the checks once user code returned (opaque.py _after_user_code)
-  py::object changed = attr(step.ptr(), s_hooks_changed);
-  int hc = PyObject_IsTrue(changed.ptr());
-  if (hc < 0) throw py::error_already_set();
-  py::object checks = attr(step.ptr(), s_checks);
-  if (hc) {
-    g_after_user_code(step, s, site);
-  } else if (!checks.is_none()) {
-    if (py::isinstance<VersionChecks>(checks)) {
-      py::object bad = checks.cast<VersionChecks*>()->check(site.cast<size_t>());
-      if (!bad.is_none()) g_raise_modified(*bad);
-    } else if (PyObject_IsTrue(checks.ptr())) {
-      g_after_user_code(step, s, site);
+  return after_user_code(step, s, site, py::object(g), grads, label);  // (g stays referenced)
+}
+
+// capture/opaque.py Note [Custom calls in C++]: an opaque custom Function's call; None when it
+// is not for this path (a grad is None: PyNode's materializing is Python's), before any user
+// code ran.
+py::object custom_call(py::handle step, py::handle s, py::handle site, py::list grads,
+                       py::handle label) {
+  static PyObject* s_current = interned("current");
+  static PyObject* s_node_index = interned("node_index");
+  static PyObject* s_nodes = interned("nodes");
+  static PyObject* s_apply = interned("apply");
+  static PyObject* s_metadata = interned("metadata");
+  static PyObject* s_is_var = interned("is_var");
+  static PyObject* s_out_meta = interned("out_meta");
+  static PyObject* s_node = interned("node");
+  static PyObject* s_free_inputs = interned("free_inputs");
+  const Py_ssize_t n = PyList_GET_SIZE(grads.ptr());
+  for (Py_ssize_t k = 0; k < n; ++k)
+    if (!THPVariable_Check(PyList_GET_ITEM(grads.ptr(), k))) return py::none();
+  py::object index = attr(s.ptr(), s_node_index);
+  py::object node = py::reinterpret_steal<py::object>(
+      PyObject_GetItem(attr(step.ptr(), s_nodes).ptr(), index.ptr()));
+  if (!node) throw py::error_already_set();
+  py::object n_hooks = attr(g_counts.ptr(), s_node);
+  py::object r;
+  {
+    CurrentGuard guard{step.ptr(), attr(step.ptr(), s_current)};
+    if (PyObject_SetAttr(step.ptr(), s_current, index.ptr())) throw py::error_already_set();
+    // PyNode::apply: the node's `apply` called with the grads (python_function.cpp)
+    py::object args = py::reinterpret_steal<py::object>(PyList_AsTuple(grads.ptr()));
+    if (!args) throw py::error_already_set();
+    PyObject* got = PyObject_Call(attr(node.ptr(), s_apply).ptr(), args.ptr(), nullptr);
+    if (!got) throw py::error_already_set();
+    r = py::reinterpret_steal<py::object>(got);
+  }
+  // the common case needs none of custom.finish's, validate_metas' or _late_post_hooks' work:
+  // one plain tensor returned for one forward input that is a tensor, of the shape, dtype
+  // and device its edge's slot expects (a 3-part metadata: no leaf grad_dtype), and no node
+  // hook registered while it ran; anything else is opaque.py's `_custom_tail`
+  bool plain = Py_TYPE(r.ptr()) == (PyTypeObject*)THPVariableClass;
+  if (plain) {
+    py::object meta = attr(node.ptr(), s_metadata);
+    PyObject* info =
+        PyDict_Check(meta.ptr()) ? PyDict_GetItemWithError(meta.ptr(), g_fwd_key.ptr()) : nullptr;
+    if (!info && PyErr_Occurred()) throw py::error_already_set();
+    plain = info != nullptr;
+    if (plain) {
+      py::object is_var = attr(info, s_is_var);
+      plain = PyTuple_Check(is_var.ptr()) && PyTuple_GET_SIZE(is_var.ptr()) == 1 &&
+              PyTuple_GET_ITEM(is_var.ptr(), 0) == Py_True;
     }
   }
-  py::list outs(1);
-  outs[0] = g;
-  if (g.ptr() == g0) {
-    py::object strides = attr(s.ptr(), s_out_strides);
-    if (PyTuple_Check(strides.ptr()) && PyTuple_GET_SIZE(strides.ptr()) > 0 &&
-        same_strides(THPVariable_Unpack(g0), PyTuple_GET_ITEM(strides.ptr(), 0)))
-      return std::move(outs);
+  if (plain) {
+    py::object metas = attr(s.ptr(), s_out_meta);
+    plain = PyTuple_Check(metas.ptr()) && PyTuple_GET_SIZE(metas.ptr()) == 1;
+    PyObject* m = plain ? PyTuple_GET_ITEM(metas.ptr(), 0) : nullptr;
+    plain = plain && PyTuple_Check(m) && PyTuple_GET_SIZE(m) == 3;
+    if (plain) {
+      const at::Tensor& t = THPVariable_Unpack(r.ptr());
+      PyObject* shape = PyTuple_GET_ITEM(m, 0);
+      PyObject* dtype = PyTuple_GET_ITEM(m, 1);
+      PyObject* device = PyTuple_GET_ITEM(m, 2);
+      plain = t.defined() && PyTuple_Check(shape) && THPDtype_Check(dtype) &&
+              THPDevice_Check(device) && t.scalar_type() == ((THPDtype*)dtype)->scalar_type &&
+              t.device() == ((THPDevice*)device)->device &&
+              (size_t)PyTuple_GET_SIZE(shape) == (size_t)t.dim();
+      for (int64_t d = 0; plain && d < t.dim(); ++d) {
+        PyObject* v = PyTuple_GET_ITEM(shape, d);
+        plain = PyLong_CheckExact(v) && PyLong_AsLongLong(v) == t.sizes()[d];
+      }
+      if (PyErr_Occurred()) throw py::error_already_set();
+    }
   }
-  return g_outputs(step, s, site, outs, grads, label);
+  if (plain) {
+    py::object now = attr(g_counts.ptr(), s_node);
+    int same = PyObject_RichCompareBool(now.ptr(), n_hooks.ptr(), Py_EQ);
+    if (same < 0) throw py::error_already_set();
+    plain = same;
+  }
+  if (!plain) {  // (the box is the only holder of `r`: opaque.py _custom_tail takes it out)
+    py::list box(1);
+    PyList_SET_ITEM(box.ptr(), 0, r.release().ptr());
+    return g_custom_tail(step, s, site, node, box, grads, label, n_hooks);
+  }
+  // a grad passed through goes on as is unless the call's outputs may be stolen at a
+  // delivery point (opaque.py Note [One grad for several leaves]: `free_inputs`)
+  py::object free = attr(s.ptr(), s_free_inputs);
+  int may_steal = PyObject_IsTrue(free.ptr());
+  if (may_steal < 0) throw py::error_already_set();
+  return after_user_code(step, s, site, std::move(r), grads, label, !may_steal);
 }
 
 }  // namespace compiled_bw::fastwalk

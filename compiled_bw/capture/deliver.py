@@ -20,6 +20,7 @@ from ..core import dispatch_tls
 from ..core.thread import THREAD
 from ..torchapi.dynamo import OpOverload
 from . import defined, fastwalk, hooks
+from .opaque import originals
 from .saved import check_after_call
 
 _LIB = torch.library.Library("compiled_bw", "FRAGMENT")
@@ -48,6 +49,9 @@ def deliver_direct(site: int, grad, label: str, owned: bool = False) -> None:
     if step.undefined and grad is not None and s.in_defined and not defined.evaluate(
             s.in_defined[0], step.undefined, step.memo):
         grad = None             # undefined this step (defined.py Note [Undefined grads])
+    if step.originals and grad is not None:
+        # capture/opaque.py Note [The tensor user code returned, to user code]
+        grad = originals(step, [grad])[0]
     node = step.nodes[s.node_index]
     steal = owned       # runtime/run.py Note [Stealing at delivery points]
     if s.steal and grad is not None:

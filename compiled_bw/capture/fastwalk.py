@@ -217,6 +217,8 @@ def _load_once(verbose: bool):
         from . import opaque  # (it imports this module)
         ext.hooks_init(opaque._after_user_code, opaque._outputs, check_single, raise_modified)
         opaque.HOOK_CALL = ext.tensor_hooks_call
+        ext.custom_init(opaque._custom_tail, COUNTS, FWD_KEY)
+        opaque.CUSTOM_CALL = ext.custom_call
         _walk_module.saved_hooks_in = ext.saved_hooks_in   # the Python walk's check too
     except Exception as e:  # noqa: BLE001 -- any build/load failure: the Python walk works
         lines = str(e).strip().splitlines()

@@ -57,6 +57,9 @@ class OpaqueSite:
     # point, the output positions in the order they are delivered
     free_inputs: frozenset = frozenset()
     deliver_order: tuple | None = None
+    # some output goes straight to a delivery point (only then can the call's outputs be
+    # stolen there: `Step.stealable` is read by such delivery points only)
+    feeds_delivery: bool = True
     attr: str = ""         # unpack: the saved tensor's attr (unpacked.py Note [Unpack calls])
     observe: tuple | None = None   # unpack: (record, traced meta); hooked: (record, attrs)
     grad_metas: tuple | None = None  # unpack: the node's grads as (shape, stride, dtype,
@@ -379,6 +382,13 @@ def _opaque_impl(site: int, grads: list, label: str) -> list:
 # getitem), node pre/post hook calls still Python (Note [One-pass node hook calls]), the
 # engine task (~55 us: _Deliver's apply, run_backward, the Python Step), the glue (~40 us),
 # graphs with opaque calls off the C++ hit path (the Python wrapper).
+# Then (2026-11-24, `python -m benchmarks.opaque_cost --cpu`, a chain of 64 custom Functions
+# compiled_bw must call, `compiled_bw_traceable = False`): outputs of a call that feeds no
+# delivery point are not probed for stealing (`feeds_delivery`: the reference and storage
+# counts, ~2.4 us a call), and the call is one C++ call (Note [Custom calls in C++]):
+# ~7.6 -> ~2.1 us a call on the eager backend, ~9.9 -> ~5.5 us on Inductor (whose chain
+# without them is one fused kernel; with them, one kernel between each two calls); eager's
+# whole PyNode ~2.9-3.0 us.
 
 
 def opaque_direct(site: int, grads: list, label: str, loose: frozenset = frozenset()) -> list:
@@ -389,6 +399,8 @@ def opaque_direct(site: int, grads: list, label: str, loose: frozenset = frozens
     step = THREAD.step
     s = step.sites[site]
     kind = s.kind
+    if step.originals:      # Note [The tensor user code returned, to user code]
+        grads = originals(step, grads)
     if (kind == "pre" or kind == "post") and not step.undefined:
         h = step.hooks[s.node_index]
         if kind == "post":
@@ -401,6 +413,11 @@ def opaque_direct(site: int, grads: list, label: str, loose: frozenset = frozens
                 return _tensor_hooks_call(step, s, site, h, grads, label)
         elif not (h.tensor or h.retains):
             return _node_hooks_call(step, s, site, h.pre, grads, label, False)
+    elif kind == "custom" and CUSTOM_CALL is not None and not step.undefined and \
+            not s.release and s.out_meta is not None and not loose and type(grads) is list:
+        outs = CUSTOM_CALL(step, s, site, grads, label)     # Note [Custom calls in C++]
+        if outs is not None:
+            return outs
     if step.undefined:          # some grads are undefined this step: pass None for them
         grads = [None if g is None or not defined.evaluate(f, step.undefined, step.memo)
                  else g for g, f in zip(grads, s.in_defined, strict=True)]
@@ -413,6 +430,27 @@ def opaque_direct(site: int, grads: list, label: str, loose: frozenset = frozens
     if step.hooks_changed or step.checks:
         _after_user_code(step, s, site)
     return _outputs(step, s, site, outs, grads, label, loose)
+
+
+# Note [The tensor user code returned, to user code]
+# Where an opaque call returned a grad in a layout its graph did not promise (Note [Opaque
+# output layout]), the graph goes on with a copy in the promised layout, and the next backward
+# recaptures with the layout found.  Until then, where that copy itself is what the next
+# opaque call or delivery point gets -- a hook on the tensor a custom Function's grad flows
+# to, a node hook, the next custom backward, a leaf's hooks -- user code is handed the tensor
+# that was returned instead, as eager hands it on: its strides, its identity (`is`), the same
+# values.  What the call returns is then checked as any output (a grad passed through in
+# another layout is copied again).  Where other ops lie between, their results keep the
+# promised layout (the README's known deviation, for one backward).
+
+def originals(step, grads: list) -> list:
+    """Note [The tensor user code returned, to user code]: `grads` with each copy made for the
+    promised layout replaced by what user code returned."""
+    out = []
+    for g in grads:
+        e = step.originals.get(id(g)) if g is not None else None
+        out.append(e[1] if e is not None and e[0]() is g else g)
+    return out
 
 
 def _after_user_code(step, s: OpaqueSite, site: int) -> None:
@@ -451,6 +489,41 @@ def _after_user_code(step, s: OpaqueSite, site: int) -> None:
 # layout, else `_outputs`.  Python frames per call: opaque_direct's only.
 
 HOOK_CALL = None    # the extension's tensor_hooks_call, once it is loaded (capture/fastwalk.py)
+
+
+# Note [Custom calls in C++]
+# With the extension, a custom Function's opaque call (`_run`'s "custom" branch) is one C++
+# call (_fastwalk_run.cpp custom_call) when this step's grads are all defined, the site has
+# the metadata of its edges (`out_meta`), frees nothing after the call and may not return a
+# sparse grad (backends/eager.py Note [Sparse grads from opaque calls]): every grad given a
+# tensor (else PyNode's materializing runs, in Python, before any user code), step.current
+# set and put back however the backward ends, the node's `apply` called with the grads (as
+# PyNode::apply calls it).  Then, when the result is one plain tensor for the Function's one
+# tensor input, of the shape, dtype and device the edge's slot expects, and no node hook was
+# registered meanwhile, the checks once user code returned and the hand-on of a grad passed
+# through unchanged, as the tensor hook call does; anything else (several inputs, None,
+# another shape to sum, another dtype to cast, a check that raises) goes to `_custom_tail`,
+# which does the rest of `_run` and opaque_direct in Python, in the same order.
+
+CUSTOM_CALL = None  # the extension's custom_call, once it is loaded (capture/fastwalk.py)
+
+
+def _custom_tail(step, s: OpaqueSite, site: int, node, box: list, grads: list, label: str,
+                 n_hooks: int) -> list:
+    """Note [Custom calls in C++]: the custom call once its backward returned what `box`
+    holds (its only holder: what `finish` makes of it is referenced as on the Python path,
+    for `_outputs`' stealing decisions)."""
+    prev = step.current
+    step.current = s.node_index
+    try:
+        outs = _validated(s, step, custom.finish(node, custom.fwd_info(node), box.pop()))
+        if hooks.COUNTS.node != n_hooks:    # a node hook was registered while it ran
+            outs = _late_post_hooks(s, step, node, outs)
+    finally:
+        step.current = prev
+    if step.hooks_changed or step.checks:
+        _after_user_code(step, s, site)
+    return _outputs(step, s, site, outs, grads, label)
 
 
 def _tensor_hooks_call(step, s: OpaqueSite, site: int, h, grads: list, label: str) -> list:
@@ -558,10 +631,10 @@ def _outputs(step, s: OpaqueSite, site: int, outs, grads: list, label: str,
             res.append(o)
             continue
         # which outputs user code kept no reference to (runtime/run.py Note [Stealing at
-        # delivery points]): the Python object only in `outs` (3 = `outs`, `o` and the
-        # argument), its storage held by no other tensor (a kept view holds it; 2 = the tensor
-        # + the temporary storage object)
-        unreferenced = plain and sys.getrefcount(o) <= 3 and \
+        # delivery points]; asked only where some output goes to a delivery point): the
+        # Python object only in `outs` (3 = `outs`, `o` and the argument), its storage held by
+        # no other tensor (a kept view holds it; 2 = the tensor + the temporary storage object)
+        unreferenced = s.feeds_delivery and plain and sys.getrefcount(o) <= 3 and \
             _storage_use_count(o.untyped_storage()._cdata) <= 2
         # layout: Note [Opaque output layout]; views of inputs are copied (custom op outputs).
         # An unreferenced output shares its storage with no input grad (that grad would hold
@@ -572,7 +645,10 @@ def _outputs(step, s: OpaqueSite, site: int, outs, grads: list, label: str,
                 # an overlapping output (an expanded grad) is kept: no copy can have its layout
                 step.real_layouts[(site, len(res))] = (tuple(o.shape), tuple(o.stride()),
                                                        None if dense(o) else o)
-            o = torch.empty_strided(o.shape, want, dtype=o.dtype, device=o.device).copy_(o)
+            copy = torch.empty_strided(o.shape, want, dtype=o.dtype, device=o.device).copy_(o)
+            if not same:    # Note [The tensor user code returned, to user code]
+                step.originals[id(copy)] = (weakref.ref(copy), o)
+            o = copy
             unreferenced = True
         if unreferenced:
             step.stealable[id(o)] = weakref.ref(o)

@@ -127,7 +127,7 @@ class Step:
     """What opaque calls and engine-state queries read at run time (capture/opaque.py,
     runtime/engine_state.py): this step's nodes, input metadata and hooks."""
     __slots__ = ("_will_ids", "captured_ids", "checks", "current", "hooks", "hooks_changed",
-                 "in_meta", "memo", "nodes", "notes", "plan", "real_layouts", "sites",
+                 "in_meta", "memo", "nodes", "notes", "originals", "plan", "real_layouts", "sites",
                  "stealable", "tls", "undefined", "walk", "went_sparse")
 
     def __init__(self, w, plan, opts=None) -> None:
@@ -146,6 +146,9 @@ class Step:
         self.memo: dict = {}
         self.stealable: dict = {}  # id -> weakref of opaque outputs nobody else references
         self.real_layouts: dict = {}  # (site, output) -> (shape, strides) where the guess was wrong
+        # id(copy) -> (weakref of the copy, what user code returned): capture/opaque.py
+        # Note [The tensor user code returned, to user code]
+        self.originals: dict = {}
         # backends/eager.py Note [Sparse grads from opaque calls]: what returned one, if any
         self.went_sparse: str | None = None
         # site -> saved tensors it checks once it ran (capture/trace.py Note [Saved tensors
@@ -581,17 +584,21 @@ def mark_stealing(gm, sites: list) -> None:
             continue
         if n.target is opaque:          # capture/opaque.py Note [One grad for several leaves]
             s = sites[n.args[0]]
-            s.free_inputs = frozenset(
-                i for i, g in enumerate(n.args[1]) if isinstance(g, torch.fx.Node)
-                and g.op != "placeholder" and len(g.users) == 1) if s.kind == "custom" else \
-                frozenset()
-            delivered = []
+            delivered: list | None = []
+            s.feeds_delivery = False
             for u in n.users:
                 d = next(iter(u.users)) if len(u.users) == 1 else None
-                if u.target is not operator.getitem or d is None or d.target is not deliver:
+                to_leaf = u.target is operator.getitem and d is not None and \
+                    d.target is deliver
+                s.feeds_delivery = s.feeds_delivery or to_leaf
+                if not to_leaf:
                     delivered = None
-                    break
-                delivered.append((order[d], u.args[1]))
+                elif delivered is not None:
+                    delivered.append((order[d], u.args[1]))
+            s.free_inputs = frozenset(
+                i for i, g in enumerate(n.args[1]) if isinstance(g, torch.fx.Node)
+                and g.op != "placeholder" and len(g.users) == 1) \
+                if s.kind == "custom" and s.feeds_delivery else frozenset()
             s.deliver_order = None if not delivered else tuple(p for _, p in sorted(delivered))
             continue
         if n.target is not deliver:
