@@ -876,6 +876,11 @@ def input_exprs(saved_fakes: dict, symints: list) -> tuple:
     return [_expr(si) for si in symints], tensors
 
 
+# a Guards answer: sizes that share a symbol differ (runtime/dynamic.py Note [One symbol for
+# sizes that changed together])
+TWO_VALUES = "two values for one symbol"
+
+
 class Guards:
     """Decides per step whether the dynamic graph holds for its sizes (Note [Dynamic shapes])."""
 
@@ -886,19 +891,21 @@ class Guards:
         self.labels = {}
         # the symbol of each SymInt input and each symbolic dim: bound per step
         self.int_syms, self.tensors = exprs
+        # every SymInt input's site: a failed check of one traced as a number (a size of 1
+        # specialized) names its node and dimension too.  A symbol several sizes share
+        # (runtime/dynamic.py Note [One symbol for sizes that changed together]) is named by
+        # the first SymInt input, else the first saved tensor, that has it
+        self.int_labels = [spec.sites[k].label(w) for k in spec.int_inputs]
+        for label, sym in zip(self.int_labels, self.int_syms, strict=True):
+            if isinstance(sym, sympy.Symbol):
+                self.labels.setdefault(sym, label)
         self.saved_labels = {}
         for s, sizes, _, _ in self.tensors:
             i, attr, _ = w.saved_node[s]
             self.saved_labels[s] = f"node {i} {w.kinds[i].name}: saved tensor {attr}"
             for d, e in enumerate(sizes):
                 if isinstance(e, sympy.Symbol):
-                    self.labels[e] = f"{self.saved_labels[s]} size of dim {d}"
-        # every SymInt input's site: a failed check of one traced as a number (a size of 1
-        # specialized) names its node and dimension too
-        self.int_labels = [spec.sites[k].label(w) for k in spec.int_inputs]
-        for label, sym in zip(self.int_labels, self.int_syms, strict=True):
-            if isinstance(sym, sympy.Symbol):
-                self.labels[sym] = label
+                    self.labels.setdefault(e, f"{self.saved_labels[s]} size of dim {d}")
         # sizes of 0 are specialized (Note [Sizes of one]): the range starts at 1
         self.ranges = {s: (max(r.lower, 1) if s in env.size_like else r.lower, r.upper)
                        for s, r in env.var_to_range.items()}
@@ -954,13 +961,13 @@ class Guards:
         for sym, v in zip(self.int_syms, ints, strict=True):
             if isinstance(sym, sympy.Symbol):
                 if b.setdefault(sym, v) != v:
-                    return f"{self.labels.get(sym, sym)}: two values for one symbol"
+                    return f"{self.labels.get(sym, sym)}: {TWO_VALUES}"
         for s, sizes, strides, off in self.tensors:
             t = saved[s]
             for e, v in (*zip(sizes, t.shape, strict=True), *zip(strides, t.stride(), strict=True),
                          (off, t.storage_offset())):
                 if isinstance(e, sympy.Symbol) and b.setdefault(e, v) != v:
-                    return f"saved tensor {s}: two values for one symbol {e}"
+                    return f"saved tensor {s}: {TWO_VALUES} {e}"
         for sym, v in b.items():
             r = self.ranges.get(sym)
             if r is not None and not (r[0] <= v and v <= r[1]):

@@ -82,6 +82,9 @@ class Cache:
         # (root key, base, structure) whose dynamic capture fixed a size it made symbolic
         # (runtime/dynamic.py Note [Dynamic graphs that pin a size])
         self.pinned: set = set()
+        # (root key, base) whose dynamic graph of shared size symbols met two different sizes
+        # for one symbol (runtime/dynamic.py Note [One symbol for sizes that changed together])
+        self.unshared: set = set()
 
     def clear(self) -> None:
         self.entries.clear()
@@ -91,6 +94,7 @@ class Cache:
         self.last_py.clear()
         self.dynamic_keys.clear()
         self.pinned.clear()
+        self.unshared.clear()
 
     def get(self, key):
         return self.entries.get(key)

@@ -25,6 +25,7 @@ import torch
 from ..backends.compile_worker import foreign_ops
 from ..backends.eager import compile_eager
 from ..capture.dynamic import (
+    TWO_VALUES,
     DynSpec,
     DynWalk,
     Guards,
@@ -165,6 +166,8 @@ def step(state, w, root_edges, opts, grad_tensors, key, root_key):
             _remember(cache, key, bound, guards, pw)
             return bound, None, w
         state.log_recompile(f"a dynamic graph's shape guard failed: {guards}")
+        if TWO_VALUES in str(guards):   # Note [One symbol for sizes that changed together]
+            cache.unshared.add((root_key, base))
     if cache.pinned and (root_key, base, _structure(pw.signature)) in cache.pinned:
         return None     # Note [Dynamic graphs that pin a size]
     prev = cache.last_py.get((root_key, base))      # the last miss with the same options
@@ -245,7 +248,10 @@ def _capture(state, w, pw, opts, grad_tensors, key, root_key, spec, base, prev):
     slots = _install(w)     # the step's own walk's Slots (C++ ones for the C++ walk)
     with background.trace_lock():
         try:
-            entry = _trace_and_compile(state, pw, opts, grad_tensors, spec, slots, base)
+            shared = frozenset() if (root_key, base) in state.cache.unshared else \
+                _shared_values(pw, spec, prev)
+            entry = _trace_and_compile(state, pw, opts, grad_tensors, spec, slots, base,
+                                       shared)
         except Exception as e:  # noqa: BLE001 -- NotDynamic, TraceFailed, a symbolic-shape
             # failure in torch: the static capture goes on with the Slots installed here
             why = str(e) if isinstance(e, (NotDynamic, TraceFailed)) else \
@@ -333,7 +339,35 @@ def _describe(pw, spec, prev) -> str:
 # kept as guards, so the graph is dynamic (a batch of 1 is another capture); the recompile
 # log says so.  A trace that fails that way too leaves the graph static, with its reason.
 
-def _trace_and_compile(state, pw, opts, grad_tensors, spec: DynSpec, slots, base) -> DynEntry:
+# Note [One symbol for sizes that changed together]
+# Each size that changed gets a symbol of its own; the trace then has sympy prove, op by op,
+# that the sizes a formula combines agree (a reshape's saved target sizes against its grad's
+# size symbols, a broadcast's two operands): on the benchmark's transformer most of the
+# symbolic trace.  Sizes that went from the same old value to the same new value between the
+# two captures are one quantity almost always (the batch in every activation, a saved
+# `self_sym_sizes[0]`), so they share one symbol from the start (ShapeEnv's duck sizing,
+# DimDynamic.DUCK, which shares by value: taken only for values that one (old, new) pair has,
+# so sizes with another history never merge).  Sizes equal by chance at both captures merge
+# too: the graph then holds only while they stay equal (the step's Guards find "two values for
+# one symbol" otherwise, and the next capture keeps them apart) -- another capture, never a
+# wrong graph; after such a failure, the root's later dynamic captures share no symbol
+# (`cache.unshared`), so sizes equal by chance cost one capture at most.  With dynamic=True
+# (no earlier sizes) every size keeps its own symbol.
+
+def _shared_values(pw, spec: DynSpec, prev) -> frozenset:
+    """Note [One symbol for sizes that changed together]: the new values of the changed
+    sizes that come from one old value only."""
+    if prev is None or size_diff(prev[1], pw.signature) is None:
+        return frozenset()
+    pairs: dict = {}
+    for o, n in zip(_values_at(prev[1], spec.paths), _values_at(pw.signature, spec.paths),
+                    strict=True):
+        pairs.setdefault(n, set()).add(o)
+    return frozenset(n for n, olds in pairs.items() if len(olds) == 1 and isinstance(n, int))
+
+
+def _trace_and_compile(state, pw, opts, grad_tensors, spec: DynSpec, slots, base,
+                       shared: frozenset = frozenset()) -> DynEntry:
     roots = [g for g in grad_tensors if g is not None]
     reals = roots + list(pw.saved)
     dims = [set() for _ in roots] + [spec.saved_dims.get(s, set()) for s in range(len(pw.saved))]
@@ -343,9 +377,10 @@ def _trace_and_compile(state, pw, opts, grad_tensors, spec: DynSpec, slots, base
     while True:
         try:
             with size_oblivious() if oblivious else contextlib.nullcontext():
-                _, env, fakes = symbolic_fakes(reals, dims)
+                _, env, fakes = symbolic_fakes(reals, dims, shared)
                 vals = _values_at(pw.signature, spec.paths)
-                ints = [symint(env, vals[k], f"size{n}") for n, k in enumerate(spec.int_inputs)]
+                ints = [symint(env, vals[k], f"size{n}", vals[k] in shared)
+                        for n, k in enumerate(spec.int_inputs)]
                 dw = DynWalk(pw, spec, ints)
                 exprs = input_exprs({s: fakes[len(roots) + s] for s in spec.saved_dims}, ints)
                 gm, plan = trace_backward(pw, opts, grad_tensors, slots, delivers=False,

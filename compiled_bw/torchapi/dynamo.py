@@ -86,10 +86,12 @@ def size_oblivious():
     return _config.patch(backed_size_oblivious=True)
 
 
-def symbolic_fakes(reals: list, dynamic_dims: list):
+def symbolic_fakes(reals: list, dynamic_dims: list, shared: frozenset = frozenset()):
     """Fake tensors for `reals` in a fresh FakeTensorMode with a ShapeEnv: dims listed in
-    dynamic_dims[k] (a set) get their own size symbol (no duck sizing; inside size_oblivious()
-    not specialized to 0/1), the others stay static.  Returns (mode, env, fakes)."""
+    dynamic_dims[k] (a set) get a size symbol (inside size_oblivious() not specialized to
+    0/1), the others stay static.  A dim whose size is in `shared` shares one symbol with every
+    other such size of that value (duck sizing; runtime/dynamic.py Note [One symbol for sizes
+    that changed together]); any other gets its own.  Returns (mode, env, fakes)."""
     env = ShapeEnv()
     mode = FakeTensorMode(shape_env=env)
     # FakeTensor's dispatch cache: one trace's ops on symbolic sizes rarely repeat a key, and
@@ -98,7 +100,8 @@ def symbolic_fakes(reals: list, dynamic_dims: list):
     mode.cache_enabled = False
     fakes = []
     for t, dyn in zip(reals, dynamic_dims, strict=True):
-        dims = [DimDynamic.DYNAMIC if d in dyn else DimDynamic.STATIC for d in range(t.dim())]
+        dims = [(DimDynamic.DUCK if t.shape[d] in shared else DimDynamic.DYNAMIC)
+                if d in dyn else DimDynamic.STATIC for d in range(t.dim())]
         ctx = StatelessSymbolicContext(dynamic_sizes=dims)
         fakes.append(mode.from_tensor(t, symbolic_context=ctx))
     return mode, env, fakes
@@ -136,13 +139,15 @@ def guard_equal(env, a, b) -> None:
     env.evaluate_expr(sympy.Eq(a, b))
 
 
-def symint(env, value: int, name: str):
-    """A backed SymInt input of its own symbol (hint `value`); a size: size-like, as a tensor's
-    size symbols are inside size_oblivious()."""
+def symint(env, value: int, name: str, shared: bool = False):
+    """A backed SymInt input of its own symbol (hint `value`), or, `shared`, the symbol every
+    shared size of that value has (duck sizing: symbolic_fakes); a size: size-like, as a
+    tensor's size symbols are inside size_oblivious()."""
     from torch._dynamo.source import ConstantSource
     from torch.fx.experimental import _config
     src = ConstantSource(name)
-    sym = env.create_symbol(value, src, dynamic_dim=DimDynamic.DYNAMIC,
+    sym = env.create_symbol(value, src,
+                            dynamic_dim=DimDynamic.DUCK if shared else DimDynamic.DYNAMIC,
                             do_not_specialize_zero_one=_config.backed_size_oblivious)
     if _config.backed_size_oblivious and not isinstance(sym, int) and sym.is_Symbol:
         env.size_like.add(sym)
