@@ -102,7 +102,22 @@ class _Worker:
 
 
 _worker = _Worker()
-atexit.register(_worker.close)
+
+
+# Note [Compiles in flight at exit]
+# The job thread is a daemon: Python kills it once finalization starts, wherever it is.
+# Killed inside torch's C++ (loading a compiled graph the worker just sent, its pybind
+# objects' destructors) it ends the process with "terminate called without an active
+# exception" (SIGABRT, exit code 134: `python -m benchmarks --quick` on 2026-11-24, whose last
+# dynamic graph's compile landed just as it exited).  So at exit the worker is killed (a
+# compile in it fails at once) and the job thread is given a few seconds to finish what it
+# is doing, before finalization.
+def _at_exit() -> None:
+    _worker.close()
+    wait(timeout=10.0)
+
+
+atexit.register(_at_exit)
 
 
 def start_worker() -> None:
@@ -162,7 +177,7 @@ def _compile(entry, gm, sites: list, cache_dir: str | None, threads: int, done,
 
 def _submit(job) -> None:
     """Run job on the job thread: a daemon thread, so that a process exiting during a compile
-    does not wait for it (atexit kills the worker process, which ends the job)."""
+    does not wait for it (Note [Compiles in flight at exit])."""
     global _jobs
     fut: Future = Future()
     with _lock:
