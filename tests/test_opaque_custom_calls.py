@@ -24,6 +24,8 @@ class _Call(torch.autograd.Function):
     mode = "pass"
     ptr = None
     kept: typing.ClassVar[list] = []
+    remember = False        # then `last` is what the backward returned
+    last = None
 
     @staticmethod
     def forward(ctx, x):
@@ -62,9 +64,6 @@ class _Call(torch.autograd.Function):
         if _Call.remember:
             _Call.last = r
         return r
-
-    remember = False
-    last = None
 
 
 class _Probe(torch.autograd.Function):

@@ -246,10 +246,11 @@ def _capture(state, w, pw, opts, grad_tensors, key, root_key, spec, base, prev):
     from .run import _install  # (run.py imports this module)
     t0 = time.perf_counter()
     slots = _install(w)     # the step's own walk's Slots (C++ ones for the C++ walk)
+    old = _old_values(pw, spec, prev)
     with background.trace_lock():
         try:
             shared = frozenset() if (root_key, base) in state.cache.unshared else \
-                _shared_values(pw, spec, prev)
+                _shared_values(pw, spec, old)
             entry = _trace_and_compile(state, pw, opts, grad_tensors, spec, slots, base,
                                        shared)
         except Exception as e:  # noqa: BLE001 -- NotDynamic, TraceFailed, a symbolic-shape
@@ -259,7 +260,7 @@ def _capture(state, w, pw, opts, grad_tensors, key, root_key, spec, base, prev):
             state.log_recompile(f"sizes changed but the graph stays static: {why}")
             return STATIC, slots
     state.stats.compile_seconds += time.perf_counter() - t0
-    changed = _describe(pw, spec, prev)
+    changed = _describe(pw, spec, old)
     state.log_recompile(f"sizes changed, capturing a dynamic graph ({changed})")
     cache = state.cache
     pinned = _pinned_size(entry.guards) if state.dynamic is not True else None
@@ -313,10 +314,15 @@ def _structure(sig):
     return None if type(sig) is int else sig
 
 
-def _describe(pw, spec, prev) -> str:
-    # (prev: the last miss of the root, maybe of another structure with dynamic=True)
-    old = _values_at(prev[1], spec.paths) if prev is not None and \
-        size_diff(prev[1], pw.signature) is not None else None
+def _old_values(pw, spec, prev) -> list | None:
+    """The changed sizes' values at the root's last miss (prev), or None where there was none
+    or it had another structure (with dynamic=True)."""
+    if prev is None or size_diff(prev[1], pw.signature) is None:
+        return None
+    return _values_at(prev[1], spec.paths)
+
+
+def _describe(pw, spec, old: list | None) -> str:
     new = _values_at(pw.signature, spec.paths)
     parts = []
     for k, site in enumerate(spec.sites):
@@ -354,14 +360,13 @@ def _describe(pw, spec, prev) -> str:
 # (`cache.unshared`), so sizes equal by chance cost one capture at most.  With dynamic=True
 # (no earlier sizes) every size keeps its own symbol.
 
-def _shared_values(pw, spec: DynSpec, prev) -> frozenset:
+def _shared_values(pw, spec: DynSpec, old: list | None) -> frozenset:
     """Note [One symbol for sizes that changed together]: the new values of the changed
-    sizes that come from one old value only."""
-    if prev is None or size_diff(prev[1], pw.signature) is None:
+    sizes that come from one old value only (`old`: _old_values)."""
+    if old is None:
         return frozenset()
     pairs: dict = {}
-    for o, n in zip(_values_at(prev[1], spec.paths), _values_at(pw.signature, spec.paths),
-                    strict=True):
+    for o, n in zip(old, _values_at(pw.signature, spec.paths), strict=True):
         pairs.setdefault(n, set()).add(o)
     return frozenset(n for n, olds in pairs.items() if len(olds) == 1 and isinstance(n, int))
 
