@@ -7,6 +7,9 @@
 #   bash tools/gpu_check.sh OUTDIR --bench M  # only the full GPU benchmark of models M (e.g.
 #        overhead,pointwise): the device tool allows 10 minutes a command, so a session runs
 #        the checks in one command and the full benchmark in parts
+#   GPU_CHECK_BUDGET=S bash tools/gpu_check.sh ...  # end within S seconds: each step's limit is
+#        cut to what is left, a step that cannot start with 30 s left is SKIPPED (and the run
+#        FAILED: not whole).  The CPU suite runs last: it is the one a CPU machine can redo.
 # Installs nothing beyond the README's install command, and runs that only when compiled_bw
 # or torch cannot be imported (a GPU machine's preinstalled CUDA torch is used as it is; the
 # checkout is put on PYTHONPATH).  Writes OUTDIR/{env.txt,build.log,private_api.log,cuda_tests.log,
@@ -26,10 +29,17 @@ export TORCHINDUCTOR_CACHE_DIR="${TORCHINDUCTOR_CACHE_DIR:-$(mktemp -d)}"
 status=0
 # pytest-xdist (on GPU machines' images): the tests' compiles run in parallel
 par=$("$PY" -c "import xdist" 2>/dev/null && echo "-n 8 -p no:benchmark" || true)
-step() {  # step NAME LOG CMD...: run, record pass/fail in the summary
-  local name=$1 log=$2; shift 2
+budget=${GPU_CHECK_BUDGET:-100000}
+step() {  # step NAME LOG LIMIT CMD...: run under min(LIMIT, budget left), record pass/fail
+  local name=$1 log=$2 limit=$3; shift 3
+  local left=$((budget - SECONDS))
+  if [ "$left" -lt 30 ]; then
+    printf '%-12s SKIPPED (GPU_CHECK_BUDGET=%s spent)\n' "$name" "$budget" | tee -a "$out/summary.txt"
+    status=1; return
+  fi
+  [ "$limit" -le "$left" ] || limit=$left
   local t0=$SECONDS
-  "$@" >"$log" 2>&1; local rc=$?
+  timeout "$limit" "$@" >"$log" 2>&1; local rc=$?
   printf '%-12s rc=%-3s %4ss  %s\n' "$name" "$rc" "$((SECONDS - t0))" "$(tail -n1 "$log")" | tee -a "$out/summary.txt"
   [ "$rc" -eq 0 ] || status=1
 }
@@ -43,27 +53,27 @@ gpu=$("$PY" -c "import torch; print(int(torch.cuda.is_available()))")
 if [ "$mode" != "--dry-run" ] && [ "$gpu" != 1 ]; then
   echo "no CUDA device: run with --dry-run for the CPU rehearsal" | tee -a "$out/summary.txt"; exit 2
 fi
-step build "$out/build.log" "$PY" -m compiled_bw.build
+step build "$out/build.log" 900 "$PY" -m compiled_bw.build
 if [ "$mode" = "--bench" ]; then
-  step bench_part "$out/bench_part.log" timeout 560 "$PY" -m benchmarks --device cuda --models "${3:?--bench MODELS}" --out "$out/bench_part"
+  step bench_part "$out/bench_part.log" 560 "$PY" -m benchmarks --device cuda --models "${3:?--bench MODELS}" --out "$out/bench_part"
   echo "gpu_check: $([ $status -eq 0 ] && echo PASSED || echo FAILED) ($out/summary.txt)"
   exit $status
 fi
 # the GPU image's torch is not the pinned one: name every private symbol that moved (a missing
 # one turns its feature off, as Note [SAC storage format] does, or breaks the import)
-step private_api "$out/private_api.log" timeout 120 "$PY" -m pytest -q -p no:cacheprovider tests/test_private_api.py -k "exists"
-step cuda_tests "$out/cuda_tests.log" timeout 420 "$PY" -m pytest -q -p no:cacheprovider $par tests/test_cuda.py tests/test_streams.py
+step private_api "$out/private_api.log" 120 "$PY" -m pytest -q -p no:cacheprovider tests/test_private_api.py -k "exists"
+step cuda_tests "$out/cuda_tests.log" 420 "$PY" -m pytest -q -p no:cacheprovider $par tests/test_cuda.py tests/test_streams.py
 if [ "$mode" = "--dry-run" ]; then
-  step bench "$out/bench.log" timeout 300 "$PY" -m benchmarks --quick --models overhead --out "$out/bench"
+  step bench "$out/bench.log" 300 "$PY" -m benchmarks --quick --models overhead --out "$out/bench"
 else
-  step suites_cuda "$out/suites_cuda.log" env COMPILED_BW_TEST_DEVICE=cuda timeout 300 "$PY" -m pytest -q -p no:cacheprovider $par \
+  step suites_cuda "$out/suites_cuda.log" 300 env COMPILED_BW_TEST_DEVICE=cuda "$PY" -m pytest -q -p no:cacheprovider $par \
     tests/test_core.py tests/test_hooks.py tests/test_custom_functions.py -k "not inductor"
+  step bench "$out/bench.log" 420 "$PY" -m benchmarks --device cuda --quick --out "$out/bench"
   # the whole CPU suite on the GPU image's torch (not the pinned one): what a torch version
   # changes shows here (a retains_grad mix-up on 2.11 did: Note [Node ids stay alive])
-  step cpu_suite "$out/cpu_suite.log" timeout 300 "$PY" -m pytest -q -p no:cacheprovider $par -m "not slow" tests
-  step bench "$out/bench.log" timeout 420 "$PY" -m benchmarks --device cuda --quick --out "$out/bench"
+  step cpu_suite "$out/cpu_suite.log" 300 "$PY" -m pytest -q -p no:cacheprovider $par -m "not slow" tests
   if [ "$mode" = "--full" ]; then
-    step bench_full "$out/bench_full.log" timeout 1500 "$PY" -m benchmarks --device cuda --out "$out/bench_full"
+    step bench_full "$out/bench_full.log" 1500 "$PY" -m benchmarks --device cuda --out "$out/bench_full"
   fi
 fi
 echo "gpu_check: $([ $status -eq 0 ] && echo PASSED || echo FAILED) ($out/summary.txt)"
