@@ -31,6 +31,7 @@ from ..torchapi.inductor import (
     select_decomp_table,
 )
 from ..torchapi.inductor import config as inductor_config
+from . import fresh_returns
 
 # Note [Inductor without Dynamo]: the sub-notes below, each named [Inductor: ...]
 # Note [Inductor: retrace]
@@ -470,9 +471,13 @@ def _contiguous_unbatched_pool3d(gm: torch.fx.GraphModule) -> None:
 def compile_inductor(gm: torch.fx.GraphModule, example_inputs: list):
     install()               # (after compiled_bw.uninstall(): our compiles need it)
     vals = _output_vals(gm)
-    if current_sites():
+    twins = fresh_returns.needs_twins(gm)
+    if current_sites() or twins:
         gm = copy.deepcopy(gm)      # the captured graph stays as it was (last_graph, eager)
+    if current_sites():
         _insert_barriers(gm)
+    if twins:       # Note [Inductor: mutating ops that return their input]
+        fresh_returns.use_twins(gm)
     retraced = make_fx(torch.func.functionalize(_tuple_outputs(gm)),
                        decomposition_table=select_decomp_table(),
                        tracing_mode="fake")(*example_inputs)

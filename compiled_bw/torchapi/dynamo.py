@@ -38,11 +38,13 @@ USED = {
     "torch.utils._pytree.tree_flatten": "capture/subclass.py, capture/packed.py, "
         "capture/recompute.py, backends/inductor.py",
     "torch.utils._pytree.tree_unflatten": "capture/packed.py, capture/recompute.py",
+    "torch.utils._pytree.tree_leaves": "backends/fresh_returns.py",
+    "torch.utils._pytree.tree_map_only": "backends/fresh_returns.py",
     "torch._guards.detect_fake_mode": "backends/inductor.py",
     "torch._guards.tracing": "backends/inductor.py",
     "torch._guards.TracingContext": "backends/inductor.py",
     "torch._ops.OpOverload": "passes/reorder_for_memory.py, capture/opaque.py, capture/packed.py, "
-                             "capture/deliver.py",
+                             "capture/deliver.py, backends/fresh_returns.py",
     "torch._ops.OpOverloadPacket": "capture/packed.py",
     "torch._subclasses.fake_tensor.FakeTensor": "capture/trace.py, capture/subclass.py",
     "torch._subclasses.fake_tensor.FakeTensorMode": "backends/inductor_artifact.py",
