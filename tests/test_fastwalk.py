@@ -545,6 +545,10 @@ def test_build_dir_is_keyed_by_what_the_binary_depends_on(monkeypatch):
     monkeypatch.undo()
     monkeypatch.setattr(torch.version, "git_version", "0" * 40)
     assert fastwalk.build_key() != here
+    monkeypatch.undo()
+    # another checkout of the package (its own sources): its own build
+    monkeypatch.setattr(fastwalk, "_SRC", ["/elsewhere/checkout/compiled_bw/capture/x.cpp"])
+    assert fastwalk.build_key() != here
 
 
 def test_run_leaf_runs_an_accumulate_grad_as_the_engine(ext):

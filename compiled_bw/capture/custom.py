@@ -22,7 +22,7 @@ import types
 import torch
 
 from ..torchapi import autograd as torch_autograd
-from ..torchapi.dynamo import OpOverload, OpOverloadPacket, backward_verdict
+from ..torchapi.dynamo import OpOverload, OpOverloadPacket, backward_verdict, skip_frame
 from .subclass import PLAIN
 
 FWD_KEY = "compiled_bw.fwd"
@@ -92,6 +92,8 @@ def set_materialize_grads(self, value: bool):
 
 def install() -> None:
     apply.__doc__ = _orig_apply.__doc__
+    for fn in (apply, set_materialize_grads):   # Note [Dynamo skips our wrappers]
+        skip_frame(fn)
     torch_autograd.patch("function_apply", apply, wrap=classmethod)
     torch_autograd.patch("set_materialize_grads", set_materialize_grads)
 

@@ -130,12 +130,14 @@ def build_key() -> str:
     """Everything the built extension depends on besides its source (source_hash, a compiler
     flag): torch's release, commit, CUDA version and install location (its headers
     and libraries; two virtual environments with the same torch would otherwise rebuild each
-    other's build on every switch, since the include paths are part of the build), and the
-    Python ABI."""
+    other's build on every switch, since the include paths are part of the build), the
+    Python ABI, and the checkout the sources come from (two checkouts of different commits
+    rebuilt each other's build, minutes each, under one lock that stalled the other)."""
     import sysconfig
     ident = "|".join((torch.__version__, str(torch.version.git_version),
                       str(torch.version.cuda), os.path.dirname(os.path.realpath(torch.__file__)),
-                      sys.version, str(sysconfig.get_config_var("EXT_SUFFIX"))))
+                      sys.version, str(sysconfig.get_config_var("EXT_SUFFIX")),
+                      os.path.dirname(os.path.realpath(_SRC[0]))))
     tag = torch.__version__.replace("+", "_")
     return f"torch{tag}-{hashlib.sha1(ident.encode()).hexdigest()[:12]}"
 

@@ -35,6 +35,9 @@ from torch.utils._sympy.functions import Mod as SymMod
 TRACE_MODES = (FakeTensorMode, ProxyTorchDispatchMode, FunctionalTensorMode)
 
 USED = {
+    "torch._C._dynamo.eval_frame.set_code_exec_strategy": "capture/custom.py",
+    "torch._C._dynamo.eval_frame._FrameExecStrategy": "capture/custom.py",
+    "torch._C._dynamo.eval_frame._FrameAction": "capture/custom.py",
     "torch.utils._pytree.tree_flatten": "capture/subclass.py, capture/packed.py, "
         "capture/recompute.py, backends/inductor.py",
     "torch.utils._pytree.tree_unflatten": "capture/packed.py, capture/recompute.py",
@@ -77,6 +80,28 @@ USED = {
     "torch._subclasses.fake_tensor.FakeTensorConverter.set_tensor_memo":
         "backends/compile_worker.py",
 }
+
+
+# Note [Dynamo skips our wrappers]
+#    Our replacement of `Function.apply` (capture/custom.py) is a Python function outside
+#    torch: where a torch.compile'd function graph-breaks and then calls a Function (a module's
+#    full backward hook calls BackwardHookFunction.apply), Dynamo compiled our wrapper's frame
+#    as a frame of its own, inlined torch's Function.apply into it, and with
+#    `nested_graph_breaks` on failed to resume inside it ("AutogradFunctionVariable() is not a
+#    constant"; torch's own Function.apply is never compiled as a frame: it is torch's code).
+#    So Dynamo skips our wrappers' own frames, as it skips torch's, and still compiles the
+#    frames they call (the user's forward): torch.compile does what it does without us.
+#    Set through torch._C (importing Dynamo itself costs ~1 s); on a release without it the
+#    wrapper stays compiled as before.
+def skip_frame(fn) -> bool:
+    """Note [Dynamo skips our wrappers]: Dynamo never compiles `fn`'s own frame."""
+    try:
+        from torch._C._dynamo import eval_frame as ef
+        ef.set_code_exec_strategy(fn.__code__, ef._FrameExecStrategy(ef._FrameAction.SKIP,
+                                                                     ef._FrameAction.DEFAULT))
+    except (ImportError, AttributeError, TypeError):
+        return False
+    return True
 
 
 def size_oblivious():

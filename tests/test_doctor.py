@@ -1,0 +1,37 @@
+"""`python -m compiled_bw.doctor`: the release, its build and the feature table, as the
+package itself decides them (each feature's probe agrees with the code that uses it)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import torch
+
+from compiled_bw import doctor
+from compiled_bw.capture import aot
+from compiled_bw.torchapi import checkpoint as torch_checkpoint
+
+
+def test_report_names_release_build_and_features():
+    r = doctor.report()
+    assert r["torch"] == torch.__version__
+    assert r["build"] == (f"CUDA {torch.version.cuda}" if torch.version.cuda else "CPU")
+    assert set(r["features"]) == set(doctor.FEATURES)
+    for name, f in r["features"].items():
+        assert isinstance(f["on"], bool) and f["detail"], name
+    sac = torch_checkpoint.RECOMPUTE is not None and torch_checkpoint.CONSUMED is not None
+    assert r["features"]["SAC regions traced"]["on"] == sac
+    # the AOT probe's verdict is capture/aot.py's own for a compiled forward
+    f = torch.compile(lambda x: x.cos() * 3, backend="aot_eager")
+    cf = type(f(torch.randn(2, requires_grad=True)).grad_fn)._forward_cls
+    torch.compiler.reset()
+    spliced = aot._make_plan(cf).bw_module is not None
+    assert r["features"]["AOT backward splice"]["on"] == spliced
+
+
+def test_doctor_command_prints_json():
+    out = subprocess.run([sys.executable, "-m", "compiled_bw.doctor", "--json"],
+                         capture_output=True, text=True, timeout=600, check=True).stdout
+    r = json.loads(out)
+    assert r["torch"] == torch.__version__ and "C++ walk" in r["features"]

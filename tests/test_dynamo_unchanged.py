@@ -1,0 +1,94 @@
+"""Importing compiled_bw never changes what torch.compile does (torchapi/dynamo.py Note [Dynamo
+skips our wrappers]): a torch.compile'd module whose forward graph-breaks around custom
+Functions and a module full backward hook (BackwardHookFunction.apply) gives the same outputs,
+grads, graphs and graph breaks with compiled_bw installed as with torch's own functions back
+(`compiled_bw.uninstall()`), under each Dynamo flag this release offers.  With
+`nested_graph_breaks` on, Dynamo used to compile our Function.apply wrapper's frame and fail
+("AutogradFunctionVariable() is not a constant")."""
+from __future__ import annotations
+
+import contextlib
+
+import pytest
+import torch
+import torch._dynamo
+
+import compiled_bw
+
+FLAGS = [None] + [f for f in ("nested_graph_breaks",) if hasattr(torch._dynamo.config, f)]
+
+
+class Scale(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 3
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 3
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(4, 4)
+        self.b = torch.nn.Linear(4, 2)
+
+    def forward(self, x):
+        h = Scale.apply(self.a(x).relu())
+        torch._dynamo.graph_break()
+        return self.b(Scale.apply(h))
+
+
+def _hooked_mlp():
+    m = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+    m[0].register_full_backward_hook(lambda mod, gi, go: None)
+    return m
+
+
+def _breaking_net():
+    m = Net()
+    m.a.register_full_backward_hook(lambda mod, gi, go: None)
+    return m
+
+
+PROGRAMS = {"hooked_mlp": _hooked_mlp, "graph_break_functions": _breaking_net}
+
+
+def _program(make, flag):
+    """Outputs, grads, graph and break counts; or the error (torch 2.13 itself raises an
+    UnboundLocalError in torch/utils/hooks.py for the graph-breaking net with nested graph
+    breaks on: then the same error is what must come out)."""
+    torch.manual_seed(0)
+    m = make()
+    x = torch.randn(3, 4, requires_grad=True)
+    ctx = torch._dynamo.config.patch(**{flag: True}) if flag else contextlib.nullcontext()
+    torch._dynamo.reset()
+    try:
+        with ctx:
+            explained = torch._dynamo.explain(m)(x)
+            torch._dynamo.reset()
+            out = torch.compile(m)(x)
+        out.sum().backward()
+    except Exception as e:  # noqa: BLE001 -- the error is what is compared
+        return ("raised", type(e).__name__, str(e).splitlines()[0])
+    finally:
+        torch._dynamo.reset()
+    return (out.detach(), x.grad, [p.grad for p in m.parameters()],
+            explained.graph_count, explained.graph_break_count)
+
+
+@pytest.mark.parametrize("flag", FLAGS)
+@pytest.mark.parametrize("program", list(PROGRAMS))
+def test_torch_compile_same_with_compiled_bw_imported(program, flag):
+    ours = _program(PROGRAMS[program], flag)
+    compiled_bw.uninstall()
+    try:
+        torchs = _program(PROGRAMS[program], flag)
+    finally:
+        compiled_bw.install()
+    if torchs[0] == "raised" or ours[0] == "raised":
+        assert ours == torchs, f"with compiled_bw: {ours[:3]}; torch alone: {torchs[:3]}"
+        return
+    torch.testing.assert_close(ours[:3], torchs[:3])
+    assert ours[3:] == torchs[3:], f"graphs, graph breaks: {ours[3:]} with compiled_bw, {torchs[3:]} without"
