@@ -30,9 +30,9 @@ def _walk() -> tuple:
 
 def _inductor() -> tuple:
     try:
-        import torch._inductor.compile_fx  # noqa: F401
+        from .torchapi import inductor  # noqa: F401 (Inductor's entry points, as we use them)
     except Exception as e:  # noqa: BLE001
-        return False, f"torch._inductor does not import ({type(e).__name__}: {e})"
+        return False, f"Inductor's entry points do not import ({type(e).__name__}: {e})"
     cxx = shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")
     if cxx is None:
         return False, "no C++ compiler on PATH: Inductor cannot compile CPU graphs"

@@ -12,7 +12,7 @@ import torch
 
 from ..capture.deliver import deliver
 from ..capture.opaque import opaque
-from ..torchapi.dynamo import OpOverload
+from ..torchapi.dynamo import OpOverload, has_side_effects
 
 # Note [Reordering for memory]
 # The trace runs our engine in eager's execution order, and a node's formula consumes its
@@ -63,6 +63,8 @@ def _is_barrier(node: torch.fx.Node) -> bool:
     if node.op != "call_function":
         return node.op == "output"
     t = node.target
+    if has_side_effects(t):     # with_effects, effectful ops (dce.py Note [Side effects stay])
+        return True
     if t is opaque or t is deliver or not isinstance(t, OpOverload):
         return t is opaque or t is deliver
     return t._schema.is_mutable or torch.Tag.nondeterministic_seeded in t.tags

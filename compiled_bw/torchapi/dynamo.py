@@ -35,6 +35,7 @@ from torch.utils._sympy.functions import Mod as SymMod
 TRACE_MODES = (FakeTensorMode, ProxyTorchDispatchMode, FunctionalTensorMode)
 
 USED = {
+    "torch._higher_order_ops.effects._get_effect": "passes/dce.py, passes/reorder_for_memory.py",
     "torch._C._dynamo.eval_frame.set_code_exec_strategy": "capture/custom.py",
     "torch._C._dynamo.eval_frame._FrameExecStrategy": "capture/custom.py",
     "torch._C._dynamo.eval_frame._FrameAction": "capture/custom.py",
@@ -93,6 +94,21 @@ USED = {
 #    frames they call (the user's forward): torch.compile does what it does without us.
 #    Set through torch._C (importing Dynamo itself costs ~1 s); on a release without it the
 #    wrapper stays compiled as before.
+def has_side_effects(target) -> bool:
+    """`with_effects` itself, or an op registered effectful (torch._higher_order_ops.effects):
+    passes/dce.py Note [Side effects stay]."""
+    try:
+        from torch._higher_order_ops import effects
+    except ImportError:
+        return False
+    if target is getattr(torch.ops.higher_order, "with_effects", None):
+        return True
+    try:
+        return effects._get_effect(target) is not None
+    except Exception:  # noqa: BLE001 -- a target the registry cannot look up has none
+        return False
+
+
 def skip_frame(fn) -> bool:
     """Note [Dynamo skips our wrappers]: Dynamo never compiles `fn`'s own frame."""
     try:
