@@ -36,3 +36,16 @@ def path_for(device: torch.device) -> str:
     if device.type == "cpu" and interpreting():
         return "triton-interpret"
     return "torch"
+
+
+def launchable(kernel):
+    """`torch.library.wrap_triton(kernel)`, except under Triton's interpreter: there
+    `@triton.jit` makes an InterpretedFunction, which torch 2.13's wrap_triton returns unchanged
+    and torch 2.11's rejects ("wrap_triton only works on functions annotated with triton.jit or
+    triton.autotune"); passing it through here gives every release 2.13's behaviour."""
+    from torch.library import wrap_triton
+    if interpreting():
+        from triton.runtime.jit import JITFunction
+        if not isinstance(kernel, JITFunction):
+            return kernel
+    return wrap_triton(kernel)

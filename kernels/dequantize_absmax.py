@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from . import TRITON, path_for
+from . import TRITON, launchable, path_for
 
 BLOCK = 1024
 
@@ -50,7 +50,7 @@ if TRITON:
             x = b.to(tl.float32, bitcast=True)
         tl.store(out_ptr + idx, x.to(out_ptr.dtype.element_ty), mask=m)
 
-    from torch.library import triton_op, wrap_triton
+    from torch.library import triton_op
 
     @triton_op("compiled_bw_kernels::dequantize_absmax", mutates_args={})
     def dequantize_absmax(q: torch.Tensor, scale: torch.Tensor, group: int,
@@ -61,7 +61,7 @@ if TRITON:
         qc = q.contiguous()
         n = qc.numel()
         out = torch.empty(q.shape, dtype=dtype, device=q.device)
-        wrap_triton(dequantize_absmax_kernel)[(triton.cdiv(n, BLOCK),)](
+        launchable(dequantize_absmax_kernel)[(triton.cdiv(n, BLOCK),)](
             qc, scale, out, n, group, OUT_BF16=dtype == torch.bfloat16, BLOCK=BLOCK)
         return out
 else:

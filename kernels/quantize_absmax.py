@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import torch
 
-from . import TRITON, path_for
+from . import TRITON, launchable, path_for
 
 QMAX = {torch.float8_e4m3fn: 448.0, torch.int8: 127.0}
 BLOCK = 1024
@@ -114,7 +114,7 @@ if TRITON:
                 v = _round_e4m3(v)
             tl.store(q_ptr + idx, v.to(q_ptr.dtype.element_ty), mask=m)
 
-    from torch.library import triton_op, wrap_triton
+    from torch.library import triton_op
 
     @triton_op("compiled_bw_kernels::quantize_absmax", mutates_args={})
     def quantize_absmax(x: torch.Tensor, group: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
@@ -128,7 +128,7 @@ if TRITON:
         q = torch.empty(x.shape, dtype=dtype, device=x.device)
         scale = torch.empty(ng, dtype=torch.float32, device=x.device)
         block = min(BLOCK, triton.next_power_of_2(max(1, min(group, n))))
-        wrap_triton(quantize_absmax_kernel)[(ng,)](
+        launchable(quantize_absmax_kernel)[(ng,)](
             xc, q, scale, n, group, QMAX=QMAX[dtype], IS_INT=dtype == torch.int8, BLOCK=block)
         return q, scale
 else:
