@@ -2,7 +2,10 @@
 
 Every private symbol is imported in compiled_bw/torchapi/ (autograd.py, dynamo.py,
 inductor.py) and listed there with its user (`USED`): test_private_symbol_exists resolves each
-one and names what moved and who uses it; test_private_torch_api_only_in_torchapi keeps it so.
+required one and names what moved and who uses it; an `OPTIONAL` one (whose absence turns a named
+feature off, e.g. the SAC storage markers torch 2.11 lacks) must resolve or have its feature
+off with a reason naming the release (test_optional_symbol_exists_or_its_feature_is_off);
+test_private_torch_api_only_in_torchapi keeps it so.
 The tests above them check behaviour that private API must still have (saved-tensor hooks on
 raw SavedVariables, the node table, Inductor's hooks); test_uninstall_gives_torch_back checks
 that every patch of torch is undone by compiled_bw.uninstall().
@@ -433,6 +436,16 @@ def _used():
                   for sym, user in mod.USED.items())
 
 
+def _optional() -> dict:
+    """symbol -> feature its absence turns off (the torchapi modules' OPTIONAL)."""
+    return {sym: feat for mod in _torchapi_modules().values()
+            for sym, feat in getattr(mod, "OPTIONAL", {}).items()}
+
+
+def _required():
+    return [u for u in _used() if u[1] not in _optional()]
+
+
 def _resolve(dotted: str):
     import importlib
     parts = dotted.split(".")
@@ -447,13 +460,38 @@ def _resolve(dotted: str):
     raise ImportError(dotted)
 
 
-@pytest.mark.parametrize(("module", "symbol", "user"), _used(), ids=[s for _, s, _ in _used()])
+@pytest.mark.parametrize(("module", "symbol", "user"), _required(),
+                         ids=[s for _, s, _ in _required()])
 def test_private_symbol_exists(module, symbol, user):
     try:
         _resolve(symbol)
     except (ImportError, AttributeError) as e:
         pytest.fail(f"torch moved {symbol} ({type(e).__name__}: {e}), used by compiled_bw/{user} "
                     f"through compiled_bw/torchapi/{module}.py")
+
+
+def test_optional_symbols_are_used_symbols():
+    used = {s for _, s, _ in _used()}
+    assert set(_optional()) <= used, set(_optional()) - used
+
+
+@pytest.mark.parametrize("symbol", sorted(_optional()))
+def test_optional_symbol_exists_or_its_feature_is_off(symbol):
+    """An OPTIONAL symbol present: its feature is on.  Missing (e.g. the SAC storage markers on
+    torch 2.11): the feature is off, with a reason naming the release and the symbol."""
+    from compiled_bw import torchapi
+    feature = _optional()[symbol]
+    off = torchapi.features_off()
+    try:
+        _resolve(symbol)
+    except (ImportError, AttributeError):
+        why = off.get(feature)
+        assert why is not None, (f"torch {torch.__version__} lacks {symbol}, but {feature!r}, "
+                                 "which needs it, is not off (torchapi FEATURES_OFF)")
+        assert torch.__version__ in why and symbol.rsplit(".", 1)[1] in why, why
+    else:
+        assert feature not in off, (f"{feature!r} is off although torch {torch.__version__} has "
+                                    f"{symbol}: {off[feature]}")
 
 
 def test_patched_targets_exist():

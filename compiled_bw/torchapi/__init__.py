@@ -8,7 +8,9 @@
 No other module of compiled_bw names `torch._*` or a private torch submodule
 (tests/test_private_api.py checks it).  Each module lists what it takes from torch and who uses
 it in `USED` (`"dotted.path": "user"`); tests/test_private_api.py resolves every entry on the
-installed torch and fails naming the symbol and its user when torch moved it.
+installed torch and fails naming the symbol and its user when torch moved it.  A symbol listed
+also in the module's `OPTIONAL` (symbol -> feature) may be missing from a release: that feature
+is then off there, and `features_off()` says why, naming the release.
 
 Patches: what compiled_bw replaces in torch is named in the subsystem modules' `PATCHED`
 tables (name -> (owner, attribute); an owner may be a dict, for Inductor's lowering table), and
@@ -83,3 +85,11 @@ def uninstall() -> None:
         for p in reversed(list(_patches.values())):
             _set(p.owner, p.attr, p.original)
         _patches.clear()
+
+
+def features_off() -> dict:
+    """{feature: why it is off on the installed torch} over the subsystem modules: features
+    whose private API this release lacks (each module's `OPTIONAL` symbols name the feature
+    their absence turns off, `FEATURES_OFF` says why, naming the release)."""
+    from . import checkpoint
+    return dict(checkpoint.FEATURES_OFF)

@@ -29,11 +29,25 @@ noop_context_fn = _cp.noop_context_fn
 CachedMode = _cp._CachedTorchDispatchMode
 SAC_IGNORED_OPS = _cp.SAC_IGNORED_OPS
 # Note [SAC storage format]: torch 2.13 marks each storage entry RECOMPUTE, CONSUMED or saved
-# outputs.  A torch without those markers (2.11, on the GPU images) keeps another format that
-# compiled_bw cannot read: sac_storage then answers None and SAC regions run as the real unpack,
-# one call each (correct, not traced).  test_private_api names the missing markers loudly.
+# outputs, and its recompute-time lookup reads only the storage.  A torch without those markers
+# (2.11, on the GPU images) keeps another format: a list of saved outputs per op, popped by a
+# lookup that calls the user's policy again during the backward, which a trace cannot stand in
+# for.  There the feature "traced selective checkpointing" is off (SAC_OFF names the release
+# and the missing markers): sac_storage answers None and SAC regions run as the real unpack,
+# one call each (correct, not traced).  The markers are OPTIONAL symbols: test_private_api
+# checks that each is present or that its feature says it is off.
 RECOMPUTE = getattr(_cp, "_RECOMPUTE", None)
 CONSUMED = getattr(_cp, "_CONSUMED", None)
+SAC_FEATURE = "traced selective checkpointing"
+_SAC_MISSING = [n for n, v in (("_RECOMPUTE", RECOMPUTE), ("_CONSUMED", CONSUMED)) if v is None]
+SAC_OFF = (f"{SAC_FEATURE} is off on torch {torch.__version__}: its torch.utils.checkpoint has no "
+           f"{' / '.join(_SAC_MISSING)} storage markers (Note [SAC storage format]); selective "
+           "checkpointing regions run as their real unpack" if _SAC_MISSING else None)
+# Symbols whose absence turns a named feature off (FEATURES_OFF says why) instead of breaking
+# compiled_bw: symbol -> feature.  Every other entry of USED is required.
+OPTIONAL = {"torch.utils.checkpoint._RECOMPUTE": SAC_FEATURE,
+            "torch.utils.checkpoint._CONSUMED": SAC_FEATURE}
+FEATURES_OFF = {SAC_FEATURE: SAC_OFF} if SAC_OFF else {}
 VersionWrapper = _cp._VersionWrapper
 
 _MODULE_GLOBAL_HOOKS = ("_global_forward_hooks", "_global_forward_pre_hooks",
@@ -129,7 +143,7 @@ def sac_storage(ctx):
     (torch's own _CachedTorchDispatchMode, not a subclass), else None.  The storage maps each
     op to {call index: RECOMPUTE | CONSUMED | pytree of VersionWrapper}, filled by the
     forward's caching mode (which alone calls the policy)."""
-    if type(ctx) is not CachedMode or RECOMPUTE is None or CONSUMED is None:
+    if type(ctx) is not CachedMode or SAC_OFF is not None:
         return None                     # Note [SAC storage format]
     return ctx.storage, ctx.allow_cache_entry_mutation
 
