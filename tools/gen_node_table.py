@@ -1,9 +1,12 @@
-"""Regenerates compiled_bw/capture/node_table.py from the derivatives.yaml that ships with torch.
+"""Regenerates the installed torch release's node table from the derivatives.yaml that ships with it.
 
 Consumes: torchgen's packaged derivatives.yaml (needs pyyaml).  Produces: a table of every
 generated autograd node class, with the kinds of saved state that its Python binding does
-not expose (torch's codegen skips getters for these types).  Run:
-    python tools/gen_node_table.py > compiled_bw/capture/node_table.py
+not expose (torch's codegen skips getters for these types), one module per torch release
+(major.minor) under compiled_bw/capture/node_tables/ (capture/node_table.py loads the
+installed release's).  Run:
+    python tools/gen_node_table.py            # print it
+    python tools/gen_node_table.py --write    # write node_tables/torch_X_Y.py for this torch
 tests/test_private_api.py regenerates it in memory and fails if torch changed it.
 """
 import os
@@ -85,7 +88,8 @@ def render(table: dict) -> str:
         "inputs in next-edge order as (name, is_tensor_list), and the saved fields its Python binding",
         "hides as (kind, source input or None, inputs whose grad formulas use it).  Kinds:",
         "'input_meta' (dtype/size/options of a forward input), 'layout', 'geometry', 'optbool'.",
-        "capture/nodes.py decides from it when a node is traceable (Note [Hidden saved state]).",
+        "capture/nodes.py decides from it when a node is traceable (Note [Hidden saved state]);",
+        "capture/node_table.py loads the installed release's table.",
         '"""',
         "",
         "GENERATED = {",
@@ -96,5 +100,19 @@ def render(table: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def table_path() -> str:
+    import torch
+    m = re.match(r"(\d+)\.(\d+)", torch.__version__)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return os.path.join(root, "compiled_bw", "capture", "node_tables",
+                        f"torch_{m.group(1)}_{m.group(2)}.py")
+
+
 if __name__ == "__main__":
-    sys.stdout.write(render(build_table()))
+    text = render(build_table())
+    if "--write" in sys.argv[1:]:
+        with open(table_path(), "w") as f:
+            f.write(text)
+        print(f"wrote {table_path()}")
+    else:
+        sys.stdout.write(text)

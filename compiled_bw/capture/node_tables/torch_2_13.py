@@ -4,7 +4,8 @@ GENERATED maps each generated autograd node class name to (args, hidden): its di
 inputs in next-edge order as (name, is_tensor_list), and the saved fields its Python binding
 hides as (kind, source input or None, inputs whose grad formulas use it).  Kinds:
 'input_meta' (dtype/size/options of a forward input), 'layout', 'geometry', 'optbool'.
-capture/nodes.py decides from it when a node is traceable (Note [Hidden saved state]).
+capture/nodes.py decides from it when a node is traceable (Note [Hidden saved state]);
+capture/node_table.py loads the installed release's table.
 """
 
 GENERATED = {
