@@ -51,7 +51,10 @@ def aot_plan(cls) -> AotPlan:
 def _make_plan(cf) -> AotPlan:
     missing = [a for a in REQUIRED_CF_ATTRS if not hasattr(cf, a)]
     if missing:
-        return AotPlan(cf, None, f"AOTAutograd's CompiledFunction has no {missing} (torch moved it)")
+        # torchapi/dynamo.py Note [AOT backward splicing per release]: torch 2.11's has no
+        # _bw_prologue_fn / _bw_epilogue_fn; the backward runs as one opaque call
+        return AotPlan(cf, None, torch_dynamo.aot_splice_off() or (
+            f"AOTAutograd's CompiledFunction has no {missing} (torch moved it)"))
     meta = cf.metadata
     if getattr(meta, "is_rng_op_functionalized", False) or getattr(meta, "num_graphsafe_rng_states", 0):
         return AotPlan(cf, None, "AOT backward with functionalized RNG state")

@@ -91,5 +91,8 @@ def features_off() -> dict:
     """{feature: why it is off on the installed torch} over the subsystem modules: features
     whose private API this release lacks (each module's `OPTIONAL` symbols name the feature
     their absence turns off, `FEATURES_OFF` says why, naming the release)."""
-    from . import checkpoint
-    return dict(checkpoint.FEATURES_OFF)
+    from . import checkpoint, dynamo
+    off = dict(checkpoint.FEATURES_OFF)
+    if (why := dynamo.aot_splice_off()) is not None:
+        off[dynamo.AOT_SPLICE_FEATURE] = why
+    return off

@@ -62,6 +62,8 @@ USED = {
     "torch.fx.experimental.proxy_tensor.ProxyTorchDispatchMode": "api.py (TRACE_MODES)",
     "torch.utils._python_dispatch.is_traceable_wrapper_subclass": "capture/subclass.py",
     "torch._dynamo.compiled_autograd.extract_bw_module": "capture/aot.py",
+    "torch._functorch._aot_autograd.runtime_wrappers": "capture/aot.py (which release defines "
+        "CompiledFunction._bw_prologue_fn: aot_splice_off)",
     "torch._dynamo.convert_frame.compile_lock": "runtime/background.py",
     "torch._dynamo.source.ConstantSource": "capture/dynamic.py",
     # the sympy functions of ShapeEnv guards, printed as Python by capture/dynamic.py _py
@@ -202,6 +204,30 @@ def extract_bw_module(compiled_function):
     """The AOT backward GraphModule of a torch.compile'd forward's CompiledFunction (or None)."""
     from torch._dynamo.compiled_autograd import extract_bw_module as extract
     return extract(compiled_function)
+
+
+# Note [AOT backward splicing per release]: capture/aot.py splices a torch.compile'd forward's
+# AOT backward through the CompiledFunction class's _bw_prologue_fn / _bw_epilogue_fn (torch
+# 2.13).  torch 2.11's CompiledFunction has neither (its backward prologue is inline code):
+# there the feature is off and the AOT backward runs as one opaque call, with aot.py's reason
+# naming the release.  The class is made per compiled forward, so whether this torch defines
+# them is read from the source of the module that makes it, without compiling anything.
+AOT_SPLICE_FEATURE = "AOT backward splicing"
+AOT_SPLICE_ATTRS = ("_bw_prologue_fn", "_bw_epilogue_fn")
+
+
+def aot_splice_off() -> str | None:
+    """Why AOT backward splicing is off on this torch, or None (Note [AOT backward splicing
+    per release])."""
+    import importlib.util
+    spec = importlib.util.find_spec("torch._functorch._aot_autograd.runtime_wrappers")
+    with open(spec.origin, encoding="utf-8") as f:    # read, not imported (it costs ~1 s)
+        src = f.read()
+    missing = [a for a in AOT_SPLICE_ATTRS if f"{a} =" not in src]
+    if not missing:
+        return None
+    return (f"{AOT_SPLICE_FEATURE} is off on torch {torch.__version__}: AOTAutograd's "
+            f"CompiledFunction has no {', '.join(missing)}")
 
 
 _own_trace_lock = threading.RLock()
