@@ -109,12 +109,11 @@ def test_node_table_matches_this_torch():
         f"torch {rel} has no committed node table ({node_table.MISSING}); committed: "
         f"{[f'{a}.{b}' for a, b in node_table.committed()]}")
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    out = subprocess.run([sys.executable, "-c",
-                          "import sys; sys.path.insert(0, sys.argv[1]); import gen_node_table as g; "
-                          "print(repr(g.build_table()))", os.path.join(root, "tools")],
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); import gen_node_table as g; "
+            "print(repr(g.build_table()))")
+    out = subprocess.run([sys.executable, "-c", code, os.path.join(root, "tools")],
                          capture_output=True, text=True, check=True).stdout
-    import ast as _ast
-    fresh = _ast.literal_eval(out)
+    fresh = ast.literal_eval(out)
     table = node_table.GENERATED
     missing = sorted(set(fresh) - set(table))
     extra = sorted(set(table) - set(fresh))
