@@ -142,6 +142,8 @@ struct SlotState {
 // Our hooks answer retrieve_unpack_hook_data with (g_marker, address of their SlotState): how
 // the walk recognizes its own slots on a SavedVariable walked again (retain_graph=True).
 extern PyObject* g_marker;
+// Eager's unpack error names a grad_fn without "Backward<N>" (torch 2.13) or whole (2.11).
+extern bool g_strip_backward;
 
 at::Tensor slot_unpack(const SlotState& s);  // the tensor, with eager's checks
 // The SlotState behind a hooked SavedVariable if the hooks are ours, else null.

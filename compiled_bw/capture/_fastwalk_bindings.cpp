@@ -157,6 +157,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("custom_call", &custom_call);
   m.def("saved_variable_address", [](py::object sv) { return (size_t)sv.cast<SavedVariable*>(); });
   // compiled_args probe of one node, outside any walk: (ok, message).
+  m.def("set_strip_backward", [](bool strip) { g_strip_backward = strip; });
   m.def("probe_compiled_args", [](py::object n) {
     auto owner = node_of(n.ptr());
     AutogradCompilerCall cc(SizeInput::STATIC);

@@ -36,14 +36,24 @@ std::string type_str(const at::Tensor& t) {
   }
 }
 
+}  // namespace
+
+// Whether eager's unpack error names a grad_fn without its "Backward<N>" suffix (torch 2.13:
+// "of Mul,") or whole (torch 2.11: "of MulBackward0,"); set from
+// torchapi.autograd.unpack_error_strips_backward() by capture/fastwalk.py.
+bool g_strip_backward = true;
+
+namespace {
+
 // ", which is output N of Mul," where eager names the saved tensor's grad_fn (a non-leaf's own,
-// or for a saved output the node's, which the unpacked tensor carries), without "Backward0".
+// or for a saved output the node's, which the unpacked tensor carries).
 std::string which_output(const at::Tensor& t) {
   const auto& fn = t.grad_fn();
   if (!fn) return "";
   std::string name = fn->name();
   auto at = name.rfind("Backward");
-  if (at != std::string::npos && name.find_first_not_of("0123456789", at + 8) == std::string::npos)
+  if (g_strip_backward && at != std::string::npos &&
+      name.find_first_not_of("0123456789", at + 8) == std::string::npos)
     name.resize(at);
   return ", which is output " + std::to_string(t.output_nr()) + " of " + name + ",";
 }

@@ -49,6 +49,7 @@ import time
 
 import torch
 
+from ..torchapi import autograd as torch_autograd
 from . import packed
 from . import walk as _walk_module
 from .custom import (
@@ -211,6 +212,7 @@ def _load_once(verbose: bool):
                         extra_cflags=["-O2", f"-DCOMPILED_BW_FASTWALK_SOURCE={source_hash()}"],
                         verbose=verbose)
         ext.init(WalkUnsupported, GiveUp, _classify, _list_svs, _py_node)
+        ext.set_strip_backward(torch_autograd.unpack_error_strips_backward())
         ext.memo_init((FWD_KEY, MATERIALIZE_KEY, SLOTS_KEY, torch.Size, torch.dtype,
                        torch.device, torch.layout, torch.memory_format))
         on_verdict_change(ext.memo_clear)

@@ -41,14 +41,18 @@ _LEGACY_TYPES = {torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
 
 
 def modified_message(t: torch.Tensor, expected: int) -> str:
-    """Eager's error text (SavedVariable::unpack, torch 2.13, anomaly mode off: compiled_bw
+    """Eager's error text (SavedVariable::unpack, anomaly mode off: compiled_bw
     runs eager autograd under anomaly mode; _fastwalk_slots.cpp slot_unpack says the same) for
     saved tensor `t`, saved at version `expected` and modified in place since.  Its grad_fn is
     what eager names: the tensor's own for a saved input (a view's regenerated one), the node's
-    for a saved output (the unpacked tensor carries it); none for a leaf."""
+    for a saved output (the unpacked tensor carries it); none for a leaf.  torch 2.13 names it
+    without "Backward0" ("of Mul,"), 2.11 whole ("of MulBackward0,"):
+    torchapi.autograd.unpack_error_strips_backward()."""
     fn = t.grad_fn
-    which = "" if fn is None else \
-        f", which is output {t.output_nr} of {_BACKWARD_SUFFIX.sub('', fn.name())},"
+    name = None if fn is None else fn.name()
+    if name is not None and torch_autograd.unpack_error_strips_backward():   # not on 2.11
+        name = _BACKWARD_SUFFIX.sub("", name)
+    which = "" if fn is None else f", which is output {t.output_nr} of {name},"
     name = t.type()     # the legacy Python name, else Tensor::toString's (CPUBoolType)
     if t.dtype not in _LEGACY_TYPES:
         name = f"{t.device.type.upper()}{name.rsplit('.', 1)[1][:-len('Tensor')]}Type"
