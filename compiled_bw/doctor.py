@@ -15,7 +15,8 @@ import sys
 
 import torch
 
-from .capture import aot, fastwalk
+from . import torchapi
+from .capture import fastwalk
 from .torchapi import checkpoint as torch_checkpoint
 from .torchapi import dynamo as torch_dynamo
 
@@ -49,29 +50,13 @@ def _triton() -> tuple:
     return True, f"triton {triton.__version__} on {torch.cuda.get_device_name()}"
 
 
-def _aot_splice() -> tuple:
-    """AOT backwards spliced into our graph: a CompiledFunction with what capture/aot.py reads."""
-    try:
-        f = torch.compile(lambda x: x.sin() * 2, backend="aot_eager")
-        y = f(torch.randn(3, requires_grad=True))
-        cf = type(y.grad_fn)._forward_cls
-    except Exception as e:  # noqa: BLE001
-        return False, f"no AOT backward to look at ({type(e).__name__}: {e})"
-    finally:
-        torch.compiler.reset()
-    missing = [a for a in aot.REQUIRED_CF_ATTRS if not hasattr(cf, a)]
-    if missing:
-        return False, (f"CompiledFunction lacks {missing}: a torch.compile'd forward's backward "
-                       "runs as one opaque call of AOT's compiled backward")
-    return True, "torch.compile'd forwards' backwards are spliced into the graph"
-
-
-def _sac() -> tuple:
-    if torch_checkpoint.RECOMPUTE is None or torch_checkpoint.CONSUMED is None:
-        return False, ("torch.utils.checkpoint has no _RECOMPUTE/_CONSUMED markers: selective "
-                       "checkpointing regions run their saved tensors' real unpack "
-                       "(opaque calls), not traced")
-    return True, "selective-checkpoint regions traced"
+def _release_feature(name: str, what: str):
+    """A feature torchapi turns off where this release lacks its private API (torchapi
+    features_off(): its reason names the release)."""
+    def probe() -> tuple:
+        why = torchapi.features_off().get(name)
+        return (why is None, why or what)
+    return probe
 
 
 def _dynamo_skip() -> tuple:
@@ -87,8 +72,11 @@ FEATURES = {
     "C++ walk": _walk,
     "Inductor backend": _inductor,
     "Triton/GPU": _triton,
-    "AOT backward splice": _aot_splice,
-    "SAC regions traced": _sac,
+    torch_dynamo.AOT_SPLICE_FEATURE: _release_feature(
+        torch_dynamo.AOT_SPLICE_FEATURE,
+        "a torch.compile'd forward's backward is spliced into our graph"),
+    torch_checkpoint.SAC_FEATURE: _release_feature(
+        torch_checkpoint.SAC_FEATURE, "selective-checkpoint regions are traced"),
     "Dynamo skips our wrappers": _dynamo_skip,
 }
 

@@ -8,9 +8,10 @@ import sys
 
 import torch
 
-from compiled_bw import doctor
+from compiled_bw import doctor, torchapi
 from compiled_bw.capture import aot
 from compiled_bw.torchapi import checkpoint as torch_checkpoint
+from compiled_bw.torchapi import dynamo as torch_dynamo
 
 
 def test_report_names_release_build_and_features():
@@ -20,14 +21,15 @@ def test_report_names_release_build_and_features():
     assert set(r["features"]) == set(doctor.FEATURES)
     for name, f in r["features"].items():
         assert isinstance(f["on"], bool) and f["detail"], name
-    sac = torch_checkpoint.RECOMPUTE is not None and torch_checkpoint.CONSUMED is not None
-    assert r["features"]["SAC regions traced"]["on"] == sac
-    # the AOT probe's verdict is capture/aot.py's own for a compiled forward
+    off = torchapi.features_off()
+    for name in (torch_checkpoint.SAC_FEATURE, torch_dynamo.AOT_SPLICE_FEATURE):
+        assert r["features"][name]["on"] == (name not in off), name
+    # AOT splicing's verdict is capture/aot.py's own for a compiled forward
     f = torch.compile(lambda x: x.cos() * 3, backend="aot_eager")
     cf = type(f(torch.randn(2, requires_grad=True)).grad_fn)._forward_cls
     torch.compiler.reset()
     spliced = aot._make_plan(cf).bw_module is not None
-    assert r["features"]["AOT backward splice"]["on"] == spliced
+    assert r["features"][torch_dynamo.AOT_SPLICE_FEATURE]["on"] == spliced
 
 
 def test_doctor_command_prints_json():
