@@ -125,9 +125,10 @@ def test_node_table_matches_this_torch():
         "tools/gen_node_table.py --write and review the diff")
 
 
-def test_node_tables_load_by_release(monkeypatch):
+def test_node_tables_load_by_release(monkeypatch, tmp_path):
     """Every committed table loads and is picked for its own release; a release without one
-    gets the nearest table and a MISSING reason that names it."""
+    gets its own, generated and cached (never a neighbour's); where generating fails, none,
+    and a MISSING reason that names the release (Note [A node table for every release])."""
     from compiled_bw.capture import node_table
     have = node_table.committed()
     assert (2, 13) in have and (2, 11) in have, have
@@ -138,8 +139,20 @@ def test_node_tables_load_by_release(monkeypatch):
         gen, used, missing = node_table._load()
         assert used == rel and missing is None and "MmBackward0" in gen
     monkeypatch.setattr(node_table, "release", lambda v=None: (2, 12))
+    monkeypatch.setenv("COMPILED_BW_BUILD_DIR", str(tmp_path))
     gen, used, missing = node_table._load()
-    assert used == (2, 11) and "torch 2.12" in missing, (used, missing)
+    assert used == (2, 12) and missing is None and "MmBackward0" in gen, (used, missing)
+    assert list(tmp_path.glob("node_table-*.txt")), "the generated table is not cached"
+    assert node_table._load()[0] == gen         # read back from the cache
+
+    from compiled_bw.capture import node_table_gen
+
+    def no_yaml():
+        raise ImportError("No module named 'yaml'")
+    monkeypatch.setattr(node_table_gen, "build_table", no_yaml)
+    monkeypatch.setenv("COMPILED_BW_BUILD_DIR", str(tmp_path / "empty"))
+    gen, used, missing = node_table._load()
+    assert gen == {} and "torch 2.12" in missing and "yaml" in missing, missing
 
 
 def test_dispatch_tls_restores_autograd_inside_custom_ops():

@@ -49,6 +49,7 @@ import time
 
 import torch
 
+from ..core.paths import build_base
 from ..torchapi import autograd as torch_autograd
 from . import packed
 from . import walk as _walk_module
@@ -156,9 +157,7 @@ def source_hash() -> str:
 
 
 def build_dir() -> str:
-    base = os.environ.get("COMPILED_BW_BUILD_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "compiled_bw")
-    d = os.path.join(base, f"fastwalk-{build_key()}")
+    d = os.path.join(build_base(), f"fastwalk-{build_key()}")
     os.makedirs(d, exist_ok=True)
     return d
 

@@ -8,16 +8,24 @@ AminmaxBackward0, NarrowCopyBackward0, ...; NextafterBackward0 hides `other`'s m
 autograd node class name to (args, hidden) (see a table's docstring); capture/nodes.py decides
 from it when a node is traceable (Note [Hidden saved state]).
 
-A release with no committed table (MISSING says so, naming the release) uses the nearest
-committed release's table and logs a warning; tests/test_private_api.py
-test_node_table_matches_this_torch fails there, naming the release and the classes that differ.
+Note [A node table for every release]
+   A release with no committed table gets one generated from its own derivatives.yaml on first
+   import (~7 s, node_table_gen.py), cached in the build folder beside the C++ walk, keyed by
+   the torch release and commit.  Another release's table is never used: which saved state a
+   node hides decides what a trace may read, so a neighbour's table could bake in a value the
+   graph does not guard.  Where generating fails (no pyyaml), the table is empty: every
+   built-in node is unknown and each backward runs eager autograd, with MISSING (naming the
+   release and the cause) as its reason.
 """
 from __future__ import annotations
 
+import ast
 import importlib
 import logging
+import os
 import pkgutil
 import re
+import time
 
 import torch
 
@@ -48,20 +56,43 @@ def module_name(rel: tuple[int, int]) -> str:
     return f"torch_{rel[0]}_{rel[1]}"
 
 
+def _generated_here() -> dict:
+    """This torch's table, generated once and cached (Note [A node table for every release])."""
+    from ..core.paths import build_base
+    git = str(torch.version.git_version)[:12]
+    path = os.path.join(build_base(), f"node_table-{torch.__version__}-{git}.txt")
+    try:
+        with open(path, encoding="utf-8") as f:
+            return ast.literal_eval(f.read())
+    except (OSError, ValueError, SyntaxError):
+        pass
+    from .node_table_gen import build_table
+    t0 = time.perf_counter()
+    table = build_table()
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(repr(table))
+    os.replace(tmp, path)       # several processes may generate it at once: last one wins
+    log.info("compiled_bw: generated the node table of torch %s in %.1f s (%s)",
+             torch.__version__, time.perf_counter() - t0, path)
+    return table
+
+
 def _load() -> tuple[dict, tuple[int, int], str | None]:
     rel = release()
-    have = committed()
-    missing = None
-    use = rel
-    if rel not in have:
-        # the nearest release's table (an older one first: a newer one may list classes this
-        # torch lacks, harmlessly; an older one lacks the new classes, which are then unknown)
-        use = min(have, key=lambda r: (abs(r[1] - rel[1]) + 100 * abs(r[0] - rel[0]), r > rel))
-        missing = (f"no node table for torch {rel[0]}.{rel[1]} (installed {torch.__version__}); "
-                   f"using torch {use[0]}.{use[1]}'s: run python tools/gen_node_table.py --write")
+    if rel in committed():
+        mod = importlib.import_module(f"{node_tables.__name__}.{module_name(rel)}")
+        return mod.GENERATED, rel, None
+    try:
+        return _generated_here(), rel, None
+    except Exception as e:  # noqa: BLE001 -- any failure: no table, every node unknown
+        missing = (f"no node table for torch {rel[0]}.{rel[1]} (installed {torch.__version__}) "
+                   f"and generating one failed ({type(e).__name__}: {e}): built-in nodes are "
+                   f"unknown, backwards run eager autograd; install pyyaml, or run python "
+                   f"tools/gen_node_table.py --write")
         log.warning("compiled_bw: %s", missing)
-    mod = importlib.import_module(f"{node_tables.__name__}.{module_name(use)}")
-    return mod.GENERATED, use, missing
+        return {}, rel, missing
 
 
 GENERATED, TABLE_RELEASE, MISSING = _load()

@@ -23,7 +23,7 @@ import dataclasses
 
 from .aot import aot_plan, is_aot_node_class
 from .custom import is_custom_node, is_traceable
-from .node_table import GENERATED
+from .node_table import GENERATED, MISSING
 
 TRACE, OPAQUE, LEAF, UNSUPPORTED = "trace", "opaque", "leaf", "unsupported"
 CUSTOM, TRACE_CUSTOM, AOT = "custom", "trace_custom", "aot"
@@ -125,7 +125,8 @@ def _classify(cls: type) -> NodeKind:
         return NodeKind(name, TRACE, tensor_attrs, value_attrs, edge_rules=rules)
     if name in KNOWN_OPAQUE:
         return NodeKind(name, OPAQUE, tensor_attrs, value_attrs)
-    return NodeKind(name, UNSUPPORTED, (), (), reason=f"unknown autograd node kind {name}")
+    why = f" ({MISSING})" if MISSING else ""     # Note [A node table for every release]
+    return NodeKind(name, UNSUPPORTED, (), (), reason=f"unknown autograd node kind {name}{why}")
 
 
 def hidden_state_unknown(kind: NodeKind, edges: tuple) -> bool:
