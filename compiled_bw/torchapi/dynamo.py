@@ -170,9 +170,14 @@ def sym_parts(x):
 
 
 def hint_of(env, expr) -> int | None:
-    """The value of a size expression at the sizes the trace started from (no guard)."""
+    """The value of a size expression at the sizes the trace started from (no guard).
+    ShapeEnv.guarding_hint_or_throw is newer than torch 2.11, whose ShapeEnv.size_hint does the
+    same (without it every hint was None there: sizes that changed together got no shared
+    symbol, 6 captures of a conv stem where 2.13 makes 2)."""
+    hint = getattr(env, "guarding_hint_or_throw", None) or env.size_hint
     try:
-        return int(env.guarding_hint_or_throw(expr))
+        v = hint(expr)
+        return None if v is None else int(v)
     except Exception:  # noqa: BLE001 -- no hint (an unbacked symbol): nothing to tie
         return None
 
