@@ -75,6 +75,8 @@ FEATURES = {
     torch_dynamo.AOT_SPLICE_FEATURE: _release_feature(
         torch_dynamo.AOT_SPLICE_FEATURE,
         "a torch.compile'd forward's backward is spliced into our graph"),
+    torch_checkpoint.RECOMPUTE_FEATURE: _release_feature(
+        torch_checkpoint.RECOMPUTE_FEATURE, "checkpointed regions are traced"),
     torch_checkpoint.SAC_FEATURE: _release_feature(
         torch_checkpoint.SAC_FEATURE, "selective-checkpoint regions are traced"),
     "Dynamo skips our wrappers": _dynamo_skip,

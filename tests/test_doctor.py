@@ -22,7 +22,8 @@ def test_report_names_release_build_and_features():
     for name, f in r["features"].items():
         assert isinstance(f["on"], bool) and f["detail"], name
     off = torchapi.features_off()
-    for name in (torch_checkpoint.SAC_FEATURE, torch_dynamo.AOT_SPLICE_FEATURE):
+    for name in (torch_checkpoint.SAC_FEATURE, torch_dynamo.AOT_SPLICE_FEATURE,
+                 torch_checkpoint.RECOMPUTE_FEATURE):
         assert r["features"][name]["on"] == (name not in off), name
     # AOT splicing's verdict is capture/aot.py's own for a compiled forward
     f = torch.compile(lambda x: x.cos() * 3, backend="aot_eager")
@@ -37,3 +38,15 @@ def test_doctor_command_prints_json():
                          capture_output=True, text=True, timeout=600, check=True).stdout
     r = json.loads(out)
     assert r["torch"] == torch.__version__ and "C++ walk" in r["features"]
+
+
+def test_recompute_feature_follows_this_releases_closure():
+    """Traced checkpoint recomputation is on exactly where recompute_fn closes over every
+    variable capture/recompute.py reads (off on torch 2.11: kwargs are an input there)."""
+    import torch.utils.checkpoint as cp
+    import types
+    code = next(c for c in cp._checkpoint_without_reentrant_generator.__code__.co_consts
+                if isinstance(c, types.CodeType) and c.co_name == "recompute_fn")
+    closes = set(torch_checkpoint.RECOMPUTE_VARS) <= set(code.co_freevars)
+    assert (torch_checkpoint.RECOMPUTE_OFF is None) == closes, torch_checkpoint.RECOMPUTE_OFF
+    assert (torch_checkpoint.RECOMPUTE_FEATURE in torchapi.features_off()) == (not closes)

@@ -241,6 +241,9 @@ class <lambda>(torch.nn.Module):
     def test_checkpointed_mlp_recompute_is_in_the_graph(self):
         """Non-reentrant checkpoint: the region's recomputed addmm and gelu are graph ops fed by
         its parameters and saved argument (capture/recompute.py), not an opaque call."""
+        from compiled_bw.torchapi import checkpoint as torch_checkpoint
+        if torch_checkpoint.RECOMPUTE_OFF:      # torch 2.11 (tests/test_doctor.py)
+            self.skipTest(torch_checkpoint.RECOMPUTE_OFF)
         import torch.utils.checkpoint as cp
         m = nn.Sequential(nn.Linear(4, 8), nn.GELU(), nn.Linear(8, 2))
         x = torch.randn(3, 4)
@@ -275,6 +278,9 @@ class <lambda>(torch.nn.Module):
         """Selective checkpointing saving addmm: the forward's saved addmm outputs are graph
         inputs (ckpt0_sac*), the gelu between them is recomputed in the graph
         (capture/recompute.py Note [Selective recomputation])."""
+        from compiled_bw.torchapi import checkpoint as torch_checkpoint
+        if torch_checkpoint.RECOMPUTE_OFF:      # torch 2.11 (tests/test_doctor.py)
+            self.skipTest(torch_checkpoint.RECOMPUTE_OFF)
         import torch.utils.checkpoint as cp
         m = nn.Sequential(nn.Linear(4, 8), nn.GELU(), nn.Linear(8, 2))
         x = torch.randn(3, 4)

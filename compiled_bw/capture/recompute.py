@@ -179,6 +179,8 @@ def _frame_ok(frame) -> dict | None:
     cv = ckpt.closure_vars(frame.recompute_fn)
     if not all(n in cv for n in ckpt.RECOMPUTE_VARS):
         return None
+    for n, absent in ckpt.RECOMPUTE_DEFAULTS.items():
+        cv.setdefault(n, absent)
     if cv["kwargs"] or cv["is_non_strict_tracing"]:
         return None
     rc = cv["recompute_context"]

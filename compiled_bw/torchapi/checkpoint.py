@@ -109,7 +109,34 @@ def _filled(cell) -> bool:
 # only filled on some paths, e.g. had_device_in_fwd with preserve_rng_state, are left out)
 RECOMPUTE_VARS = ("fn", "kwargs", "preserve_rng_state",
                   "device_autocast_kwargs", "cpu_autocast_kwargs", "recompute_context",
-                  "device_ctx", "is_non_strict_tracing")
+                  "device_ctx")
+# variables a release's recompute_fn may not have, with the value that means what such a
+# release does: torch 2.11's has no non-strict-tracing branch at all (with the variable
+# required, every checkpointed region was declined there, unnamed)
+RECOMPUTE_DEFAULTS = {"is_non_strict_tracing": False}
+
+
+def _recompute_freevars() -> frozenset | None:
+    """The closure variables of this release's recompute_fn, read from its code (no frame)."""
+    gen = getattr(_cp, "_checkpoint_without_reentrant_generator", None)
+    for c in getattr(getattr(gen, "__code__", None), "co_consts", ()):
+        if isinstance(c, types.CodeType) and c.co_name == "recompute_fn":
+            return frozenset(c.co_freevars)
+    return None
+
+
+# Traced checkpoint recomputation reads recompute_fn's closure: torch 2.11's passes the
+# region's kwargs as its first input instead of closing over them (and saves them with the
+# arguments), which our tracing of the saved arguments does not read.  There the feature is
+# off by name (its regions run as the real unpack, correct, one opaque call per node).
+RECOMPUTE_FEATURE = "traced checkpoint recomputation"
+_FV = _recompute_freevars()
+_RC_MISSING = ["recompute_fn"] if _FV is None else [n for n in RECOMPUTE_VARS if n not in _FV]
+RECOMPUTE_OFF = (f"{RECOMPUTE_FEATURE} is off on torch {torch.__version__}: its checkpoint's "
+                 f"recompute_fn does not close over {', '.join(_RC_MISSING)}; checkpointed "
+                 "regions run as their real unpack" if _RC_MISSING else None)
+if RECOMPUTE_OFF:
+    FEATURES_OFF[RECOMPUTE_FEATURE] = RECOMPUTE_OFF
 
 
 # the recompute_fn variables its RNG replay reads (filled when preserve_rng_state is True)
