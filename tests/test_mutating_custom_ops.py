@@ -86,7 +86,6 @@ def _functionalization(version: int):
 # fallback's warning hook, a C++ tensor hook compiled_bw cannot run: that backward runs eager
 # autograd, named (only where the op's output is part of the graph: eager contexts).
 NO_AUTOGRAD_KERNEL = "a C++ tensor hook on"
-INDUCTOR_REFUSES_MUTATING_OP = "Found a custom (non-ATen) operator whose output has alias annotations"
 
 
 def _check(fn, backend, shape=(4, 4), fallback=None):
@@ -182,13 +181,12 @@ def test_mutating_op_in_custom_backward(kind, backend, compiled):
 
     def fn(x):
         return f.apply(x.sin()).cos()
-    # Traced into our graph, the op is called as it is (not auto_functionalized): our Inductor
-    # retrace (torch.func.functionalize) refuses it, and that graph runs on the eager backend,
-    # named in stats (not compiled: issue #36's note)
-    why = INDUCTOR_REFUSES_MUTATING_OP if backend == "inductor" and not compiled else None
+    # traced into our graph, the op is called as it is (not auto_functionalized): on Inductor
+    # it becomes its functional twin (Note [Inductor: mutating ops called directly]; before,
+    # our functionalizing retrace refused it and the graph ran on the eager backend)
     with _functionalization(2):
         _check(torch.compile(fn, backend="aot_eager", fullgraph=True) if compiled else fn,
-               backend, fallback=why)
+               backend)
 
 
 def test_inductor_still_wrong_for_ops_returning_their_input():

@@ -472,12 +472,15 @@ def compile_inductor(gm: torch.fx.GraphModule, example_inputs: list):
     install()               # (after compiled_bw.uninstall(): our compiles need it)
     vals = _output_vals(gm)
     twins = fresh_returns.needs_twins(gm)
-    if current_sites() or twins:
+    direct = fresh_returns.needs_functional(gm)
+    if current_sites() or twins or direct:
         gm = copy.deepcopy(gm)      # the captured graph stays as it was (last_graph, eager)
     if current_sites():
         _insert_barriers(gm)
     if twins:       # Note [Inductor: mutating ops that return their input]
         fresh_returns.use_twins(gm)
+    if direct:      # Note [Inductor: mutating ops called directly]
+        fresh_returns.use_functional(gm)
     retraced = make_fx(torch.func.functionalize(_tuple_outputs(gm)),
                        decomposition_table=select_decomp_table(),
                        tracing_mode="fake")(*example_inputs)
