@@ -22,7 +22,7 @@ for _name in ("note_a", "note_b"):
         LOG.append((_name, round(float(x.sum()), 3)))
         return x.clone()
     _LIB.impl(_name, _impl, "CompositeExplicitAutograd")
-    torch.library.register_fake(f"cbwtest_eff::{_name}", lambda x: torch.empty_like(x), lib=_LIB)
+    torch.library.register_fake(f"cbwtest_eff::{_name}", torch.empty_like, lib=_LIB)
     _register_effectful_op(getattr(torch.ops.cbwtest_eff, _name).default, _EffectType.ORDERED)
 
 

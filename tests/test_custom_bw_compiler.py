@@ -48,7 +48,7 @@ def test_user_bw_compiler_not_called_for_spliced_backward():
     for under_enable, want in ((False, ["bw_compiler"]), (True, [])):
         torch._dynamo.reset()
         compiled_bw.reset()
-        lin, f, x = build()
+        _, f, x = build()
         CALLS.clear()
         loss = f(x).sum()
         if under_enable:

@@ -43,8 +43,9 @@ def test_doctor_command_prints_json():
 def test_recompute_feature_follows_this_releases_closure():
     """Traced checkpoint recomputation is on exactly where recompute_fn closes over every
     variable capture/recompute.py reads (off on torch 2.11: kwargs are an input there)."""
-    import torch.utils.checkpoint as cp
     import types
+
+    import torch.utils.checkpoint as cp
     code = next(c for c in cp._checkpoint_without_reentrant_generator.__code__.co_consts
                 if isinstance(c, types.CodeType) and c.co_name == "recompute_fn")
     closes = set(torch_checkpoint.RECOMPUTE_VARS) <= set(code.co_freevars)

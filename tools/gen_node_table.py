@@ -14,7 +14,7 @@ import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from compiled_bw.capture.node_table_gen import build_table  # noqa: E402
+from compiled_bw.capture.node_table_gen import build_table
 
 
 def render(table: dict) -> str:

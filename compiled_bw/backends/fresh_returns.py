@@ -198,13 +198,11 @@ def use_functional(gm: torch.fx.GraphModule) -> None:
         with g.inserting_before(n):
             f = g.call_function(functional_twin(op), n.args, dict(n.kwargs))
             one = k + len(written) == 1        # then the twin returns a Tensor, not a tuple
-
-            def item(j):
-                return f if one else g.call_function(operator.getitem, (f, j))
             for j, (i, name) in enumerate(written):
                 src = n.args[i] if i < len(n.args) else n.kwargs[name]
-                g.call_function(torch.ops.aten.copy_.default, (src, item(k + j)))
+                new = f if one else g.call_function(operator.getitem, (f, k + j))
+                g.call_function(torch.ops.aten.copy_.default, (src, new))
             if k:
-                n.replace_all_uses_with(item(0))
+                n.replace_all_uses_with(f if one else g.call_function(operator.getitem, (f, 0)))
         g.erase_node(n)
     gm.recompile()
