@@ -12,20 +12,11 @@ import contextlib
 import pytest
 import torch
 import torch._dynamo
+from functions import Triple
 
 import compiled_bw
 
 FLAGS = [None] + [f for f in ("nested_graph_breaks",) if hasattr(torch._dynamo.config, f)]
-
-
-class Scale(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x):
-        return x * 3
-
-    @staticmethod
-    def backward(ctx, g):
-        return g * 3
 
 
 class Net(torch.nn.Module):
@@ -35,9 +26,9 @@ class Net(torch.nn.Module):
         self.b = torch.nn.Linear(4, 2)
 
     def forward(self, x):
-        h = Scale.apply(self.a(x).relu())
+        h = Triple.apply(self.a(x).relu())
         torch._dynamo.graph_break()
-        return self.b(Scale.apply(h))
+        return self.b(Triple.apply(h))
 
 
 def _hooked_mlp():
