@@ -600,3 +600,40 @@ def test_sac_nested_inside_plain_checkpoint():
 def test_sac_region_with_dropout_is_traced():
     differential(_build(_with_dropout), _sac_step(_policy(_save_mm)), strict=True)
     assert "carry hooks" not in _opaque_nodes(), _opaque_nodes()
+
+
+def _respects_hooks() -> dict:
+    """checkpoint(respect_saved_tensors_hooks=True) where this torch has it (2.15+): SAC's
+    saved outputs then go through the user's pack hook, and its lookup unpacks them."""
+    import inspect
+    return ({"respect_saved_tensors_hooks": True}
+            if "respect_saved_tensors_hooks" in inspect.signature(cp.checkpoint).parameters else {})
+
+
+def test_sac_region_under_users_saved_tensors_hooks():
+    """The pack hook halves what it stores and the unpack hook doubles it back, each call
+    logged: a trace that read a packed value instead of eager's unpacked one (the region's
+    saved inputs; on 2.15 with respect_saved_tensors_hooks, also SAC's stored outputs:
+    torchapi.checkpoint.hooked_entry) would get grads off by a factor of two."""
+    def step(st):
+        m, head, x, log = st
+        for p in (*m.parameters(), *head.parameters()):
+            p.grad = None
+        log.clear()
+
+        def pack(t):
+            log.append(("pack", tuple(t.shape)))
+            return t * 0.5
+
+        def unpack(p):
+            log.append(("unpack", tuple(p.shape)))
+            return p * 2
+
+        xr = x.detach().requires_grad_()
+        with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+            h = cp.checkpoint(m, xr, use_reentrant=False, **_respects_hooks(),
+                              context_fn=lambda: cp.create_selective_checkpoint_contexts(_save_mm))
+            loss = head(h).pow(2).sum()
+        loss.backward()
+        return [*grads(m), *grads(head), xr.grad, list(log)]
+    differential(_build(_deep), step, captures=None)

@@ -46,7 +46,14 @@ py::object& g_py_node = *new py::object();   // py_node(i, node, saved, py_keys,
 NodePtr node_of(PyObject* o) {
   if (torch::autograd::THPCppFunction_Check(o))
     return owning(((torch::autograd::THPCppFunction*)o)->cdata);
-  if (THPFunction_Check(o)) return owning(((THPFunction*)o)->cdata);
+  if (THPFunction_Check(o)) {
+    // On releases where THPFunction holds a weak_ptr (2.11), a Python Function object can
+    // outlive its node (the graph was freed): say so instead of handing out a null node.
+    NodePtr n = owning(((THPFunction*)o)->cdata);
+    if (!n)
+      raise(PyExc_RuntimeError, "compiled_bw fastwalk: this autograd Function's node was freed");
+    return n;
+  }
   raise(PyExc_TypeError, "compiled_bw fastwalk: not an autograd node");
 }
 

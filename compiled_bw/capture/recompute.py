@@ -181,7 +181,7 @@ def _frame_ok(frame) -> dict | None:
         return None
     for n, absent in ckpt.RECOMPUTE_DEFAULTS.items():
         cv.setdefault(n, absent)
-    if cv["kwargs"] or cv["is_non_strict_tracing"]:
+    if cv["kwargs"] or cv["is_non_strict_tracing"] or cv["is_fx_tracing"]:
         return None
     rc = cv["recompute_context"]
     if not (ckpt.is_noop_context(rc) or ckpt.sac_storage(rc) is not None) or \
@@ -221,7 +221,7 @@ def _sac(storage, mutable: bool, tensor_meta) -> Sac | None:
             leaves, spec = pytree.tree_flatten(e)
             out, meta = [], []
             for lf in leaves:
-                if type(lf) is not ckpt.VersionWrapper:
+                if type(lf) is not ckpt.VersionWrapper or ckpt.hooked_entry(lf):
                     return None
                 v = lf.val
                 if isinstance(v, torch.Tensor):

@@ -113,15 +113,22 @@ RECOMPUTE_VARS = ("fn", "kwargs", "preserve_rng_state",
 # variables a release's recompute_fn may not have, with the value that means what such a
 # release does: torch 2.11's has no non-strict-tracing branch at all (with the variable
 # required, every checkpointed region was declined there, unnamed)
-RECOMPUTE_DEFAULTS = {"is_non_strict_tracing": False}
+# (nor 2.13 an FX-tracing flag: 2.15 closes over is_fx_tracing and re-enters it).  A region
+# whose forward ran while either was set is declined (capture/recompute.py `_frame_ok`).
+RECOMPUTE_DEFAULTS = {"is_non_strict_tracing": False, "is_fx_tracing": False}
+# where recompute_fn is defined: torch 2.15 moved the body of
+# _checkpoint_without_reentrant_generator into an _impl it calls (the old name is a shim)
+RECOMPUTE_GENERATORS = ("_checkpoint_without_reentrant_generator_impl",
+                        "_checkpoint_without_reentrant_generator")
 
 
 def _recompute_freevars() -> frozenset | None:
     """The closure variables of this release's recompute_fn, read from its code (no frame)."""
-    gen = getattr(_cp, "_checkpoint_without_reentrant_generator", None)
-    for c in getattr(getattr(gen, "__code__", None), "co_consts", ()):
-        if isinstance(c, types.CodeType) and c.co_name == "recompute_fn":
-            return frozenset(c.co_freevars)
+    for name in RECOMPUTE_GENERATORS:
+        gen = getattr(_cp, name, None)
+        for c in getattr(getattr(gen, "__code__", None), "co_consts", ()):
+            if isinstance(c, types.CodeType) and c.co_name == "recompute_fn":
+                return frozenset(c.co_freevars)
     return None
 
 
@@ -163,6 +170,14 @@ def global_module_hooks() -> bool:
 
 def is_noop_context(ctx) -> bool:
     return type(ctx) is contextlib.nullcontext
+
+
+def hooked_entry(wrapper) -> bool:
+    """A selective-checkpoint saved output that went through the user's saved-tensors pack hook
+    (torch 2.15+, checkpoint(respect_saved_tensors_hooks=True)): its `val` is what the pack
+    hook returned, and eager's lookup calls the unpack hook on it.  Such an entry is not the
+    tensor the op returned, so the trace declines the region (Note [SAC storage format])."""
+    return getattr(wrapper, "unpack_hook", None) is not None
 
 
 def sac_storage(ctx):
