@@ -30,6 +30,43 @@ def pytest_configure(config):
                             "(COMPILED_BW_BACKGROUND_COMPILE=0) for this test")
     config.addinivalue_line("markers", "slow: over ~10 s on 2 cores; `pytest -m 'not slow'` "
                             "is the quick edit-test loop")
+    config.addinivalue_line("markers", "release: the quick tests of RELEASE_FILES, run by CI on "
+                            "the oldest and newest torch release (tools/release_check.sh)")
+
+
+# Note [Release tests]: CI runs the whole suite on one torch release and, on the oldest and
+# newest supported ones, the quick tests of the files below: the ones that touch what differs
+# between releases (private APIs and node tables, doctor's feature table, graph snapshots,
+# Dynamo, checkpointing and selective checkpointing, AOT splicing, custom Functions and ops,
+# hooks, the engine's core semantics, distributed, a real model).  `tools/release_check.sh V
+# --quick` runs the whole quick suite on release V (tools/full_check.sh, every release).
+RELEASE_FILES = {
+    "test_private_api.py", "test_doctor.py", "test_graph_snapshots.py", "test_dynamo_unchanged.py",
+    "test_core.py", "test_checkpoint.py", "test_recompute.py", "test_hooks.py",
+    "test_custom_functions.py", "test_custom_op_traced.py", "test_saved_hooks.py",
+    "test_api.py", "test_layers.py", "test_signature.py", "test_distributed.py",
+    "test_real_models.py", "test_aot.py", "test_subclass.py",
+}
+# slow tests that are release tests all the same: distributed, real models, AOT splicing
+RELEASE_SLOW = {
+    "test_distributed.py::test_world1_in_process[ddp-eager]",
+    "test_distributed.py::test_world1_in_process[fsdp2_checkpointed-eager]",
+    "test_distributed.py::test_world2_processes",
+    "test_real_models.py::test_real_model_eager_backend[gpt2-plain]",
+    "test_real_models.py::test_real_model_eager_backend[llama-ckpt]",
+    "test_real_models.py::test_real_model_compiled_forward[gpt2-eager-warm]",
+    "test_aot.py::test_compiled_mlp_is_spliced[aot_eager]",
+    "test_aot.py::test_graph_break_mixes_aot_and_eager_nodes",
+    "test_aot.py::test_snapshot_of_spliced_mlp",
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        name = item.nodeid.rsplit("/", 1)[-1]
+        if name in RELEASE_SLOW or (item.path.name in RELEASE_FILES
+                                    and item.get_closest_marker("slow") is None):
+            item.add_marker(pytest.mark.release)
 
 
 @pytest.fixture(autouse=True)

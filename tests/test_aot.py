@@ -5,6 +5,7 @@ fallback) and the captured graph holds the AOT backward's aten ops (names prefix
 not one opaque call.
 """
 import pytest
+import snapshot
 import torch
 from aot_cache import aot_cache, aot_nodes, assert_aot_cache, warm_aot_cache
 from differential import differential, grads
@@ -146,8 +147,7 @@ def test_snapshot_of_spliced_mlp():
     with compiled_bw.enable(strict=True):
         cm(torch.randn(2, 4)).sum().backward()
     text = compiled_bw.last_graph().print_readable(False, include_stride=False, include_device=False)
-    tc = expecttest.TestCase()
-    tc.assertExpectedInline(text.strip(), """\
+    snapshot.check(expecttest.TestCase(), text.strip(), """\
 class <lambda>(torch.nn.Module):
     def forward(self, grad_root0: "f32[]", saved_compiledfunctionbackward1_tensors_0: "f32[2, 4]", saved_compiledfunctionbackward1_tensors_1: "f32[2, 3]"):
         # No stacktrace found for following nodes
@@ -161,7 +161,7 @@ class <lambda>(torch.nn.Module):
         aot0_t_2: "f32[3, 4]" = torch.ops.aten.t.default(aot0_t_1);  aot0_t_1 = None
         aot0_sum_1: "f32[1, 3]" = torch.ops.aten.sum.dim_IntList(aot0_threshold_backward, [0], True);  aot0_threshold_backward = None
         aot0_view: "f32[3]" = torch.ops.aten.view.default(aot0_sum_1, [3]);  aot0_sum_1 = None
-        return [aot0_t_2, aot0_view]""")
+        return [aot0_t_2, aot0_view]""", name="test_snapshot_of_spliced_mlp")
 
 
 def test_trace_time_tensors_in_a_graph_are_rejected():

@@ -6,6 +6,7 @@ and review the diff like code.  (Custom Functions, hooks and AOT-spliced graphs 
 snapshots with the issues that compile them.)
 """
 import expecttest
+import snapshot
 import torch
 from functions import Double, scaled_sin
 from torch import nn
@@ -26,7 +27,7 @@ class TestSnapshots(expecttest.TestCase):
     def test_mlp(self):
         m = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
         x = torch.randn(3, 4)
-        self.assertExpectedInline(captured(lambda: m(x).sum().backward()), """\
+        snapshot.check(self, captured(lambda: m(x).sum().backward()), """\
 class <lambda>(torch.nn.Module):
     def forward(self, grad_root0: "f32[]", saved_addmm1_mat1: "f32[3, 8]", saved_addmm1_mat2: "f32[8, 2]", saved_relu3_result: "f32[3, 8]", saved_addmm6_mat1: "f32[3, 4]"):
         # No stacktrace found for following nodes
@@ -51,7 +52,7 @@ class <lambda>(torch.nn.Module):
     def test_broadcast_sum_to(self):
         a = torch.randn(3, 1, requires_grad=True)
         b = torch.randn(4, requires_grad=True)
-        self.assertExpectedInline(captured(lambda: (a * b).sum().backward()), """\
+        snapshot.check(self, captured(lambda: (a * b).sum().backward()), """\
 class <lambda>(torch.nn.Module):
     def forward(self, grad_root0: "f32[]", saved_mul1_other: "f32[4]", saved_mul1_self: "f32[3, 1]"):
         # No stacktrace found for following nodes
@@ -66,7 +67,7 @@ class <lambda>(torch.nn.Module):
     def test_dtype_cast(self):
         a = torch.randn(3, requires_grad=True)
         b = torch.randn(3, dtype=torch.float64, requires_grad=True)
-        self.assertExpectedInline(captured(lambda: (a * b).sum().backward()), """\
+        snapshot.check(self, captured(lambda: (a * b).sum().backward()), """\
 class <lambda>(torch.nn.Module):
     def forward(self, grad_root0: "f64[]", saved_mul1_other: "f64[3]", saved_mul1_self: "f32[3]"):
         # No stacktrace found for following nodes
@@ -82,7 +83,7 @@ class <lambda>(torch.nn.Module):
         def prog():
             h = x.exp()
             torch.autograd.grad((h * h).sum(), [h])
-        self.assertExpectedInline(captured(prog), """\
+        snapshot.check(self, captured(prog), """\
 class <lambda>(torch.nn.Module):
     def forward(self, grad_root0: "f32[]", saved_mul1_other: "f32[3]", saved_mul1_self: "f32[3]", saved_exp2_result: "f32[3]"):
         # No stacktrace found for following nodes
@@ -97,7 +98,7 @@ class <lambda>(torch.nn.Module):
 
         def prog():
             torch.autograd.backward([x.sin(), x.cos()], [torch.ones(2), torch.ones(2)])
-        self.assertExpectedInline(captured(prog), """\
+        snapshot.check(self, captured(prog), """\
 class <lambda>(torch.nn.Module):
     def forward(self, grad_root0: "f32[2]", grad_root1: "f32[2]", saved_cos1_self: "f32[2]", saved_sin0_self: "f32[2]"):
         # No stacktrace found for following nodes
@@ -112,7 +113,7 @@ class <lambda>(torch.nn.Module):
     def test_inputs_prunes(self):
         a = torch.randn(2, requires_grad=True)
         b = torch.randn(2, requires_grad=True)
-        self.assertExpectedInline(captured(lambda: (a.exp() * b.sin()).sum().backward(inputs=[b])), """\
+        snapshot.check(self, captured(lambda: (a.exp() * b.sin()).sum().backward(inputs=[b])), """\
 class <lambda>(torch.nn.Module):
     def forward(self, grad_root0: "f32[]", saved_mul1_other: "f32[2]", saved_mul1_self: "f32[2]", saved_sin3_self: "f32[2]", saved_exp2_result: "f32[2]"):
         # No stacktrace found for following nodes
@@ -129,7 +130,7 @@ class <lambda>(torch.nn.Module):
             y = x * 2
             y[1:3].mul_(3)
             y.sum().backward()
-        self.assertExpectedInline(captured(prog), """\
+        snapshot.check(self, captured(prog), """\
 class <lambda>(torch.nn.Module):
     def forward(self, grad_root0: "f32[]", saved_mul2_other: "i64[]"):
         # No stacktrace found for following nodes
@@ -143,7 +144,7 @@ class <lambda>(torch.nn.Module):
         # x's offset is the first input's length, hidden in the node (nodes.py Note [Hidden
         # saved state]): the real node runs
         x = torch.randn(2, requires_grad=True)
-        self.assertExpectedInline(captured(lambda: torch.cat([torch.zeros(1), x * 2, torch.zeros(1)]).sum().backward()), """\
+        snapshot.check(self, captured(lambda: torch.cat([torch.zeros(1), x * 2, torch.zeros(1)]).sum().backward()), """\
 class <lambda>(torch.nn.Module):
     def forward(self, grad_root0: "f32[]", saved_mul2_other: "i64[]"):
         # No stacktrace found for following nodes
@@ -156,7 +157,7 @@ class <lambda>(torch.nn.Module):
     def test_cat_with_a_non_grad_input_before_is_traced(self):
         # the hidden length is what x leaves of the grad's: x's offset is known
         x = torch.randn(2, requires_grad=True)
-        self.assertExpectedInline(captured(lambda: torch.cat([torch.zeros(1), x * 2]).sum().backward()), """\
+        snapshot.check(self, captured(lambda: torch.cat([torch.zeros(1), x * 2]).sum().backward()), """\
 class <lambda>(torch.nn.Module):
     def forward(self, grad_root0: "f32[]", saved_mul2_other: "i64[]"):
         # No stacktrace found for following nodes
@@ -167,7 +168,7 @@ class <lambda>(torch.nn.Module):
 
     def test_data_dependent_node_is_opaque(self):
         x = torch.randn(5, requires_grad=True)
-        self.assertExpectedInline(captured(lambda: x[x > 0].exp().sum().backward()), """\
+        snapshot.check(self, captured(lambda: x[x > 0].exp().sum().backward()), """\
 class <lambda>(torch.nn.Module):
     def forward(self, grad_root0: "f32[]", saved_exp1_result: "f32[2]", saved_index2_indices_0: "b8[5]"):
         # No stacktrace found for following nodes
@@ -180,7 +181,7 @@ class <lambda>(torch.nn.Module):
     def test_layernorm_gelu(self):
         m = nn.Sequential(nn.LayerNorm(4), nn.GELU())
         x = torch.randn(2, 4)
-        self.assertExpectedInline(captured(lambda: m(x).sum().backward()), """\
+        snapshot.check(self, captured(lambda: m(x).sum().backward()), """\
 class <lambda>(torch.nn.Module):
     def forward(self, grad_root0: "f32[]", saved_gelu1_self: "f32[2, 4]", saved_nativelayernorm2_bias: "f32[4]", saved_nativelayernorm2_input: "f32[2, 4]", saved_nativelayernorm2_result1: "f32[2, 1]", saved_nativelayernorm2_result2: "f32[2, 1]", saved_nativelayernorm2_weight: "f32[4]"):
         # No stacktrace found for following nodes
@@ -193,7 +194,7 @@ class <lambda>(torch.nn.Module):
 
     def test_custom_function_is_one_opaque_call(self):
         x = torch.randn(3, requires_grad=True)
-        self.assertExpectedInline(captured(lambda: Double.apply(x.exp()).sum().backward()), """\
+        snapshot.check(self, captured(lambda: Double.apply(x.exp()).sum().backward()), """\
 class <lambda>(torch.nn.Module):
     def forward(self, grad_root0: "f32[]", saved_exp2_result: "f32[3]"):
         # No stacktrace found for following nodes
@@ -206,7 +207,7 @@ class <lambda>(torch.nn.Module):
 
     def test_custom_op_backward_is_traced(self):
         x = torch.randn(3, requires_grad=True)
-        self.assertExpectedInline(captured(lambda: scaled_sin(x.exp(), 1.5).sum().backward()), """\
+        snapshot.check(self, captured(lambda: scaled_sin(x.exp(), 1.5).sum().backward()), """\
 class <lambda>(torch.nn.Module):
     def forward(self, grad_root0: "f32[]", saved_generatedbackwardfor_cbw_test_scaled_sin_defaultbackward1_tensors_0: "f32[3]", saved_exp2_result: "f32[3]"):
         # No stacktrace found for following nodes
@@ -225,7 +226,7 @@ class <lambda>(torch.nn.Module):
             y.register_hook(lambda g: g * 2)
             y.grad_fn.register_hook(lambda gi, go: None)
             y.sum().backward()
-        self.assertExpectedInline(captured(prog), """\
+        snapshot.check(self, captured(prog), """\
 class <lambda>(torch.nn.Module):
     def forward(self, grad_root0: "f32[]", saved_exp1_result: "f32[3]"):
         # No stacktrace found for following nodes
@@ -247,7 +248,7 @@ class <lambda>(torch.nn.Module):
         import torch.utils.checkpoint as cp
         m = nn.Sequential(nn.Linear(4, 8), nn.GELU(), nn.Linear(8, 2))
         x = torch.randn(3, 4)
-        self.assertExpectedInline(captured(
+        snapshot.check(self, captured(
             lambda: cp.checkpoint(m, x, use_reentrant=False).sum().backward()), """\
 class <lambda>(torch.nn.Module):
     def forward(self, grad_root0: "f32[]", ckpt0_0_weight: "f32[8, 4]", ckpt0_0_bias: "f32[8]", ckpt0_2_weight: "f32[2, 8]", ckpt0_2_bias: "f32[2]", ckpt0_arg0: "f32[3, 4]"):
@@ -287,7 +288,7 @@ class <lambda>(torch.nn.Module):
 
         def context():
             return cp.create_selective_checkpoint_contexts([torch.ops.aten.addmm.default])
-        self.assertExpectedInline(captured(
+        snapshot.check(self, captured(
             lambda: cp.checkpoint(m, x, use_reentrant=False, context_fn=context).sum().backward()),
             """\
 class <lambda>(torch.nn.Module):

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# One torch release in a fresh virtual environment, as a user on that release installs us:
+#   tools/release_check.sh VERSION            # CI's matrix: doctor + the release tests
+#   tools/release_check.sh VERSION --quick    # the whole quick suite (-m "not slow")
+# VERSION is a PyPI torch release (2.11.0 ... 2.15.0; the CUDA wheel runs on a CPU machine).
+# Installs torch==VERSION with pip's constraint file lifted (these machines cap torch at
+# 2.14.1), then the README's install command, which must keep that torch; builds the C++ walk,
+# prints `python -m compiled_bw.doctor` and runs the tests.  The release tests (`-m release`,
+# chosen in tests/conftest.py RELEASE_FILES) are the quick tests of the files that touch what
+# differs between releases: private APIs, node tables, doctor, snapshots, checkpointing, AOT
+# splicing, Dynamo, distributed and a real model.  Everything is made under a temporary folder
+# and removed at the end; exits non-zero if a step failed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+v=${1:?usage: tools/release_check.sh VERSION [--quick]}
+scope=${2:-}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+: >"$work/no-constraint.txt"
+python3 -m venv "$work/venv"
+. "$work/venv/bin/activate"
+export PIP_CONSTRAINT="$work/no-constraint.txt" COMPILED_BW_BUILD_DIR="$work/build" \
+  TORCHINDUCTOR_CACHE_DIR="$work/inductor" PIP_DISABLE_PIP_VERSION_CHECK=1
+t0=$SECONDS
+pip install -q "torch==$v"
+install_cmd=$(grep -m1 '^pip install' README.md | sed 's/ *#.*//; s/ *&&.*//')
+echo "+ $install_cmd"; eval "$install_cmd -q"
+got=$(python -c "import torch; print(torch.__version__.split('+')[0])")
+[ "$got" = "$v" ] || { echo "release_check: the install changed torch $v to $got"; exit 1; }
+echo "release_check $v: installed in $((SECONDS - t0)) s"
+python -m compiled_bw.build
+python -m compiled_bw.doctor
+sel=(-m release)
+[ "$scope" = "--quick" ] && sel=(-m "not slow")
+par=()
+python -c "import xdist" 2>/dev/null && par=(-n 2)
+python -m pytest -q -p no:cacheprovider "${par[@]}" "${sel[@]}" tests
+echo "release_check $v: passed in $((SECONDS - t0)) s"
