@@ -46,7 +46,10 @@ def test_recompute_feature_follows_this_releases_closure():
     import types
 
     import torch.utils.checkpoint as cp
-    code = next(c for c in cp._checkpoint_without_reentrant_generator.__code__.co_consts
+    # 2.15 moved the generator's body (recompute_fn with it) into an _impl it calls
+    gens = [getattr(cp, n) for n in ("_checkpoint_without_reentrant_generator_impl",
+                                     "_checkpoint_without_reentrant_generator") if hasattr(cp, n)]
+    code = next(c for g in gens for c in g.__code__.co_consts
                 if isinstance(c, types.CodeType) and c.co_name == "recompute_fn")
     closes = set(torch_checkpoint.RECOMPUTE_VARS) <= set(code.co_freevars)
     assert (torch_checkpoint.RECOMPUTE_OFF is None) == closes, torch_checkpoint.RECOMPUTE_OFF

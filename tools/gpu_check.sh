@@ -10,20 +10,24 @@
 #   GPU_CHECK_BUDGET=S bash tools/gpu_check.sh ...  # end within S seconds: each step's limit is
 #        cut to what is left, a step that cannot start with 30 s left is SKIPPED (and the run
 #        FAILED: not whole).  The CPU suite runs last: it is the one a CPU machine can redo.
-# Installs nothing beyond the README's install command, and runs that only when compiled_bw
-# or torch cannot be imported (a GPU machine's preinstalled CUDA torch is used as it is; the
-# checkout is put on PYTHONPATH).  Writes OUTDIR/{env.txt,build.log,private_api.log,cuda_tests.log,
+# Installs the project as a user on that machine would, over its preinstalled torch and with
+# no package index: `pip install --no-deps --no-build-isolation -e .` (the machine's torch,
+# pytest and Triton are used as they are); where even that cannot run, the checkout goes on
+# PYTHONPATH.  Without torch at all, it runs the README's install command.  Writes OUTDIR/{env.txt,build.log,private_api.log,cuda_tests.log,
 # suites_cuda.log,cpu_suite.log,bench/latest.md,bench/latest.json,summary.txt}; exits non-zero if a step failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: tools/gpu_check.sh OUTDIR [--dry-run|--full|--bench MODELS]}
 mode=${2:-}
 mkdir -p "$out/bench"
-export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+export PYTHONUNBUFFERED=1
 PY=${PYTHON:-python3}
-if ! "$PY" -c "import torch, compiled_bw" 2>/dev/null; then
+if ! "$PY" -c "import torch" 2>/dev/null; then
   install_cmd=$(grep -m1 '^pip install' README.md | sed 's/ *#.*//')
   echo "+ $install_cmd"; eval "$install_cmd" || exit 1
+elif ! "$PY" -m pip install -q --no-deps --no-build-isolation -e . >"$out/install.log" 2>&1; then
+  echo "pip install --no-deps -e . failed ($out/install.log): the checkout goes on PYTHONPATH"
+  export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 fi
 export TORCHINDUCTOR_CACHE_DIR="${TORCHINDUCTOR_CACHE_DIR:-$(mktemp -d)}"
 status=0
