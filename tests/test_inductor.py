@@ -42,7 +42,8 @@ def test_opaque_call_is_an_extern_kernel_in_one_graph():
     call = src[src.index("def call("):]
     n_inputs = len(compiled_bw.last_graph().graph.find_nodes(op="placeholder"))
     assert call.count("assert_size_stride(") < n_inputs, call[:2000]
-    assert "assert_size_stride(buf" in call, call[:2000]
+    # (torch 2.15 checks an extern call's output with assert_tensor_metadata)
+    assert "assert_size_stride(buf" in call or "assert_tensor_metadata(buf" in call, call[:2000]
 
 
 def test_grad_strides_follow_eagers_formulas():
