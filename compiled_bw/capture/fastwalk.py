@@ -455,6 +455,7 @@ class FastWalk:
     """walk.Walk's attributes, from a C++ walk (CWalk)."""
     __slots__ = ("_edges", "_in_meta", "_kinds", "_nodes", "_py_kinds", "_saved_node", "cw",
                  "hooks", "leaves", "root_edges", "signature", "slot_only")
+    feature_notes = frozenset()     # checkpointed regions go to the Python walk (walk.Walk)
 
     def __init__(self, cw, py_kinds: dict) -> None:
         self.cw = cw

@@ -255,10 +255,16 @@ def _answer(sac: Sac, saved: list, op, idx: int):
 
 
 def _region(w, i: int, frame, number: int, tensor_meta) -> Region | None:
+    if ckpt.RECOMPUTE_OFF is not None:      # this release's checkpoint: torchapi/checkpoint.py
+        w.feature_notes.add(ckpt.RECOMPUTE_OFF)
+        return None
     if ckpt.get_graph_exec_group() is not None or ckpt.global_module_hooks() or _autocast():
         return None
     cv = _frame_ok(frame)
     if cv is None:
+        if ckpt.SAC_OFF is not None and ckpt.is_sac_context(
+                ckpt.closure_vars(frame.recompute_fn).get("recompute_context")):
+            w.feature_notes.add(ckpt.SAC_OFF)   # Note [SAC storage format]
         return None
     fn = cv["fn"]
     module = _module_of(fn)

@@ -68,6 +68,7 @@ def tensor_meta(t: torch.Tensor) -> tuple:
 class Walk:
     __slots__ = (
         "edges",
+        "feature_notes",
         "hooks",
         "in_meta",
         "kinds",
@@ -97,6 +98,9 @@ class Walk:
         self.signature: tuple = ()
         self.root_edges: list = []     # (node index, input_nr) per root
         self.regions: dict = {}        # id(checkpoint frame) -> recompute.Region | None
+        # recompute.py: why a region was not traced, where a feature is off on this torch
+        # release (torchapi features_off()); a capture notes each
+        self.feature_notes: set = set()
         # unpacked.py Note [Unpack calls]: node index -> attrs of its hooked saved tensors;
         # (record, traced metas or None); node index -> (record, attrs) for one-call runs
         self.unpack_nodes: dict = {}

@@ -511,6 +511,8 @@ def _capture(state, w, opts, grad_tensors, slots, observed=False):
     for i, _ in plan.leaf_outputs:
         if not w.leaves[i].requires_grad:
             return Fallback(f"leaf {i} has requires_grad=False (set after the forward)")
+    for why in sorted(w.feature_notes):    # a feature off on this torch release
+        state.note(why)
     gm = run_passes(gm)
     mark_stealing(gm, plan.opaque_sites)
     example = [g for g in grad_tensors if g is not None] + list(w.saved)

@@ -172,6 +172,11 @@ def is_noop_context(ctx) -> bool:
     return type(ctx) is contextlib.nullcontext
 
 
+def is_sac_context(ctx) -> bool:
+    """Selective checkpointing's recompute context (torch's own, not a subclass)."""
+    return type(ctx) is CachedMode
+
+
 def hooked_entry(wrapper) -> bool:
     """A selective-checkpoint saved output that went through the user's saved-tensors pack hook
     (torch 2.15+, checkpoint(respect_saved_tensors_hooks=True)): its `val` is what the pack
@@ -185,7 +190,7 @@ def sac_storage(ctx):
     (torch's own _CachedTorchDispatchMode, not a subclass), else None.  The storage maps each
     op to {call index: RECOMPUTE | CONSUMED | pytree of VersionWrapper}, filled by the
     forward's caching mode (which alone calls the policy)."""
-    if type(ctx) is not CachedMode or SAC_OFF is not None:
+    if not is_sac_context(ctx) or SAC_OFF is not None:
         return None                     # Note [SAC storage format]
     return ctx.storage, ctx.allow_cache_entry_mutation
 
