@@ -30,6 +30,8 @@ def pytest_configure(config):
                             "(COMPILED_BW_BACKGROUND_COMPILE=0) for this test")
     config.addinivalue_line("markers", "slow: over ~10 s on 2 cores; `pytest -m 'not slow'` "
                             "is the quick edit-test loop")
+    config.addinivalue_line("markers", "needs_feature(*names): skipped where "
+                            "compiled_bw.torchapi.features_off() names one (Note [Release tests])")
     config.addinivalue_line("markers", "release: the quick tests of RELEASE_FILES, run by CI on "
                             "the oldest and newest torch release (tools/release_check.sh)")
 
@@ -38,7 +40,10 @@ def pytest_configure(config):
 # newest supported ones, the quick tests of the files below: the ones that touch what differs
 # between releases (private APIs and node tables, doctor's feature table, graph snapshots,
 # Dynamo, checkpointing and selective checkpointing, AOT splicing, custom Functions and ops,
-# hooks, the engine's core semantics, distributed, a real model).  `tools/release_check.sh V
+# hooks, the engine's core semantics, distributed, a real model).  A test that needs a feature
+# some release turns off (doctor's table) says so with @pytest.mark.needs_feature(name): it is
+# skipped there with that feature's reason, and tests/test_release_features.py checks the
+# named fallback on that release instead.  `tools/release_check.sh V
 # --quick` runs the whole quick suite on release V (tools/full_check.sh, every release).
 RELEASE_FILES = {
     "test_private_api.py", "test_doctor.py", "test_graph_snapshots.py", "test_dynamo_unchanged.py",
@@ -106,7 +111,18 @@ FULL_CHECK_ONLY = {
 }
 
 
+def _feature_off(item, off: dict) -> str | None:
+    """Why a feature the test needs is off on this torch release, or None."""
+    for m in item.iter_markers("needs_feature"):
+        for name in m.args:
+            if name in off:
+                return f"{off[name]} (tests/test_release_features.py checks the fallback)"
+    return None
+
+
 def pytest_collection_modifyitems(config, items):
+    from compiled_bw.torchapi import features_off
+    off = features_off()
     skip = pytest.mark.skip(reason=f"left to tools/full_check.sh ({FULL_CHECK_ENV}=1; "
                                    "tests/conftest.py Note [Full check])")
     for item in items:
@@ -116,6 +132,9 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.release)
         if name in FULL_CHECK_ONLY and not FULL_CHECK:
             item.add_marker(skip)
+        why = _feature_off(item, off) if off else None
+        if why is not None:
+            item.add_marker(pytest.mark.skip(reason=why))
 
 
 @pytest.fixture(autouse=True)

@@ -13,7 +13,8 @@ from torch import nn
 
 import compiled_bw
 
-pytestmark = pytest.mark.slow   # `pytest -m "not slow"` leaves it out
+pytestmark = [pytest.mark.slow,   # `pytest -m "not slow"` leaves it out
+              pytest.mark.needs_feature("AOT backward splicing")]
 
 
 def _mlp():

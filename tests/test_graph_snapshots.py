@@ -6,6 +6,7 @@ and review the diff like code.  (Custom Functions, hooks and AOT-spliced graphs 
 snapshots with the issues that compile them.)
 """
 import expecttest
+import pytest
 import snapshot
 import torch
 from functions import Double, scaled_sin
@@ -239,12 +240,10 @@ class <lambda>(torch.nn.Module):
         deliver = torch.ops.compiled_bw.deliver.default(2, getitem_1, 'leaf AccumulateGrad');  getitem_1 = deliver = None
         return []""")
 
+    @pytest.mark.needs_feature("traced checkpoint recomputation")
     def test_checkpointed_mlp_recompute_is_in_the_graph(self):
         """Non-reentrant checkpoint: the region's recomputed addmm and gelu are graph ops fed by
         its parameters and saved argument (capture/recompute.py), not an opaque call."""
-        from compiled_bw.torchapi import checkpoint as torch_checkpoint
-        if torch_checkpoint.RECOMPUTE_OFF:      # torch 2.11 (tests/test_doctor.py)
-            self.skipTest(torch_checkpoint.RECOMPUTE_OFF)
         import torch.utils.checkpoint as cp
         m = nn.Sequential(nn.Linear(4, 8), nn.GELU(), nn.Linear(8, 2))
         x = torch.randn(3, 4)
@@ -275,13 +274,11 @@ class <lambda>(torch.nn.Module):
         view_1: "f32[8]" = torch.ops.aten.view.default(sum_2, [8]);  sum_2 = None
         return [view, t_5, view_1, t_8]""")
 
+    @pytest.mark.needs_feature("traced checkpoint recomputation", "traced selective checkpointing")
     def test_sac_mlp_saved_mm_are_inputs_and_pointwise_recomputed(self):
         """Selective checkpointing saving addmm: the forward's saved addmm outputs are graph
         inputs (ckpt0_sac*), the gelu between them is recomputed in the graph
         (capture/recompute.py Note [Selective recomputation])."""
-        from compiled_bw.torchapi import checkpoint as torch_checkpoint
-        if torch_checkpoint.RECOMPUTE_OFF:      # torch 2.11 (tests/test_doctor.py)
-            self.skipTest(torch_checkpoint.RECOMPUTE_OFF)
         import torch.utils.checkpoint as cp
         m = nn.Sequential(nn.Linear(4, 8), nn.GELU(), nn.Linear(8, 2))
         x = torch.randn(3, 4)

@@ -656,6 +656,7 @@ def test_custom_op_function_is_recognized():
     assert not ta.is_custom_op_function(Double.apply(x).grad_fn._forward_cls)
 
 
+@pytest.mark.needs_feature("traced checkpoint recomputation")
 def test_checkpoint_frame_state_serves_unpacks():
     """capture/recompute.py reads non-reentrant checkpoint's frame from its unpack hook's
     closure and, while tracing, answers unpacks from the frame's per-group state: the unpack
@@ -689,6 +690,7 @@ def test_checkpoint_frame_state_serves_unpacks():
         ckpt.set_graph_exec_group(None)
 
 
+@pytest.mark.needs_feature("traced checkpoint recomputation", "traced selective checkpointing")
 def test_sac_storage_holds_the_forwards_verdicts_and_replay_answers_them():
     """capture/recompute.py (Note [Selective recomputation]) reads selective checkpointing's
     storage from the recompute context (_CachedTorchDispatchMode.storage: op -> {index:

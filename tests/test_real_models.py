@@ -179,6 +179,7 @@ def _compiled(name, warm):
 @pytest.mark.parametrize("name,backend,cache", [
     ("gpt2", "inductor", "cold"), ("gpt2", "eager", "warm"),
     ("llama", "eager", "cold"), ("llama", "inductor", "warm")])
+@pytest.mark.needs_feature("AOT backward splicing")
 def test_real_model_compiled_forward(name, backend, cache):
     """The forward torch.compile'd: every AOT backward spliced (strict: no fallback, no opaque
     CompiledFunctionBackward call), grads equal eager autograd's running the same compiled

@@ -17,7 +17,7 @@ from torch import nn
 
 import compiled_bw
 
-pytestmark = pytest.mark.both_backends
+pytestmark = [pytest.mark.both_backends, pytest.mark.needs_feature("traced checkpoint recomputation")]
 
 
 def _mlp():
@@ -344,6 +344,7 @@ def test_hf_gpt2_gradient_checkpointing_is_traced():
     assert f"checkpoint regions: dynamo_traces={st.recompute_captures} " in compiled_bw.explain()
 
 
+@pytest.mark.needs_feature("traced selective checkpointing")
 def test_hf_gpt2_selective_checkpointing_is_traced():
     """Hugging Face's gradient checkpointing with a SAC context_fn (gradient_checkpointing_kwargs)."""
     import functools
@@ -487,6 +488,7 @@ def _sac_placeholders() -> list:
 
 @pytest.mark.parametrize("policy", [_save_mm, _save_nothing, _save_all,
                                     _recompute_mm_save_activations, MM[1:]])
+@pytest.mark.needs_feature("traced selective checkpointing")
 def test_sac_region_is_traced_with_eagers_saved_outputs(policy):
     p = list(policy) if isinstance(policy, tuple) else policy
     differential(_build(_deep), _sac_step(_policy(p)), strict=True)
@@ -515,6 +517,7 @@ def _every_other_mm(st):
     return cp.create_selective_checkpoint_contexts(policy)
 
 
+@pytest.mark.needs_feature("traced selective checkpointing")
 def test_sac_stateful_counter_policy_gets_each_steps_verdicts():
     st = differential(_counting_build, _sac_step(_every_other_mm), strict=True, steps=4,
                       captures=2)
@@ -536,6 +539,7 @@ def _torchtitan_style(st):
     return cp.create_selective_checkpoint_contexts(policy)
 
 
+@pytest.mark.needs_feature("traced selective checkpointing")
 def test_sac_torchtitan_style_policy():
     differential(_build(_deep), _sac_step(_torchtitan_style), strict=True, steps=3)
     assert len(_sac_placeholders()) == 2, _sac_placeholders()
@@ -554,6 +558,7 @@ def _global_flag(ctx, op, *args, **kwargs):
     return Policy.MUST_SAVE if save else Policy.PREFER_RECOMPUTE
 
 
+@pytest.mark.needs_feature("traced selective checkpointing")
 def test_sac_policy_reading_a_global_flag_flipped_between_steps():
     def build():
         _SAVE_MM_NOW[0] = True
@@ -567,6 +572,7 @@ def test_sac_policy_reading_a_global_flag_flipped_between_steps():
 
 
 @pytest.mark.parametrize("policy", [_save_mm, _save_nothing])
+@pytest.mark.needs_feature("traced selective checkpointing")
 def test_sac_retain_graph_then_second_backward_as_eager(policy):
     """Eager's second recomputation of a region whose storage was consumed raises ("backward an
     extra time"); one that saved nothing recomputes again.  Ours: the first is traced and
@@ -591,12 +597,14 @@ class _Outer(nn.Module):
         return self.out(torch.tanh(h))
 
 
+@pytest.mark.needs_feature("traced selective checkpointing")
 def test_sac_nested_inside_plain_checkpoint():
     differential(_build(_Outer), _sac_step(lambda st: (contextlib.nullcontext(),
                                                        contextlib.nullcontext())),
                  strict=True, captures=None)
 
 
+@pytest.mark.needs_feature("traced selective checkpointing")
 def test_sac_region_with_dropout_is_traced():
     differential(_build(_with_dropout), _sac_step(_policy(_save_mm)), strict=True)
     assert "carry hooks" not in _opaque_nodes(), _opaque_nodes()
@@ -610,6 +618,7 @@ def _respects_hooks() -> dict:
             if "respect_saved_tensors_hooks" in inspect.signature(cp.checkpoint).parameters else {})
 
 
+@pytest.mark.needs_feature("traced selective checkpointing")
 def test_sac_region_under_users_saved_tensors_hooks():
     """The pack hook halves what it stores and the unpack hook doubles it back, each call
     logged: a trace that read a packed value instead of eager's unpacked one (the region's

@@ -33,6 +33,7 @@ def _two(shape, scale=2.0):
     return TwoTensor(a, a * scale)
 
 
+@pytest.mark.needs_feature("AOT backward splicing")
 @pytest.mark.parametrize("fwd", ["aot_eager", "inductor"])
 def test_compiled_forward(fwd):
     def build():
