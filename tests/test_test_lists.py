@@ -19,7 +19,9 @@ def test_listed_tests_exist():
                          timeout=600, cwd=os.path.dirname(HERE), check=False).stdout
     ids = {line.rsplit("/", 1)[-1] for line in out.splitlines() if "::" in line}
     assert len(ids) > 1000, out[-2000:]
+    # a module that skips as a whole (test_real_models.py without transformers) collects none
+    files = {i.split("::")[0] for i in ids}
     for name, listed in (("RELEASE_SLOW", conftest.RELEASE_SLOW),
                          ("FULL_CHECK_ONLY", conftest.FULL_CHECK_ONLY)):
-        missing = sorted(n for n in listed if n not in ids)
+        missing = sorted(n for n in listed if n not in ids and n.split("::")[0] in files)
         assert not missing, f"tests/conftest.py {name} names tests that do not exist: {missing}"
