@@ -15,7 +15,7 @@ from torch import nn
 import compiled_bw
 from compiled_bw.capture.rng import rng_draw
 
-pytestmark = pytest.mark.both_backends
+pytestmark = [pytest.mark.both_backends, pytest.mark.needs_feature("traced checkpoint recomputation")]
 
 
 def _region():
