@@ -12,12 +12,13 @@ COMPILED_BW_OPINFO_INDUCTOR_EVERY=N (default 24; 0 = none) on Inductor.
 import os
 
 import pytest
+from conftest import FULL_CHECK
 from opinfo_sweep import autograd_ops, check_op, op_id, settings, subset
 
 pytestmark = pytest.mark.slow   # `pytest -m "not slow"` leaves it out
 
 # every 4th op in CI, all of them in tools/full_check.sh (tests/conftest.py Note [Full check])
-_EVERY = "1" if os.environ.get("COMPILED_BW_FULL_CHECK", "") not in ("", "0") else "4"
+_EVERY = "1" if FULL_CHECK else "4"
 OPS = subset(autograd_ops(), every=int(os.environ.get("COMPILED_BW_OPINFO_EVERY", _EVERY)))
 _IND_EVERY = int(os.environ.get("COMPILED_BW_OPINFO_INDUCTOR_EVERY", "24"))
 INDUCTOR_OPS = subset(autograd_ops(), every=_IND_EVERY) if _IND_EVERY > 0 else []
