@@ -13,6 +13,7 @@ from differential import differential, grads, selected_backend
 from functions import Double
 
 import compiled_bw
+from compiled_bw.capture import node_table
 from compiled_bw.capture.dynamic import TWO_VALUES
 
 pytestmark = [pytest.mark.both_backends, pytest.mark.foreground_compile]
@@ -899,6 +900,12 @@ def test_sizes_in_reduction_and_loss_formulas():
     assert st.dynamic_hits == 3
 
 
+# Whether Inductor makes a CNN's feature-map height and width constants of its compiled code
+# (README "Image sizes on Inductor"): measured on torch 2.13 and 2.14; 2.11, 2.12 and 2.15 keep
+# them symbolic (one dynamic graph serves every size, as on the eager backend)
+CONV_HW_SPECIALIZED = node_table.release() in ((2, 13), (2, 14))
+
+
 def resnet_stem(state, size):
     # strided conv, batch norm, max pool, a residual block, ceil-mode avg pool, then the
     # feature map flattened (x.flatten(2): a view whose saved sizes split the grad's H*W dim)
@@ -926,7 +933,7 @@ def test_image_batch_height_and_width_through_a_conv_stem():
     # symbol -- runtime/dynamic.py Note [One symbol for sizes that changed together]; a batch
     # of 2 -> 3 beside the last feature map's 2 -> 3 would: test_slice_ends_that_follow_the_size)
     sizes = [(6, 16, 16), (7, 20, 28), (3, 13, 17), (2, 32, 24), (4, 9, 11), (5, 18, 14)]
-    if selected_backend() == "inductor":
+    if selected_backend() == "inductor" and CONV_HW_SPECIALIZED:
         # Inductor's lowering of a convolution's input grad specializes the input's strides
         # (guard_int_seq in torch/_inductor/kernel/conv.py: the second conv's input H and W
         # become constants of the compiled graph): each new feature-map size is another

@@ -17,6 +17,20 @@ import torch.nn.functional as F
 from differential import assert_same, differential, selected_backend
 
 import compiled_bw
+from compiled_bw.capture import node_table
+
+# torch 2.12 only: a node fed dual grads that runs as the real node (an opaque call, capture/
+# trace.py Note [Built-in formulas fake tensors reject]) fails inside torch's dispatch under
+# make_fx ("tls_on_entry.has_value() INTERNAL ASSERT FAILED at PythonFallbackKernel.cpp"): the
+# backward runs eager autograd with that reason.  2.11 and 2.13 on compile it.
+OPAQUE_DUAL_FAILS = node_table.release() == (2, 12)
+DUAL_FAILURE = "tls_on_entry.has_value() INTERNAL ASSERT"
+
+
+def _expect_opaque_dual_fallbacks(st, n):
+    """On 2.12: n fallbacks, each with torch's assert as the reason."""
+    assert st.fallbacks == n and all(DUAL_FAILURE in r for r in st.fallback_reasons), \
+        st.fallback_reasons
 
 
 def _primal_and_tangent(t):
@@ -67,10 +81,13 @@ def test_a_failed_capture_of_a_dual_grad_leaves_autograd_working():
     log = logging.getLogger("torch._subclasses.fake_tensor")
     disabled, log.disabled = log.disabled, True
     try:
-        st = differential(build, step, captures=None, fallbacks=0, options={"dynamic": True})
+        st = differential(build, step, captures=None, options={"dynamic": True},
+                          fallbacks=None if OPAQUE_DUAL_FAILS else 0)
     finally:
         log.disabled = disabled
     assert any("trace failed" in r for r in st.recompile_reasons), st.recompile_reasons
+    if OPAQUE_DUAL_FAILS:
+        _expect_opaque_dual_fallbacks(st, 3)
 
 
 def test_a_formula_fake_tensors_reject_leaves_autograd_working_while_logs_keep_its_frames():
@@ -107,18 +124,21 @@ def test_a_formula_fake_tensors_reject_leaves_autograd_working_while_logs_keep_i
         torch.manual_seed(0)
         eager = grads_of_dual()
         compiled_bw.reset()
-        with compiled_bw.enable(backend=selected_backend(), strict=True):
+        with compiled_bw.enable(backend=selected_backend(), strict=not OPAQUE_DUAL_FAILS):
             torch.manual_seed(0)
             ours = grads_of_dual()
     finally:
         log.removeHandler(handler)
         log.propagate = propagate
     assert_same(eager, ours)
-    assert any("formula raised on fake tensors" in n for n in compiled_bw.stats().notes)
+    if OPAQUE_DUAL_FAILS:
+        _expect_opaque_dual_fallbacks(compiled_bw.stats(), 1)
+    else:
+        assert any("formula raised on fake tensors" in n for n in compiled_bw.stats().notes)
     assert records, "the trace no longer fails there: this test reaches nothing"
     # When the kept frames die is up to the program: here, pytest's own machinery keeps the
     # thread's state from showing it, so the same steps run in a fresh interpreter.
-    code = _LEAK_PROGRAM.format(backend=selected_backend())
+    code = _LEAK_PROGRAM.format(backend=selected_backend(), strict=not OPAQUE_DUAL_FAILS)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=300, check=False)
     assert out.returncode == 0, out.stderr[-3000:]
@@ -138,7 +158,7 @@ log.addHandler(Keep())
 log.propagate = False
 x, w, b = (torch.randn(*s, requires_grad=True) for s in ((2, 3, 7), (4, 3, 3), (4,)))
 inputs = [x, w, b, [1], [0], [1], False, [0], 1]
-with compiled_bw.enable(backend="{backend}", strict=True):
+with compiled_bw.enable(backend="{backend}", strict={strict}):
     with fwAD.dual_level():
         dual = [fwAD.make_dual(t, torch.rand_like(t)) if isinstance(t, torch.Tensor) else t
                 for t in inputs]

@@ -19,7 +19,13 @@ from ..capture.recompute import has_traced_recomputation
 from ..capture.rng import rng_draw
 from ..core.thread import THREAD
 from ..torchapi import inductor as torch_inductor
-from ..torchapi.dynamo import TracingContext, detect_fake_mode, pytree, tracing
+from ..torchapi.dynamo import (
+    TracingContext,
+    detect_fake_mode,
+    pool_sizes_without_parity_guards,
+    pytree,
+    tracing,
+)
 from ..torchapi.inductor import (
     CompiledFxGraph,
     ExternKernelAllocLine,
@@ -469,6 +475,11 @@ def _contiguous_unbatched_pool3d(gm: torch.fx.GraphModule) -> None:
 
 
 def compile_inductor(gm: torch.fx.GraphModule, example_inputs: list):
+    with pool_sizes_without_parity_guards():   # the sizes as our trace saw them
+        return _compile_inductor(gm, example_inputs)
+
+
+def _compile_inductor(gm: torch.fx.GraphModule, example_inputs: list):
     install()               # (after compiled_bw.uninstall(): our compiles need it)
     vals = _output_vals(gm)
     twins = fresh_returns.needs_twins(gm)

@@ -420,7 +420,7 @@ namespace {
 // Interned names and the types the comparison knows, set by memo_init.
 struct MemoNames {
   py::object metadata, dict, fwd_key, mat_key, slots_key, is_var, subclass, backward,
-      clear_on_access;
+      clear_on_access, needs_input_grad;
   PyObject *size_t_ = nullptr, *dtype_t = nullptr, *device_t = nullptr, *layout_t = nullptr,
            *mformat_t = nullptr;
 };
@@ -537,8 +537,10 @@ bool memo_hit(CWalk& w, int32_t i, PyObject* obj, Node* node, const NodePtr& own
   if (!is_var || !sub || sub.ptr() != m->subclass.ptr() ||
       !same_value(is_var.ptr(), m->is_var.ptr(), 0))
     return false;
-  PyObject* nig = f->needs_input_grad;
-  if (!nig || !same_value(nig, m->needs_input_grad.ptr(), 0)) return false;
+  // read through the attribute: from torch 2.14 on, THPFunction keeps it as bits until the
+  // tuple is first asked for (f->needs_input_grad is null until then)
+  py::object nig = attr_or_null(obj, g_mn.needs_input_grad);
+  if (!nig || !same_value(nig.ptr(), m->needs_input_grad.ptr(), 0)) return false;
   // the Function class: clear_saved_tensors_on_access, the backward and its globals
   py::object cso = attr_or_null(m->fwd_cls.ptr(), g_mn.clear_on_access);
   if (!cso || PyObject_IsTrue(cso.ptr()) != 0) {
@@ -689,6 +691,7 @@ void memo_init(py::tuple names) {
   g_mn.subclass = py::str("subclass");
   g_mn.backward = py::str("backward");
   g_mn.clear_on_access = py::str("clear_saved_tensors_on_access");
+  g_mn.needs_input_grad = py::str("needs_input_grad");
   g_mn.fwd_key = names[0];
   g_mn.mat_key = names[1];
   g_mn.slots_key = names[2];

@@ -25,7 +25,7 @@ from torch.fx.experimental.symbolic_shapes import (
 
 from ..core.dispatch_tls import kept as kept_dispatch_state
 from ..core.thread import THREAD, current_step
-from ..torchapi.dynamo import FakeTensor, fake_tensor
+from ..torchapi.dynamo import FakeTensor, fake_tensor, pool_sizes_without_parity_guards
 from . import custom, defined, recompute, unpacked
 from .aot import SpliceFailed, aot_plan, trace_aot
 from .deliver import deliver
@@ -743,7 +743,7 @@ def trace_backward(w, opts: Options, root_grads: list, slots: list, delivers: bo
     sites = trace_step.sites
     with kept_dispatch_state():     # Note [Dispatch state after a failed trace]
         try:
-            with current_step(trace_step):
+            with current_step(trace_step), pool_sizes_without_parity_guards():
                 gm = make_fx(program, tracing_mode="fake")(*example, *(ints if n_ints else ()))
         except (TraceFailed, NotDynamic) as e:
             traceback.clear_frames(e.__traceback__)

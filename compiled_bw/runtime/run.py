@@ -99,8 +99,12 @@ from . import background, cudagraphs, dynamic, engine_state, streams
 from .cache import CacheKey, Compiled, Fallback, OptionsKey, RootKey
 
 _ENGINE = torch_autograd.ENGINE
-ERR_UNUSED = ("The differentiated Tensor at index {} appears to not have been used in the "
-              "graph. Set allow_unused=True if this is the desired behavior.")
+# eager's error (python_engine.cpp) for a grad() input with no grad and allow_unused=False;
+# torch 2.13 added the input's index to it
+ERR_UNUSED = (("The differentiated Tensor at index {} appears" if torch_autograd.RELEASE >= (2, 13)
+               else "One of the differentiated Tensors appears") +
+              " to not have been used in the graph. Set allow_unused=True if this is the desired "
+              "behavior.")
 _ANCHOR = torch.empty(0, requires_grad=True)
 
 

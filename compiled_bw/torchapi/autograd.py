@@ -6,6 +6,8 @@ Function.apply, engine-state queries), which it replaces through `torchapi.patch
 """
 from __future__ import annotations
 
+import re
+
 import torch
 import torch._library.autograd as _library_autograd
 import torch.nn.modules._functions as _nn_functions
@@ -15,6 +17,7 @@ from . import original as _original
 from . import patch as _patch
 
 C = torch._C
+RELEASE = tuple(int(v) for v in re.match(r"(\d+)\.(\d+)", torch.__version__).groups())
 
 # --- engine state (runtime/engine_state.py, runtime/run.py) ---
 current_autograd_node = C._current_autograd_node

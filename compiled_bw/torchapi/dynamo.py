@@ -5,9 +5,11 @@ imported on first use only (`extract_bw_module`, `compile_lock`): importing it c
 """
 from __future__ import annotations
 
+import contextlib
 import threading
 
 import torch
+import torch._meta_registrations as meta_registrations
 import torch.utils._pytree as pytree
 from torch._guards import TracingContext, detect_fake_mode, tracing
 from torch._ops import OpOverload, OpOverloadPacket
@@ -30,11 +32,15 @@ from torch.utils._sympy.functions import Max as SymMax
 from torch.utils._sympy.functions import Min as SymMin
 from torch.utils._sympy.functions import Mod as SymMod
 
+from .autograd import RELEASE
+
 # the dispatch modes of torch's own tracing (Dynamo, AOTAutograd's joint graph, make_fx): a
 # backward under one of them is not the user's (api.py Note [Dispatch modes of the user's])
 TRACE_MODES = (FakeTensorMode, ProxyTorchDispatchMode, FunctionalTensorMode)
 
 USED = {
+    "torch._meta_registrations.div_rtn": "capture/trace.py (pool_sizes_without_parity_guards, "
+        "torch <= 2.12)",
     "torch._higher_order_ops.effects._get_effect": "passes/dce.py, passes/reorder_for_memory.py",
     "torch._C._dynamo.eval_frame.set_code_exec_strategy": "capture/custom.py",
     "torch._C._dynamo.eval_frame._FrameExecStrategy": "capture/custom.py",
@@ -424,3 +430,25 @@ def backward_verdict(fn, args: tuple, covered) -> str | None:
     if f is None:
         return "Dynamo ran it without a graph"
     return verdict[0] if verdict else "Dynamo compiled no graph"
+
+
+def _floor_div(x, y):
+    return x // y
+
+
+@contextlib.contextmanager
+def pool_sizes_without_parity_guards():
+    """Our traces (capture/trace.py) on torch <= 2.12: the meta functions' pooling output size
+    (`_meta_registrations.div_rtn`, for max/avg pooling and their backwards) tests the
+    remainder's sign, with symbolic sizes a guard on each feature map's parity (every other
+    height or width another capture); torch 2.13 made it `x // y`, the same value (Python's
+    `//` floors), with no guard.  Ours uses 2.13's for the trace.  Newer releases: nothing."""
+    if RELEASE >= (2, 13):
+        yield
+        return
+    before = meta_registrations.div_rtn
+    meta_registrations.div_rtn = _floor_div
+    try:
+        yield
+    finally:
+        meta_registrations.div_rtn = before
