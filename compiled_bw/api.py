@@ -212,7 +212,7 @@ def _backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
 
 def _engine_run_backward(t_outputs, *args, **kwargs):
     stack = THREAD.settings
-    if not stack or torch.compiler.is_compiling():
+    if not stack:
         return _original_engine_run_backward(t_outputs, *args, **kwargs)
     mode = _current_dispatch_mode()
     if mode is not None:                # Note [Dispatch modes of the user's]
@@ -222,7 +222,20 @@ def _engine_run_backward(t_outputs, *args, **kwargs):
         return _intercepted(stack[-1], t_outputs, *args, _refuse=(
             f"a TorchDispatchMode is active ({type(mode).__qualname__}): eager's backward runs "
             "every op through it, a compiled graph would not"), **kwargs)
+    if torch.compiler.is_compiling():   # Note [A backward while torch.compile compiles]
+        return _intercepted(stack[-1], t_outputs, *args, _refuse=_DURING_COMPILE, **kwargs)
     return _intercepted(stack[-1], t_outputs, *args, **kwargs)
+
+
+# Note [A backward while torch.compile compiles]
+# torch.compiler.is_compiling() is True for a whole torch.compile session: Dynamo's tracing
+# and whatever runs inside it -- a custom backend, AOTAutograd, code that backend calls.  A
+# backward on real tensors there (no tracing mode active: those pass through above) is the
+# user's, and eager autograd runs it, with this reason: our capture would run its own make_fx
+# and Inductor inside torch.compile's session and tracing context.
+_DURING_COMPILE = ("torch.compiler.is_compiling() is True: a backward run while torch.compile "
+                   "compiles (in a backend, or code it calls) runs eager autograd; run it "
+                   "outside the compile to have it compiled")
 
 
 # Note [Dispatch modes of the user's]

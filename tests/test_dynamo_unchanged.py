@@ -83,3 +83,28 @@ def test_torch_compile_same_with_compiled_bw_imported(program, flag):
         return
     torch.testing.assert_close(ours[:3], torchs[:3])
     assert ours[3:] == torchs[3:], f"graphs, graph breaks: {ours[3:]} with compiled_bw, {torchs[3:]} without"
+
+
+@pytest.mark.both_backends
+def test_a_backward_while_torch_compile_compiles_runs_eager_and_says_why():
+    # api.py Note [A backward while torch.compile compiles]: a custom backend running a backward
+    # on real tensors, where torch.compiler.is_compiling() is True (before: passed to eager
+    # autograd with no fallback recorded)
+    from differential import differential
+
+    def build():
+        return [torch.randn(3, requires_grad=True), []]
+
+    def step(st):
+        w, seen = st
+
+        def backend(gm, example_inputs):
+            w.grad = None
+            (w.tanh() * 2).sum().backward()
+            seen.append((torch.compiler.is_compiling(), w.grad.clone()))
+            return gm
+        torch._dynamo.reset()
+        y = torch.compile(lambda x: x * 3, backend=backend)(torch.ones(2))
+        return [w.grad, y, list(seen)]
+    st = differential(build, step, steps=2, captures=0, fallbacks=2)
+    assert all("is_compiling() is True" in r for r in st.fallback_reasons), st.fallback_reasons

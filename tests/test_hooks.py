@@ -512,3 +512,37 @@ def test_cpp_tensor_hook_of_the_autograd_fallback_still_warns():
             st.fallback_reasons
     finally:
         lib._destroy()
+
+
+@pytest.mark.both_backends
+def test_full_backward_hook_zeros_for_an_argument_without_grad_follow_this_step():
+    """A module full backward hook's grad_input for a tensor argument that needs no grad: eager
+    passes zeros of that argument as this step's forward had it (BackwardHookFunction marks it
+    non-differentiable; PyNode materializes its grad from the forward's output), here an
+    attention-style mask whose length and dtype change while the rest of the graph does not."""
+    class Masked(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 4)
+
+        def forward(self, x, mask):
+            return self.lin(x) * mask.float().mean()
+
+    masks = [torch.ones(5, dtype=torch.bool), torch.ones(5, dtype=torch.bool),
+             torch.full((7,), 0.5), torch.full((7,), 0.5), torch.ones(3, dtype=torch.float64)]
+
+    def build():
+        m = Masked()
+        log = []
+        m.register_full_backward_hook(lambda mod, gi, go: log.append(
+            [None if g is None else (tuple(g.shape), g.dtype, g.sum().item()) for g in gi]))
+        return [m, torch.randn(3, 4, requires_grad=True), log, [0]]
+
+    def step(st):
+        m, x, log, k = st
+        m.zero_grad(set_to_none=True)
+        x.grad = None
+        m(x, masks[k[0]]).pow(2).sum().backward()
+        k[0] += 1
+        return grads(m) + [x.grad, list(log)]
+    differential(build, step, steps=len(masks), captures=None)

@@ -420,7 +420,7 @@ namespace {
 // Interned names and the types the comparison knows, set by memo_init.
 struct MemoNames {
   py::object metadata, dict, fwd_key, mat_key, slots_key, is_var, subclass, backward,
-      clear_on_access, needs_input_grad;
+      clear_on_access, needs_input_grad, out_info;
   PyObject *size_t_ = nullptr, *dtype_t = nullptr, *device_t = nullptr, *layout_t = nullptr,
            *mformat_t = nullptr;
 };
@@ -429,7 +429,7 @@ bool g_memo_ready = false;
 uint64_t g_memo_hits = 0;  // entries taken from a memo (tests: the memo is used)
 
 struct CustomMemo {
-  py::object cls, fwd_cls, kind, entry, is_var, subclass, materialize, needs_input_grad;
+  py::object cls, fwd_cls, kind, entry, is_var, subclass, materialize, needs_input_grad, out_info;
   uint32_t n_out = 0;
   std::vector<std::pair<py::object, py::object>> ctx;  // the ctx's __dict__, in order
   // the backward's constant key (custom.py Note [Constant function keys]): function, code,
@@ -537,6 +537,10 @@ bool memo_hit(CWalk& w, int32_t i, PyObject* obj, Node* node, const NodePtr& own
   if (!is_var || !sub || sub.ptr() != m->subclass.ptr() ||
       !same_value(is_var.ptr(), m->is_var.ptr(), 0))
     return false;
+  // each output's (shape, dtype, device): zeros of a non-differentiable one are in the entry
+  // (capture/walk.py Note [Zeros of a non-differentiable output])
+  py::object out_info = attr_or_null(info, g_mn.out_info);
+  if (!out_info || !same_value(out_info.ptr(), m->out_info.ptr(), 0)) return false;
   // read through the attribute: from torch 2.14 on, THPFunction keeps it as bits until the
   // tuple is first asked for (f->needs_input_grad is null until then)
   py::object nig = attr_or_null(obj, g_mn.needs_input_grad);
@@ -668,6 +672,7 @@ void memo_store(int32_t i, PyObject* obj, py::handle memo, py::list got) {
   m->keyed = t[11].cast<bool>();
   for (auto sk : t[12].cast<py::tuple>())
     m->saved_keys.push_back(py::reinterpret_borrow<py::object>(sk));
+  m->out_info = t[13];
   if (m->keyed) {
     Key mk;
     for (size_t s = 0; s < py::len(got); ++s) {
@@ -692,6 +697,7 @@ void memo_init(py::tuple names) {
   g_mn.backward = py::str("backward");
   g_mn.clear_on_access = py::str("clear_saved_tensors_on_access");
   g_mn.needs_input_grad = py::str("needs_input_grad");
+  g_mn.out_info = py::str("out_info");
   g_mn.fwd_key = names[0];
   g_mn.mat_key = names[1];
   g_mn.slots_key = names[2];

@@ -339,7 +339,8 @@ def _py_node(i: int, node, saved: list, py_keys: list, slot_only: list):
 # On a cache hit the C++ walk would call Python for every custom Function node (the entry of
 # walk.py `_custom_entry`: ~6-13 us each).  Instead, after building a node's entry, Python
 # hands C++ what that entry was computed from (`_memo_of`), kept per (node class, node index):
-# the forward's record (is_var, subclass, output count), set_materialize_grads,
+# the forward's record (is_var, subclass, output count, each output's shape, dtype and device:
+# walk.py Note [Zeros of a non-differentiable output]), set_materialize_grads,
 # needs_input_grad, the ctx's attributes (its __dict__, in order; lists copied), the backward's
 # constant key (custom.py Note [Constant function keys]: the function, its code, no defaults,
 # each global name it may read holding the same object), per saved tensor whether it is defined, and for traced Functions
@@ -384,7 +385,8 @@ def _snapshot(v):
 def _memo_of(node, how: str, hooked, entry: tuple, n_out: int):
     """Note [Custom node memo]: (Function class, entry, is_var, subclass, output count, ctx
     items, materialize flag | None, needs_input_grad, backward key record | None, defined per
-    saved tensor, keyed, saved keys), or None when the node cannot be memoized."""
+    saved tensor, keyed, saved keys, each output's (shape, dtype, device)), or None when the
+    node cannot be memoized."""
     fwd = type(node)._forward_cls
     if getattr(fwd, "clear_saved_tensors_on_access", False):
         return None
@@ -403,7 +405,7 @@ def _memo_of(node, how: str, hooked, entry: tuple, n_out: int):
     return (fwd, entry, info.is_var, info.subclass, n_out, ctx,
             node.metadata.get(MATERIALIZE_KEY), tuple(node.needs_input_grad), bkey,
             tuple(t is not None for t in ts), how == TRACE_CUSTOM and hooked is False,
-            tuple((i, "tensors", j) for j in range(len(ts))))
+            tuple((i, "tensors", j) for j in range(len(ts))), info.out_info)
 
 
 # ---- the walk ------------------------------------------------------------------------------

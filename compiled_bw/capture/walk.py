@@ -14,7 +14,15 @@ import torch
 
 from . import unpacked
 from .aot import saved_of
-from .custom import AUTO_DYNAMO, auto_traced, class_refusal, ctx_state, fwd_info, safe_ctx_state
+from .custom import (
+    AUTO_DYNAMO,
+    auto_traced,
+    class_refusal,
+    ctx_state,
+    fwd_info,
+    materializes,
+    safe_ctx_state,
+)
 from .hooks import COUNTS, RETAINED, leaf_hooks, node_hooks, retained_by_node
 from .nodes import (
     AOT,
@@ -419,6 +427,8 @@ def _custom_entry(w, i: int, node, how: str, meta: tuple, entry: list):
         add_saved_list(w, i, "tensors", ts, entry)
         add_saved_list(w, i, "novc", no_vc, entry)
         return False
+    if how == TRACE_CUSTOM:
+        entry.append(_zeros_of_nondiff(node, info))
     if getattr(info_cls := type(node)._forward_cls, "clear_saved_tensors_on_access", False):
         # reading ctx.saved_tensors would release them (the user's backward then raises): the
         # real node alone reads them, at run time
@@ -460,6 +470,26 @@ def _custom_entry(w, i: int, node, how: str, meta: tuple, entry: list):
         raise WalkUnsupported(f"custom Function node {name}: {_SUBCLASS_OPAQUE}")
     w.slot_only.extend((i, "tensors", j) for j, t in enumerate(ts) if t is not None)
     return result
+
+
+# Note [Zeros of a non-differentiable output]
+# An undefined grad for a custom Function's output becomes zeros of that output as this step's
+# forward made it (PyNode::to_py_args; for a non-differentiable output too, unless
+# ctx.set_materialize_grads(False) or _materialize_non_diff_grads says no).  A differentiable
+# output's shape and dtype are the node's input metadata, in the C++ key; a non-differentiable
+# one (mark_non_differentiable: BackwardHookFunction's tensor arguments that need no grad, a
+# module full backward hook's grad_input for an attention mask) has none there, so a traced
+# backward's entry holds them: a mask of another length or dtype is another graph, never the
+# capture's zeros.  Opaque calls materialize at run time, from the real node.
+
+
+def _zeros_of_nondiff(node, info) -> tuple:
+    """Note [Zeros of a non-differentiable output]: (slot, shape, dtype, device) per
+    non-differentiable tensor output whose undefined grad the node turns into zeros."""
+    ms = materializes(node, info)
+    return tuple((k, tuple(o[0]), o[1], o[2])
+                 for k, (o, d, m) in enumerate(zip(info.out_info, info.out_diff, ms, strict=True))
+                 if m and not d and o is not None)
 
 
 _OPAQUE_VARIANTS: dict = {}
