@@ -89,3 +89,27 @@ def test_custom_backward_that_raises_leaves_grads_untouched():
     assert ours[2] == eager[2] == "boom in backward"
     assert torch.equal(ours[0], torch.ones(3)) and torch.equal(ours[1], eager[1])
     assert compiled_bw.stats().captures == 1
+
+
+@pytest.mark.parametrize("layout", ["strided", "jagged"])
+def test_nested_tensors_run_eager_with_a_named_reason(layout):
+    # #36 item 6: a strided nested tensor's grad reached the Python walk's read of the node's
+    # input shape, and the fallback reason was torch's "std::get: wrong index for variant"
+    import warnings
+    lay = torch.strided if layout == "strided" else torch.jagged
+
+    def build():
+        return [torch.randn(2, 4), torch.randn(3, 4)]
+
+    def step(parts):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")     # strided nested tensors are a prototype
+            nt = torch.nested.nested_tensor([p.clone() for p in parts], layout=lay,
+                                            requires_grad=True)
+            y = nt.sin() * 2
+            go = torch.ones_like(y)
+            (g,) = torch.autograd.grad(y, [nt], go)
+        return list(g.unbind())
+    st = differential(build, step, steps=2, captures=0, fallbacks=2)
+    assert all("nested" in r and "std::get" not in r for r in st.fallback_reasons), \
+        st.fallback_reasons

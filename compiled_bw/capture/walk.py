@@ -39,7 +39,14 @@ from .nodes import (
 )
 from .packed import traceable_entry
 from .recompute import checkpoint_entry
-from .saved import SLOTS_KEY, foreign_saved_hooks, input_meta, install_slots, sequence_nr
+from .saved import (
+    SLOTS_KEY,
+    foreign_saved_hooks,
+    input_meta,
+    input_metadata,
+    install_slots,
+    sequence_nr,
+)
 from .subclass import PLAIN, SubclassUnsupported, layout_of
 
 # Note [What the signature holds]
@@ -60,7 +67,10 @@ class WalkUnsupported(Exception):
 
 
 def tensor_meta(t: torch.Tensor) -> tuple:
-    if t.layout is not _STRIDED or t.is_nested:
+    if t.is_nested:
+        raise WalkUnsupported(f"a nested tensor ({t.layout}) in the graph (nested tensors are "
+                              "not compiled)")
+    if t.layout is not _STRIDED:
         raise WalkUnsupported(f"non-strided tensor ({t.layout}) in the graph")
     if type(t) not in PLAIN:
         # flattened at the graph boundary: Note [Subclasses stay outside the graph]
@@ -224,7 +234,13 @@ def walk_graph(root_edges: list) -> Walk:
             raise WalkUnsupported(kind.reason)
         e = tuple((-1, 0) if child is None else (_see(w.nodes, index, stack, child), nr)
                   for child, nr in node.next_functions)
-        meta = input_meta(node)
+        try:
+            meta = input_meta(node)
+        except RuntimeError:    # torch's binding: "std::get: wrong index for variant"
+            if any(m.is_nested_tensor for m in input_metadata(node)):
+                raise WalkUnsupported(f"node {kind.name}: its grad is a nested tensor (nested "
+                                      "tensors are not compiled)") from None
+            raise
         entry = [i, kind.name, e, meta]
         if kind.how == LEAF:   # sequence_nr is UINT64_MAX for every AccumulateGrad
             _leaf_entry(w, i, node.variable, entry)
