@@ -613,3 +613,23 @@ def test_deep_reentrant_backward():
         _DeepReentrant.apply(v).sum().backward()
         return [v.grad]
     differential(build, step, steps=2, captures=None, fallbacks=None, strict=False)
+
+
+def test_bidirectional_gru_under_checkpoint():
+    # #36 item 7: Dynamo refuses to trace an RNN, so the region's nodes run opaque (their saved
+    # tensors carry the checkpoint's hooks), each grad of its unbind over time steps one bit of
+    # user code: past 6 of them the capture fell back every step (capture/defined.py Note
+    # [Nodes defined where any grad is])
+    def build():
+        torch.manual_seed(0)
+        return [torch.nn.GRU(3, 4, bidirectional=True, batch_first=True),
+                torch.randn(2, 8, 3, requires_grad=True)]
+
+    def step(st):
+        gru, x = st
+        gru.zero_grad(set_to_none=True)
+        x.grad = None
+        out, h = cp.checkpoint(gru, x, use_reentrant=False)
+        (out.pow(2).sum() + h.sum()).backward()
+        return grads(gru) + [x.grad]
+    differential(build, step, steps=2)

@@ -95,16 +95,38 @@ class Tracker:
         return any(g is not None and self.of(g) is not True for g in grads)
 
 
-def node_outputs(tracker: Tracker, call, grads: list, outs: list) -> None:
+# Note [Nodes defined where any grad is]
+# The backward nodes of ops returning a list of views (unbind, split, split_with_sizes and the
+# unsafe_ forms) get one grad per piece: a bidirectional GRU's unbind over 16 time steps under
+# a checkpoint Dynamo refuses (its nodes opaque, each grad one bit) has 16 variable inputs, past
+# what a truth table holds.  Their derivatives.yaml formula is a single one for `self`, which
+# torchgen wraps as `any_grad_defined ? (formula) : Tensor()` (gen_autograd_functions.py
+# emit_derivative), and the formula (unbind_backward, split_with_sizes_backward in
+# FunctionsManual.cpp) puts zeros in for every undefined piece: the grad is defined exactly
+# where any piece's is, an OR of their formulas, without a table (tests/test_wrong_values.py
+# checks it against the real nodes).
+ANY_DEFINED = frozenset({"UnbindBackward0", "SplitBackward0", "SplitWithSizesBackward0",
+                         "UnsafeSplitBackward0", "UnsafeSplitWithSizesBackward0"})
+
+
+def node_outputs(tracker: Tracker, call, grads: list, outs: list, name: str = "") -> None:
     """Formulas of a traced node's outputs `outs` (its call on `grads`, all treated as defined).
     `call(grads)` runs the node again on fake tensors, outside the graph; raises
-    NotRepresentable if the node has too many variable inputs or fails on a pattern."""
+    NotRepresentable if the node has too many variable inputs or fails on a pattern.  name:
+    the node's class name (Note [Nodes defined where any grad is])."""
     forms = [tracker.of(g) for g in grads]
     variables: list = []
     for f in forms:
         if f is not True and f is not False and f not in variables:
             variables.append(f)
     if not variables:
+        return
+    if name in ANY_DEFINED and len(variables) > MAX_VARIABLE_INPUTS:
+        f = True if any(f is True for f in forms) else variables[0]
+        for v in variables[1:] if f is not True else ():
+            f = or_(f, v)
+        for o in outs:
+            tracker.set(o, f)
         return
     if len(variables) > MAX_VARIABLE_INPUTS:
         raise NotRepresentable(f"{len(variables)} inputs whose definedness depends on user code")

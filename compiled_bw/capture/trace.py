@@ -574,7 +574,7 @@ def _traced_call(w, i: int, kind, node, buf: list, df, placeholders: dict):
                 return None
         if kind.how == TRACE and df.variable(buf):
             try:
-                defined.node_outputs(df, lambda gs: as_list(node(*gs)), buf, outs)
+                defined.node_outputs(df, lambda gs: as_list(node(*gs)), buf, outs, name)
             except defined.NotRepresentable as e:
                 raise TraceFailed(f"which grads of {name} are undefined: {e}",
                                   eager_error=False) from None
