@@ -32,7 +32,8 @@ next layer) is compressed once: both saves hold the same packed tensors (`Compre
 counts the second ones); after an in-place change of the tensor it is packed anew.
 
 Which implementation ran (`Compression.paths`, `report()`, and a line in compiled_bw.explain()):
-"triton" (CUDA tensors with triton installed), "triton-interpret" (TRITON_INTERPRET=1), or
+"triton" (CUDA tensors with triton installed), "triton-interpret" (TRITON_INTERPRET=1, Triton
+3.7 or later: kernels.interpreter_unsupported), or
 "torch" (the kernels' torch reference: CPU without Triton's interpreter, or no triton).
 """
 from __future__ import annotations

@@ -14,8 +14,10 @@ correctness, not speed), else "torch" (the reference, which Inductor compiles to
 """
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import os
+import re
 
 import torch
 
@@ -27,13 +29,29 @@ def interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
+def interpreter_unsupported() -> str | None:
+    """Why Triton's interpreter cannot run these kernels with the installed Triton, or None.
+    Triton 3.6's (torch 2.11's) passes a kernel's scalar arguments as 1-element arrays, and a
+    `for off in range(0, group, BLOCK)` over one raises (TypeError: only 0-dimensional arrays
+    can be converted to Python scalars); 3.7 on pass scalars.  Compiled kernels (GPU) are not
+    affected."""
+    if not TRITON:
+        return "triton is not installed"
+    v = importlib.metadata.version("triton")
+    if tuple(int(p) for p in re.findall(r"\d+", v)[:2]) < (3, 7):
+        return (f"Triton {v}'s interpreter passes scalar kernel arguments as 1-element arrays, "
+                "which range() cannot take (3.7 and later run these kernels)")
+    return None
+
+
 def path_for(device: torch.device) -> str:
-    """Which implementation the ops of this package run for tensors on `device`."""
+    """Which implementation the ops of this package run for tensors on `device` (CPU tensors
+    under an interpreter that cannot run the kernels: the torch references)."""
     if not TRITON:
         return "torch"
     if device.type == "cuda":
         return "triton"
-    if device.type == "cpu" and interpreting():
+    if device.type == "cpu" and interpreting() and interpreter_unsupported() is None:
         return "triton-interpret"
     return "torch"
 
