@@ -201,3 +201,56 @@ def test_user_code_next_gets_the_very_tensor_a_backward_returned(mode, seer, bac
         differential(_build, step, backend=backend, captures=None)
     finally:
         _Call.mode, _Call.remember, _Call.last = "pass", False, None
+
+
+_CPP_FUNCTION = r'''
+#include <torch/extension.h>
+using namespace torch::autograd;
+struct Scale : public Function<Scale> {
+  static torch::Tensor forward(AutogradContext* ctx, torch::Tensor x, double k) {
+    ctx->save_for_backward({x});
+    ctx->saved_data["k"] = k;
+    return x * k * x;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list g) {
+    auto x = ctx->get_saved_variables()[0];
+    double k = ctx->saved_data["k"].toDouble();
+    return {g[0] * 2 * k * x, torch::Tensor()};
+  }
+};
+torch::Tensor scale(torch::Tensor x, double k) { return Scale::apply(x, k); }
+'''
+
+
+@pytest.fixture(scope="module")
+def cpp_function():
+    from torch.utils.cpp_extension import load_inline
+    return load_inline("cbw_test_cpp_function", cpp_sources=_CPP_FUNCTION, functions=["scale"])
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_cpp_custom_function_runs_as_its_real_node(cpp_function, backend):
+    # #36 item 10: a torch::autograd::Function of a C++ extension (node class CppFunction)
+    # made the whole backward fall back ("unknown autograd node kind CppFunction"); it runs
+    # as an opaque call of the real node, its hooks called, and with retain_graph=False its
+    # saved tensors freed as eager frees them (a third backward raises where eager's does)
+    def build():
+        return [torch.randn(3, requires_grad=True), torch.randn(3, requires_grad=True)]
+
+    def step(st):
+        x, w = st
+        x.grad = w.grad = None
+        y = cpp_function.scale(x.tanh() * w, 3.0)
+        log = []
+        y.grad_fn.register_hook(lambda gi, go: log.append(gi[0].sum().item()))
+        y.sum().backward(retain_graph=True)
+        y.sum().backward()
+        try:
+            y.sum().backward()
+        except RuntimeError as e:
+            log.append(str(e)[:60])
+        return [x.grad, w.grad, log]
+    st = differential(build, step, steps=3, backend=backend, captures=2, fallbacks=None)
+    # the one fallback a step is the third backward's: eager's error, raised by the walk
+    assert st.fallbacks == 3 and all("backward through the graph a second time" in r
+                                     for r in st.fallback_reasons), st.fallback_reasons

@@ -77,7 +77,8 @@ def _edge_rules(args: tuple, hidden: tuple) -> tuple:
 
 
 # Non-generated C++ nodes that are pure functions of their inputs and saved state, run opaque.
-KNOWN_OPAQUE = {"CopySlices", "CopyBackwards", "UndefinedGradBackward", "Error", "DelayedError"}
+KNOWN_OPAQUE = {"CopySlices", "CopyBackwards", "UndefinedGradBackward", "Error", "DelayedError",
+                "CppFunction"}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -141,8 +141,11 @@ class Walk:
             return PySlots(install_slots(self.nodes, keys), len(self.saved_node),
                            [k[0] for k in keys])
         # a custom Function's saved tensors get no Slot: its real node unpacks them (eager's
-        # objects) and Node::release_variables frees them after the run, as the C++ walk does
+        # objects) and Node::release_variables frees them after the run, as the C++ walk does;
+        # so for every node run opaque (state of its own: a C++ custom Function's ctx, a
+        # CopySlices' inner node)
         opaque = {k[0]: self.nodes[k[0]] for k in self.slot_only}
+        opaque.update((i, self.nodes[i]) for i, k in enumerate(self.kinds) if k.how == OPAQUE)
         return PySlots(install_slots(self.nodes, self.saved_node), len(self.saved_node),
                        [k[0] for k in self.saved_node], opaque, ext.release_nodes)
 
