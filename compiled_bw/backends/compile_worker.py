@@ -32,13 +32,22 @@ WORKER_NAMESPACES = frozenset({"aten", "prims", "compiled_bw", "_c10d_functional
                                "c10d_functional", "_c10d_functional_autograd"})
 
 
+# Higher-order ops whose one op argument is what they run (an effect token threaded through
+# it, a functionalized mutation): the worker has them if it has that op
+_OP_WRAPPERS = frozenset({"with_effects", "auto_functionalized", "auto_functionalized_v2"})
+
+
 def foreign_ops(gm) -> list:
     """Names of the ops gm calls that the worker may not have (WORKER_NAMESPACES)."""
     out = []
     for n in gm.graph.nodes:
         ns = getattr(n.target, "namespace", None) if n.op == "call_function" else None
-        if ns is not None and ns not in WORKER_NAMESPACES and str(n.target) not in out:
-            out.append(str(n.target))
+        name = str(n.target)
+        if ns == "higher_order" and getattr(n.target, "__name__", None) in _OP_WRAPPERS:
+            op = next((a for a in n.args if hasattr(a, "namespace")), None)
+            ns, name = (op.namespace, str(op)) if op is not None else (ns, name)
+        if ns is not None and ns not in WORKER_NAMESPACES and name not in out:
+            out.append(name)
     return out
 
 
