@@ -14,6 +14,7 @@ correctness, not speed), else "torch" (the reference, which Inductor compiles to
 """
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import importlib.util
 import os
@@ -29,6 +30,7 @@ def interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
+@functools.cache            # path_for asks on every op call: read the version once
 def interpreter_unsupported() -> str | None:
     """Why Triton's interpreter cannot run these kernels with the installed Triton, or None.
     Triton 3.6's (torch 2.11's) passes a kernel's scalar arguments as 1-element arrays, and a

@@ -122,9 +122,7 @@ def node_outputs(tracker: Tracker, call, grads: list, outs: list, name: str = ""
     if not variables:
         return
     if name in ANY_DEFINED and len(variables) > MAX_VARIABLE_INPUTS:
-        f = True if any(f is True for f in forms) else variables[0]
-        for v in variables[1:] if f is not True else ():
-            f = or_(f, v)
+        f = True if any(x is True for x in forms) else _any_of(variables)
         for o in outs:
             tracker.set(o, f)
         return
@@ -156,15 +154,21 @@ def node_outputs(tracker: Tracker, call, grads: list, outs: list, name: str = ""
         if all(col):
             f = True
         elif col == any_col:
-            f = variables[0]
-            for v in variables[1:]:
-                f = or_(f, v)
+            f = _any_of(variables)
         else:
             f = next((v for i, v in enumerate(variables)
                       if col == tuple(bool(idx >> i & 1) for idx in range(full + 1))), None)
             if f is None:
                 f = Table(tuple(variables), col)
         tracker.set(o, f)
+
+
+def _any_of(variables: list):
+    """Defined where any of these formulas is."""
+    f = variables[0]
+    for v in variables[1:]:
+        f = or_(f, v)
+    return f
 
 
 class NotRepresentable(Exception):

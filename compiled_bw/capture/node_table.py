@@ -29,17 +29,10 @@ import time
 
 import torch
 
+from ..torchapi.autograd import release
 from . import node_tables
 
 log = logging.getLogger("compiled_bw")
-
-
-def release(version: str = torch.__version__) -> tuple[int, int]:
-    """(major, minor) of a torch version string ("2.11.0+cu130" -> (2, 11))."""
-    m = re.match(r"(\d+)\.(\d+)", version)
-    if m is None:
-        raise ValueError(f"unrecognized torch version {version!r}")
-    return int(m.group(1)), int(m.group(2))
 
 
 def committed() -> list[tuple[int, int]]:

@@ -17,7 +17,17 @@ from . import original as _original
 from . import patch as _patch
 
 C = torch._C
-RELEASE = tuple(int(v) for v in re.match(r"(\d+)\.(\d+)", torch.__version__).groups())
+
+
+def release(version: str = torch.__version__) -> tuple[int, int]:
+    """(major, minor) of a torch version string ("2.11.0+cu130" -> (2, 11))."""
+    m = re.match(r"(\d+)\.(\d+)", version)
+    if m is None:
+        raise ValueError(f"unrecognized torch version {version!r}")
+    return int(m.group(1)), int(m.group(2))
+
+
+RELEASE = release()     # the installed torch's
 
 # --- engine state (runtime/engine_state.py, runtime/run.py) ---
 current_autograd_node = C._current_autograd_node
