@@ -12,7 +12,9 @@ multi-process run; prints `OK` or the mismatches, exits non-zero on any).
          from the order in which grads arrived); also find_unused_parameters, no_sync and
          static_graph;
   fsdp2_checkpointed / ddp_checkpointed  blocks under torch.utils.checkpoint (non-reentrant),
-         each block an FSDP2 group: the recomputation runs inside the compiled backward.
+         each block an FSDP2 group: the recomputation runs inside the compiled backward;
+  pipeline_zb / pipeline_zbv (2 processes only)  zero-bubble pipeline schedules: each stage's
+         backward split into an input pass and weight passes from GradientEdges.
 Both run on the "eager" and "inductor" backends; `stats().fallbacks` must be 0.
 """
 from __future__ import annotations
@@ -210,6 +212,48 @@ def fsdp1(backend: str) -> list:
     return _compare(ref, got, f"fsdp1/{backend}") + _check_stats(st, f"fsdp1/{backend}")
 
 
+def pipeline(backend: str, schedule: str) -> list:
+    """A 4-stage pipeline (torch.distributed.pipelining) under a zero-bubble schedule, which
+    splits each stage's backward into an input pass and per-param-group weight passes from
+    GradientEdges (stage_backward_input / stage_backward_weight): "interleaved"
+    (ScheduleInterleavedZeroBubble, stage s on rank s % world) or "zbv" (ScheduleZBVZeroBubble,
+    two stages per rank in a V).  Every local stage's grads equal eager's, 0 fallbacks.
+    Needs 2 ranks (the schedules validate a stage per rank)."""
+    from torch.distributed.pipelining import (
+        PipelineStage,
+        ScheduleInterleavedZeroBubble,
+        ScheduleZBVZeroBubble,
+    )
+    n_stages, rank, world = 4, dist.get_rank(), dist.get_world_size()
+    mine = ([rank, 2 * world - 1 - rank] if schedule == "zbv" else
+            [s for s in range(n_stages) if s % world == rank])
+    cls = ScheduleZBVZeroBubble if schedule == "zbv" else ScheduleInterleavedZeroBubble
+
+    def make():
+        mods = {}
+        for s in mine:
+            torch.manual_seed(100 + s)
+            mods[s] = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 8))
+        stages = [PipelineStage(mods[s], s, n_stages, torch.device("cpu")) for s in mine]
+        return mods, cls(stages, n_microbatches=4,
+                         loss_fn=lambda out, y: (out - y).pow(2).mean())
+
+    def step(state, s):
+        mods, sched = state
+        for m in mods.values():
+            m.zero_grad(set_to_none=True)
+        torch.manual_seed(s)        # the same batch on every rank
+        x, y = torch.randn(8, 8), torch.randn(8, 8)
+        sched.step(*((x,) if 0 in mine else ()),
+                   **({"target": y} if n_stages - 1 in mine else {}))
+        return [p.grad.clone() for k in sorted(mods) for p in mods[k].parameters()]
+
+    ref, _ = _run(make, step, None)
+    got, st = _run(make, step, backend)
+    what = f"pipeline({schedule})/{backend}"
+    return _compare(ref, got, what) + _check_stats(st, what)
+
+
 CASES = {
     "fsdp2": fsdp2,
     "fsdp2_keep_unsharded": lambda b: fsdp2(b, reshard_after_forward=False),
@@ -228,11 +272,13 @@ WORLD2_CASES = {"fsdp2": ("eager", "inductor"), "ddp": ("eager", "inductor"),
                 "fsdp1": ("eager", "inductor"), "fsdp2_keep_unsharded": ("eager",),
                 "fsdp2_transformer": ("eager",), "fsdp2_checkpointed": ("eager", "inductor"),
                 "ddp_checkpointed": ("eager",),
-                "ddp_unused": ("eager",), "ddp_no_sync": ("eager",), "ddp_static_graph": ("eager",)}
+                "ddp_unused": ("eager",), "ddp_no_sync": ("eager",), "ddp_static_graph": ("eager",),
+                "pipeline_zb": ("eager", "inductor"), "pipeline_zbv": ("eager", "inductor")}
 
 
 def run_all() -> list:
-    cases = {**CASES, "fsdp1": fsdp1}
+    cases = {**CASES, "fsdp1": fsdp1, "pipeline_zb": lambda b: pipeline(b, "interleaved"),
+             "pipeline_zbv": lambda b: pipeline(b, "zbv")}
     bad = []
     for name, backends in WORLD2_CASES.items():
         for b in backends:

@@ -164,7 +164,8 @@ struct CWalk {
   std::vector<py::object> pynodes;  // materialized on demand
   std::vector<ClassInfo*> cls;      // per node
   std::vector<uint8_t> opaque;      // per node: 1: TRACE class run opaquely (hidden
-                                    // state); 2: saved tensors carry foreign hooks
+                                    // state); 2: saved tensors carry foreign hooks;
+                                    // 3: released (Note [Released nodes], fastwalk.py)
   std::vector<std::pair<int32_t, int32_t>> edge_seg;  // per node: (start, count) in edge arrays
   std::vector<int32_t> edge_child, edge_nr;           // in processing order
   std::vector<SavedSrc> saved_src;

@@ -297,6 +297,13 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
              for (size_t i = 0; i < w.nodes.size(); ++i) out[i] = (int)w.opaque[i];
              return out;
            })
+      .def("released",
+           [](CWalk& w) {  // indices of nodes a retain_graph=False backward ran (freed)
+             py::list out;
+             for (size_t i = 0; i < w.nodes.size(); ++i)
+               if (w.opaque[i] == 3) out.append(i);
+             return out;
+           })
       .def("hooked",
            [](CWalk& w) {  // indices of nodes whose saved tensors carry hooks not ours
              py::list out;

@@ -19,6 +19,8 @@
 // then the execution order (the permutation sorting the sequence numbers).
 #include "_fastwalk.h"
 
+#include <cstring>
+
 #include <torch/csrc/autograd/python_anomaly_mode.h>
 #include <torch/csrc/dynamo/compiled_autograd.h>
 
@@ -285,8 +287,10 @@ struct Visitor {
   std::optional<CompiledNodeArgs> args;
   size_t used = 0;  // bytes in args' buffer
   explicit Visitor(AutogradCompilerCall& c) : cc(c), call(0, NodePtr()) {}
-  // Appends node's compiled_args bytes to k (size-prefixed).
-  void visit(Node* node, const NodePtr& owner, const ClassInfo& ci, Key& k) {
+  // Appends node's compiled_args bytes to k (size-prefixed).  False, appending nothing: a
+  // backward with retain_graph=False ran the node and freed its saved tensors (Note [Released
+  // nodes] in capture/fastwalk.py).
+  bool visit(Node* node, const NodePtr& owner, const ClassInfo& ci, Key& k) {
     if (!args || used > (1u << 15)) {
       args.reset();
       args.emplace(cc, call);
@@ -298,13 +302,16 @@ struct Visitor {
     } catch (const c10::Error& e) {  // also eager's errors (saved tensor modified in place):
       // the Python walk meets those again and reports them as eager would
       args.reset();
-      raise(g_giveup, ci.name + "::compiled_args raised: " + e.what_without_backtrace());
+      const char* what = e.what_without_backtrace();
+      if (std::strstr(what, "backward through the graph a second time")) return false;
+      raise(g_giveup, ci.name + "::compiled_args raised: " + what);
     }
     auto ck = args->key();
     const uint32_t n = (uint16_t)(ck.key_size - (uint16_t)used);  // < 64 KB per node
     k.put<uint32_t>(n);
     k.put_bytes(ck.key + used, n);
     used += n;
+    return true;
   }
 };
 
@@ -360,7 +367,13 @@ void collect_node(CWalk& w, AutogradCompilerCall& cc, Visitor& vis, int i, Node*
   if (cached) {
     k.put_bytes(cached->data() + cached_range.first, cached_range.second - cached_range.first);
   } else {
-    vis.visit(node, owner, ci, k);
+    if (!vis.visit(node, owner, ci, k)) {
+      cc.all_size_inputs.clear();
+      k.put<uint8_t>(0xDE);  // released: no compiled_args, no saved tensors
+      w.opaque[i] = 3;
+      w.ca_range[i] = {(uint32_t)start, (uint32_t)k.size()};
+      return;
+    }
     if (!cc.lifted_ivalue_args.args.empty()) raise(g_giveup, ci.name + ": lifted IValues");
     if (!opaque) {
       k.put<uint32_t>((uint32_t)cc.all_size_inputs.size());

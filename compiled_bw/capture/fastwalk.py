@@ -34,6 +34,18 @@ key on its sizes (the real node runs; the graph bakes none in), and the compiled
 on more than Python can see (finer).  A node whose saved tensors carry hooks that are not ours
 is never unpacked nor visited by compiled_args: its key part is a marker and it runs as
 nodes.hooked_kind (`opaque()` says 2 for it; nodes.py Note [Hooked saved tensors]).
+
+Note [Released nodes]
+A backward with retain_graph=False frees the saved tensors of the nodes it ran, and only
+those: grad(z, [w]) runs what lies between z and w.  A later grad() from a root below can
+still run (eager never touches the freed nodes unless they lie on a path to its inputs):
+pipeline parallelism's weight pass (torch.distributed.pipelining stage_backward_weight) runs
+one param group after another from the edges its input pass kept, and each group's
+retain_graph=False frees what the next group's walk passes through on its way to other
+weights.  compiled_args raises eager's "backward through the graph a second time" on such a
+node: the walk keys it as released (a marker, `opaque()` says 3), reads nothing of it, and
+goes on to its edges; runtime/run.py runs eager autograd (which raises that error as it
+would) if the call needs a released node, and the trace never reaches one that is not needed.
 """
 from __future__ import annotations
 
@@ -518,6 +530,11 @@ class FastWalk:
         return self._saved_node
 
     frees_saved_itself = True   # release_nodes: Node::release_variables, no Slots needed
+
+    def released(self) -> list:
+        """Indices of the nodes a retain_graph=False backward already ran (Note [Released
+        nodes])."""
+        return self.cw.released()
 
     def take_saved(self, box: list) -> None:
         box.extend(self.cw.saved)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 
 import torch
+from torch.autograd.graph import GradientEdge
 
 from ..torchapi import autograd as torch_autograd
 
@@ -131,8 +132,12 @@ def sequence_nr(node) -> int:
     return node._sequence_nr()
 
 
-def gradient_edge(t: torch.Tensor) -> tuple:
-    """(node, input_nr) of a tensor, the grad accumulator for a leaf (created if needed)."""
+def gradient_edge(t) -> tuple:
+    """(node, input_nr) of a tensor, the grad accumulator for a leaf (created if needed); a
+    GradientEdge (torch.autograd.graph.get_gradient_edge, or built from any node) is one
+    already."""
+    if type(t) is GradientEdge:
+        return t.node, t.output_nr
     fn = t.grad_fn
     if fn is not None:          # what get_gradient_edge returns for a non-leaf, without its cost
         return fn, t.output_nr

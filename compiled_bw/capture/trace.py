@@ -133,7 +133,9 @@ class Plan:
 # step, only in graphs with calls.
 
 
-def _needed_and_captured(w, opts):
+def needed_and_captured(w, opts):
+    """Per node: whether the call runs it (eager's exec_info needed_; all without inputs);
+    and node index -> [(input position, input_nr)] of grad()'s captures."""
     n = len(w.nodes)
     if not opts.inputs:
         return [True] * n, {}
@@ -247,7 +249,7 @@ class _Engine:
         self.opaque_names, self.placeholders = opaque_names, placeholders
         n = len(w.nodes)
         self.aot_seen: list = []
-        self.needed, self.captures = _needed_and_captured(w, opts)
+        self.needed, self.captures = needed_and_captured(w, opts)
         self.captured = [False] * n
         for c in self.captures:
             self.captured[c] = True

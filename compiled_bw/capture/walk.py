@@ -94,6 +94,7 @@ class Walk:
         "nodes",
         "observe",
         "regions",
+        "released_nodes",
         "root_edges",
         "saved",
         "saved_node",
@@ -124,6 +125,7 @@ class Walk:
         self.unpack_nodes: dict = {}
         self.unpack = None
         self.observe: dict = {}
+        self.released_nodes: list = []  # fastwalk.py Note [Released nodes]
 
     # ---- the walk interface (capture/fastwalk.py FastWalk implements the same) ----
     # Saved-tensor life cycle: install (Slots, to trace), take_saved (into the Box),
@@ -131,6 +133,11 @@ class Walk:
     # delivery (accumulate, leaf_observed); streams; run_native (the C++ hit path).
 
     frees_saved_itself = False   # without Slots the nodes keep their saved tensors (FastWalk: no)
+
+    def released(self) -> list:
+        """Indices of the nodes a retain_graph=False backward already ran (fastwalk.py Note
+        [Released nodes])."""
+        return self.released_nodes
 
     def install(self):
         """Slots on the saved tensors the graph reads (saved.py PySlots)."""
@@ -378,7 +385,14 @@ def values_entry(w, i: int, node, info: tuple, entry: list) -> bool:
             vals = (vals,)
         entry.extend(tuple(v) if type(v) is list else v for v in vals)
     if tget is not None:
-        ts = tget(node)       # unpacks: eager's version-counter / freed checks happen here
+        try:
+            ts = tget(node)   # unpacks: eager's version-counter / freed checks happen here
+        except RuntimeError as e:
+            if "backward through the graph a second time" not in str(e):
+                raise
+            entry.append("released")    # capture/fastwalk.py Note [Released nodes]
+            w.released_nodes.append(i)
+            return False
         if one_tensor:
             ts = (ts,)
         for k, v in enumerate(ts):

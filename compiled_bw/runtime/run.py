@@ -73,10 +73,12 @@ retain_graph=True, the Slots keep everything.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import time
 
 import torch
+from torch.autograd.graph import GradientEdge
 
 from ..backends.compile_worker import foreign_ops
 from ..backends.eager import compile_eager
@@ -87,9 +89,9 @@ from ..capture.hooks import HookRegisteredDuringBackward
 from ..capture.nodes import CUSTOM
 from ..capture.opaque import LAYOUT_HINTS, NotDense, found_layouts, relayout
 from ..capture.recompute import consume_saved, release_regions
-from ..capture.saved import SavedHooksInUse, gradient_edge
+from ..capture.saved import ERR_BACKWARD_TWICE, SavedHooksInUse, gradient_edge
 from ..capture.subclass import flatten, rebuild
-from ..capture.trace import REJECTED, Options, TraceFailed, trace_backward
+from ..capture.trace import REJECTED, Options, TraceFailed, needed_and_captured, trace_backward
 from ..capture.walk import WalkUnsupported, tensor_meta
 from ..core import dispatch_tls
 from ..core.thread import THREAD, current_step
@@ -233,13 +235,22 @@ def _precheck(t_outputs, inputs, create_graph) -> None:
     # checkpoint's CheckpointFunction.backward, a hook calling grad()), a backward is its own
     # capture and cache entry, run inside the outer graph's engine task as eager runs a
     # reentrant backward inside the running one; the outer graph stays compiled.
-    for t in list(t_outputs) + list(inputs):
-        if not isinstance(t, torch.Tensor):
-            raise FallbackToEager(f"{type(t).__name__} roots/inputs are not supported")
+    # Note [GradientEdge roots and inputs]: an edge (node, input_nr) is what the engine
+    # takes for a tensor anyway (gradient_edge); torch's _make_grads gave each edge root its
+    # grad.  Pipeline parallelism's split backward (stage_backward_weight) runs from the
+    # edges its input pass kept to the weights' AccumulateGrad edges.
     for t in t_outputs:
+        if type(t) is GradientEdge:
+            continue
+        if not isinstance(t, torch.Tensor):
+            raise FallbackToEager(f"{type(t).__name__} roots are not supported")
         if t.grad_fn is None and not t.requires_grad:
             raise FallbackToEager("a root does not require grad", is_error=True)
     for t in inputs:
+        if type(t) is GradientEdge:
+            continue
+        if not isinstance(t, torch.Tensor):
+            raise FallbackToEager(f"{type(t).__name__} inputs are not supported")
         if not t.requires_grad:
             raise FallbackToEager("an input does not require grad", is_error=True)
 
@@ -261,9 +272,19 @@ def _call(state, t_outputs, grad_tensors, keep_graph, inputs, allow_unused, accu
     run."""
     root_edges = _root_edges(t_outputs)
     w = _walk(root_edges)
-    opts = Options(accumulate, bool(keep_graph), _input_edges(w, inputs, accumulate),
-                   bool(allow_unused))
-    key, root_key = _keys(state, w, root_edges, grad_tensors, opts)
+    in_edges = _input_edges(w, inputs, accumulate)
+    order = None
+    if len(in_edges) > 1 and any(a > b for a, b in itertools.pairwise(in_edges)):
+        order = sorted(range(len(in_edges)), key=in_edges.__getitem__)   # Note [Input order]
+        in_edges = tuple(in_edges[k] for k in order)
+    opts = Options(accumulate, bool(keep_graph), in_edges, bool(allow_unused))
+    released = w.released()
+    if released:    # capture/fastwalk.py Note [Released nodes]
+        needed = needed_and_captured(w, opts)[0]
+        if any(needed[i] for i in released):
+            raise FallbackToEager(ERR_BACKWARD_TWICE, is_error=True)
+    key, root_key = _keys(state, w, root_edges, grad_tensors, opts,
+                          any(type(t) is GradientEdge for t in t_outputs))
     got = slots = None
     hit = state.cache.get(key)      # one lookup: the key's hash and equality are not free
     if state.dynamic is not False and hit is None:
@@ -291,7 +312,19 @@ def _call(state, t_outputs, grad_tensors, keep_graph, inputs, allow_unused, accu
     if entry.went_sparse:   # backends/eager.py Note [Sparse grads from opaque calls]
         state.cache.put(root_key, key, Fallback(f"an opaque call returned a sparse grad: "
                                                 f"{entry.went_sparse}"))
+    if order is not None and result:
+        result = tuple(result[k] for k in sorted(range(len(order)), key=order.__getitem__))
+    if result is not None and not opts.allow_unused and None in result:
+        # eager's check after running (python_engine.cpp), for a grad user code left undefined
+        raise RuntimeError(ERR_UNUSED.format(result.index(None)))
     return result
+
+
+# Note [Input order]
+# grad(outputs, inputs) and backward(inputs=) run the same graph whatever the order of
+# `inputs`; only grad()'s results follow it.  The key takes the input edges sorted (by walk
+# index, input_nr) and the results are put back in the caller's order: pipeline parallelism's
+# weight pass passes a param group's weights from a set, in another order each step.
 
 
 def _root_edges(t_outputs) -> list:
@@ -315,15 +348,20 @@ def _input_edges(w, inputs, accumulate: bool) -> tuple:
     index = {id(n): i for i, n in enumerate(w.nodes)} if inputs else {}
     in_edges = []
     for t in inputs:
-        if accumulate and t.grad_fn is not None:
-            raise FallbackToEager("backward(inputs=...) with a non-leaf input")
         node, nr = gradient_edge(t)
+        if accumulate and type(node).__name__ != "AccumulateGrad":
+            # eager runs up to that node (and its hooks) and stores nothing for an edge;
+            # a non-leaf tensor gets retain_grad() first
+            raise FallbackToEager("backward(inputs=...) with a non-leaf input")
         in_edges.append((index.get(id(node), -1), nr))
     return tuple(in_edges)
 
 
-def _keys(state, w, root_edges, grad_tensors, opts: Options) -> tuple:
-    """The CacheKey of this call and the RootKey it is counted and explained under."""
+def _keys(state, w, root_edges, grad_tensors, opts: Options, edge_roots: bool) -> tuple:
+    """The CacheKey of this call and the RootKey it is counted and explained under.
+    edge_roots: some root is a GradientEdge; its RootKey also has the graph's size (pipeline
+    parallelism's weight pass starts one call per param group from nodes of one class and
+    grad shape: each its own root, not recaptures of one)."""
     try:
         root_meta = tuple(None if g is None else tensor_meta(g) for g in grad_tensors)
     except WalkUnsupported as e:
@@ -333,7 +371,8 @@ def _keys(state, w, root_edges, grad_tensors, opts: Options) -> tuple:
     options = OptionsKey(opts.accumulate, opts.retain_graph, opts.inputs, opts.allow_unused,
                          observed)
     key = CacheKey(w.signature, tuple(w.root_edges), root_meta, options, state.backend_key)
-    root_key = RootKey(tuple(type(n).__name__ for n, _ in root_edges), root_meta,
+    names = tuple(type(n).__name__ for n, _ in root_edges)
+    root_key = RootKey(names + (len(w.nodes),) if edge_roots else names, root_meta,
                        state.backend_key)
     return key, root_key
 
@@ -798,7 +837,4 @@ def _run_in_engine(state, entry: Compiled, w, opts, box: list, checks: dict | No
     finally:
         for note in step.notes:
             state.note(note)
-    if not opts.accumulate and not opts.allow_unused and None in result:
-        # eager's check after running (python_engine.cpp), for a grad user code left undefined
-        raise RuntimeError(ERR_UNUSED.format(result.index(None)))
     return result
