@@ -349,3 +349,79 @@ def test_view_strides_agrees_with_torch():
                 assert got == want, (x.shape, x.stride(), shape, got, want)
             cases += 1
     assert cases > 1000
+
+
+class _MutatesInBackward(torch.autograd.Function):
+    """Its backward mutates its forward input `x` (kind: how), as AOTAutograd allows in a
+    backward: data mutations of forward inputs, kept in the backward graph (graph inputs that
+    require grad are checked at run time: refused only for create_graph=True)."""
+
+    @staticmethod
+    def forward(ctx, x, y, how):
+        ctx.save_for_backward(x, y)
+        ctx.how = how
+        return x * y
+
+    @staticmethod
+    def backward(ctx, g):
+        x, y = ctx.saved_tensors
+        if ctx.how == "mul_":
+            x.mul_(1.5)
+        elif ctx.how == "copy_":
+            x.copy_(y * 0.5)
+        else:                   # a view of the input, mutated
+            x[1:3].add_(1.0)
+        return g * y, g * x, None
+
+
+@pytest.mark.both_backends
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+@pytest.mark.parametrize("how", ["mul_", "copy_", "view add_"])
+@pytest.mark.parametrize("x_kind", ["leaf requiring grad", "non-leaf", "buffer"])
+def test_an_aot_backward_mutating_a_forward_input(backend, how, x_kind):
+    """The mutation reaches the real input as in eager (values, version), the grads are
+    eager's, and the backward is spliced: 1 capture, no fallback (#36 item 2: it fell back
+    with AOTAutograd's "create_graph=True" check for an input requiring grad)."""
+    def build():
+        torch._dynamo.reset()
+
+        def f(x, y):
+            return _MutatesInBackward.apply(x, y, how).sin()
+        return [torch.randn(6, requires_grad=x_kind != "buffer"),
+                torch.randn(6, requires_grad=True),
+                torch.compile(f, backend=backend, fullgraph=True)]
+
+    def step(st):
+        x0, y, f = st
+        x0.grad = y.grad = None
+        x = x0 * 1.0 if x_kind == "non-leaf" else x0
+        f(x, y).sum().backward()
+        return x.detach().clone(), x._version, x0._version, x0.grad, y.grad
+
+    differential(build, step)
+    _assert_spliced()
+
+
+@pytest.mark.both_backends
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_an_aot_backward_mutating_an_input_another_node_saved(backend):
+    """`x * w` saved x and runs after the AOT backward that mutates x: eager raises for an
+    aot_eager forward (the version moved) and computes with the new values for an Inductor
+    one (it did not); either way that backward runs eager autograd."""
+    def build():
+        torch._dynamo.reset()
+
+        def f(x, y):
+            return _MutatesInBackward.apply(x, y, "mul_").sin()
+        return [torch.randn(6, requires_grad=True), torch.randn(6, requires_grad=True),
+                torch.randn(6, requires_grad=True), torch.compile(f, backend=backend, fullgraph=True)]
+
+    def step(st):
+        x, y, w, f = st
+        x.grad = y.grad = w.grad = None
+        h = x * w
+        (f(x, y).sum() + h.sum()).backward()
+        return x.detach().clone(), x._version, x.grad, y.grad, w.grad
+
+    st = differential(build, step, captures=1, fallbacks=3, allow_errors=True)
+    assert all("another node saved too" in r for r in st.fallback_reasons), st.fallback_reasons

@@ -809,3 +809,15 @@ def test_backward_verdict_names_guard_sources():
     why = backward_verdict(flag, (ctx, torch.randn(3)), lambda n: "DEBUG_FLAG" not in n)
     assert why is not None and "DEBUG_FLAG" in why, why
     assert backward_verdict(prints, (ctx, torch.randn(3)), lambda n: True).startswith("Dynamo")
+
+
+def test_set_version_counters_sets_them():
+    # capture/mutated.py Note [Graph inputs the backward mutates]: the run sets the version
+    # counters of the inputs its graph wrote to, tensors and versions given as tuples
+    from compiled_bw.torchapi import autograd as torch_autograd
+    a, b = torch.zeros(2), torch.zeros(3)
+    a.add_(1)
+    torch_autograd.set_version_counters((a, b), (7, 0))
+    assert (a._version, b._version) == (7, 0), (
+        f"torch {torch.__version__}: torch._C._autograd._unsafe_set_version_counter no longer "
+        "sets the counters it is given (runtime/run.py _mutated_versions)")

@@ -20,6 +20,7 @@ from __future__ import annotations
 import torch
 
 from ..torchapi import dynamo as torch_dynamo
+from .mutated import NO_VERSION_BUMP
 
 REQUIRED_CF_ATTRS = ("_aot_id", "_lazy_backward_info", "_bw_prologue_fn", "_bw_epilogue_fn",
                      "metadata")
@@ -72,6 +73,12 @@ def saved_of(node) -> tuple:
     symints, opaque objects) of this step's ctx."""
     return (node.saved_tensors, list(getattr(node, "_tensors_no_vc_check", ()) or ()),
             tuple(node.symints), tuple(getattr(node, "opaque_objects", ()) or ()))
+
+
+def _inductor_compiled(cf) -> bool:
+    """Whether torch.compile's Inductor compiled this forward (and so compiles its backward:
+    kernels that write into mutated inputs without bumping their version counters)."""
+    return type(getattr(cf, "compiled_fw", None)).__module__.startswith("torch._inductor")
 
 
 class SpliceFailed(Exception):
@@ -173,8 +180,12 @@ def trace_aot(plan: AotPlan, node, saved: list, no_vc: list, grads: list, prefix
     cf = plan.cf
     before = set(tracer_graph.nodes)
     symints = list(node.symints) if symints is None else list(symints)
-    all_args = cf._bw_prologue_fn(tuple(saved) + tuple(no_vc), symints,
-                                  list(getattr(node, "opaque_objects", ()) or ()), list(grads))
+    # grad mode off for all of it, as eager's engine runs the backward (create_graph=False):
+    # the prologue refuses input mutations in the backward when grad mode is on
+    with torch.no_grad():
+        all_args = cf._bw_prologue_fn(tuple(saved) + tuple(no_vc), symints,
+                                      list(getattr(node, "opaque_objects", ()) or ()),
+                                      list(grads))
     interp = _Splice(plan.bw_module)
     try:
         with torch.no_grad():
@@ -188,8 +199,12 @@ def trace_aot(plan: AotPlan, node, saved: list, no_vc: list, grads: list, prefix
             f"splicing the AOT backward of torch.compile graph {getattr(cf, '_aot_id', '?')} "
             f"({type(node).__name__}) failed at node {getattr(n, 'name', '?')!r} ({op}): "
             f"{type(e).__name__}: {e}") from e
-    out = cf._bw_epilogue_fn(out)
+    with torch.no_grad():
+        out = cf._bw_epilogue_fn(out)
+    inductor = _inductor_compiled(cf)
     for n in tracer_graph.nodes:
         if n not in before and n.op == "call_function":
             n._rename(prefix + n.name)
+            if inductor:    # mutated.py Note [Graph inputs the backward mutates]
+                n.meta[NO_VERSION_BUMP] = True
     return tuple(out) if isinstance(out, (tuple, list)) else (out,)

@@ -31,6 +31,7 @@ from .aot import SpliceFailed, aot_plan, trace_aot
 from .deliver import deliver
 from .dynamic import NotDynamic
 from .heap import StdHeap
+from .mutated import mutated_inputs
 from .nodes import AOT, CUSTOM, LEAF, TRACE, TRACE_CUSTOM
 from .opaque import OpaqueSite, as_list, observed_layouts, opaque, register_site, view_chains
 from .opaque import label as opaque_label
@@ -100,6 +101,8 @@ class Plan:
     version_checks: tuple = ()       # (site, ((saved position, traced reader | None), ...)):
     #                                  Note [Saved tensors modified during the backward]
     auto_traced: tuple = ()          # custom Functions traced without opt-in (custom.py Note)
+    mutated_inputs: tuple = ()       # (graph input position, eager's version bumps): Note
+    #                                  [Graph inputs the backward mutates] (mutated.py)
 
     # leaf_outputs split, for every step's delivery (runtime/run.py): computed once per plan
     @functools.cached_property
@@ -760,7 +763,8 @@ def trace_backward(w, opts: Options, root_grads: list, slots: list, delivers: bo
                 ran.will_execute, tuple(sites), tuple(opaque_names), in_layouts,
                 result["out_layouts"], ran.out_defined, delivers and opts.accumulate,
                 version_checks=ran.version_checks,
-                auto_traced=tuple(dict.fromkeys(trace_step.auto_traced)))
+                auto_traced=tuple(dict.fromkeys(trace_step.auto_traced)),
+                mutated_inputs=mutated_inputs(gm) if in_layouts is None else ())
     if sites and not opts.accumulate and plan.out_layouts is None:
         plan.relayout = view_chains(gm, plan.capture_outputs)
     if sites:

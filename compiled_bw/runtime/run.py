@@ -670,8 +670,11 @@ def _run(state, entry: Compiled, w, opts, grad_tensors, slots):
     plan = entry.plan
     if entry.devices:                   # Note [Streams] (runtime/streams.py)
         streams.check(w, entry.devices, FallbackToEager)
+    versions = None
+    if plan.mutated_inputs:             # capture/mutated.py Note [Graph inputs the backward
+        versions = _mutated_versions(plan, grad_tensors, w.saved)   # mutates]
     consume_saved(w, plan)              # Note [Selective recomputation] (capture/recompute.py)
-    if entry.native is not None and slots is None:
+    if entry.native is not None and slots is None and versions is None:
         result = _run_native(state, entry, w, opts, grad_tensors)
         if result is not False:
             return result
@@ -695,11 +698,36 @@ def _run(state, entry: Compiled, w, opts, grad_tensors, slots):
         if state.cudagraphs and entry.devices:
             cudagraphs.skip(entry, state)
         result = _run_in_engine(state, entry, w, opts, box, checks)
+    if versions is not None:
+        torch_autograd.set_version_counters(*versions)
     if not opts.retain_graph:
         if slots is not None:
             slots.release(plan.executed, len(w.nodes))
         w.release_nodes(plan.executed)  # what eager's engine does after each node
     return None if opts.accumulate else tuple(result)
+
+
+def _mutated_versions(plan, grad_tensors, saved) -> tuple:
+    """capture/mutated.py Note [Graph inputs the backward mutates]: (the inputs the graph
+    writes to, the versions eager leaves on them); raises FallbackToEager, before anything
+    ran, when another input shares storage with one of them."""
+    box = [g for g in grad_tensors if g is not None] + list(saved)
+    ts, vs = [], []
+    for p, bumps in plan.mutated_inputs:
+        t = box[p]
+        ts.append(t)
+        vs.append(t._version + bumps)
+    mine = {t.untyped_storage().data_ptr() for t in ts}
+    written = {p for p, _ in plan.mutated_inputs}
+    for k, t in enumerate(box):
+        if k not in written and isinstance(t, torch.Tensor) and t.numel() and \
+                t.untyped_storage().data_ptr() in mine:
+            raise FallbackToEager(
+                "the backward writes into a tensor it reads (an AOT backward mutating a forward "
+                "input, or a custom backward an input) that another node saved too: eager "
+                "checks that node's saved version when it runs (capture/mutated.py Note [Graph "
+                "inputs the backward mutates])")
+    return tuple(ts), tuple(vs)
 
 
 def _run_native(state, entry: Compiled, w, opts, grad_tensors):

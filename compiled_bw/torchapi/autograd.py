@@ -57,6 +57,7 @@ dispatch_tls_local_include_set = C._dispatch_tls_local_include_set
 ForceDispatchKeyGuard = C._ForceDispatchKeyGuard
 foreach_copy_ = torch._foreach_copy_
 storage_use_count = C._storage_Use_Count
+set_version_counters = C._autograd._unsafe_set_version_counter   # (tensors, versions)
 
 # --- Function / hook internals (capture/custom.py, capture/hooks.py) ---
 BackwardCFunction = function_mod.BackwardCFunction
@@ -100,6 +101,8 @@ USED = {
     "torch._C._ForceDispatchKeyGuard": "core/dispatch_tls.py (kept)",
     "torch._foreach_copy_": "runtime/cudagraphs.py",
     "torch._C._storage_Use_Count": "capture/opaque.py (Note [Stealing at delivery points])",
+    "torch._C._autograd._unsafe_set_version_counter":
+        "runtime/run.py (capture/mutated.py Note [Graph inputs the backward mutates])",
     "torch.autograd.function.BackwardCFunction": "capture/custom.py",
     "torch.autograd.function.FunctionCtx.set_materialize_grads": "capture/custom.py",
     "torch.autograd.function._HookMixin._register_hook": "capture/hooks.py",

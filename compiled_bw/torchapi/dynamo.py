@@ -12,7 +12,7 @@ import torch
 import torch._meta_registrations as meta_registrations
 import torch.utils._pytree as pytree
 from torch._guards import TracingContext, detect_fake_mode, tracing
-from torch._ops import OpOverload, OpOverloadPacket
+from torch._ops import HigherOrderOperator, OpOverload, OpOverloadPacket
 from torch._subclasses import fake_tensor
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode, get_plain_tensors
 from torch._subclasses.functional_tensor import FunctionalTensorMode
@@ -54,8 +54,9 @@ USED = {
     "torch._guards.tracing": "backends/inductor.py",
     "torch._guards.TracingContext": "backends/inductor.py",
     "torch._ops.OpOverload": "passes/reorder_for_memory.py, capture/opaque.py, capture/packed.py, "
-                             "capture/deliver.py, backends/fresh_returns.py",
+                             "capture/deliver.py, backends/fresh_returns.py, capture/mutated.py",
     "torch._ops.OpOverloadPacket": "capture/packed.py",
+    "torch._ops.HigherOrderOperator": "capture/mutated.py",
     "torch._subclasses.fake_tensor.FakeTensor": "capture/trace.py, capture/subclass.py",
     "torch._subclasses.fake_tensor.FakeTensorMode": "backends/inductor_artifact.py",
     "torch._subclasses.fake_tensor.get_plain_tensors": "capture/subclass.py",
