@@ -345,14 +345,22 @@ def _walk(root_edges):
 
 def _input_edges(w, inputs, accumulate: bool) -> tuple:
     """Per backward(inputs=)/grad() input: (its node's index in the walk | -1, input_nr)."""
-    index = {id(n): i for i, n in enumerate(w.nodes)} if inputs else {}
+    leaf_index = index = None
     in_edges = []
     for t in inputs:
         node, nr = gradient_edge(t)
-        if accumulate and type(node).__name__ != "AccumulateGrad":
+        if type(node) is torch_autograd.AccumulateGrad:     # a leaf: among the walk's leaves
+            if leaf_index is None:
+                leaf_index = {id(v): i for i, v in w.leaves.items()}
+            i = leaf_index.get(id(node.variable), -1)
+            in_edges.append((i if i >= 0 and w.nodes[i] is node else -1, nr))
+            continue
+        if accumulate:
             # eager runs up to that node (and its hooks) and stores nothing for an edge;
             # a non-leaf tensor gets retain_grad() first
             raise FallbackToEager("backward(inputs=...) with a non-leaf input")
+        if index is None:
+            index = {id(n): i for i, n in enumerate(w.nodes)}
         in_edges.append((index.get(id(node), -1), nr))
     return tuple(in_edges)
 
