@@ -215,3 +215,57 @@ def test_real_model_sequence_lengths_one_dynamic_graph(name, backend):
         return [None if p.grad is None else p.grad.clone() for p in m.parameters()]
     st = differential(build, step, steps=len(lengths), backend=backend, captures=2, fallbacks=0)
     assert st.dynamic_captures == 1, st.recompile_reasons
+
+
+def _family(name):
+    """Llama-family (and other) decoder configs, 2 layers, 32 wide, attention dropout 0.1."""
+    small = {"vocab_size": V, "hidden_size": D, "num_hidden_layers": 2,
+             "num_attention_heads": 2, "intermediate_size": 64}
+    t = transformers
+    made = {
+        "mistral": lambda: t.MistralForCausalLM(t.MistralConfig(**small, num_key_value_heads=1)),
+        "qwen3": lambda: t.Qwen3ForCausalLM(t.Qwen3Config(**small, num_key_value_heads=1)),
+        "gemma2": lambda: t.Gemma2ForCausalLM(t.Gemma2Config(**small, num_key_value_heads=1,
+                                                             head_dim=16)),
+        "phi3": lambda: t.Phi3ForCausalLM(t.Phi3Config(**small, num_key_value_heads=1,
+                                                       pad_token_id=0)),
+        "olmo": lambda: t.OlmoForCausalLM(t.OlmoConfig(**small, num_key_value_heads=1)),
+        "gpt_neox": lambda: t.GPTNeoXForCausalLM(t.GPTNeoXConfig(**small)),
+        "modernbert": lambda: t.ModernBertForMaskedLM(t.ModernBertConfig(
+            **small, pad_token_id=0, bos_token_id=1, eos_token_id=2, cls_token_id=1,
+            sep_token_id=2)),
+    }
+    if name == "llama":
+        cfg = _cfg("llama")
+        cfg.attention_dropout = 0.1
+        return transformers.LlamaForCausalLM(cfg)
+    m = made[name]()
+    if hasattr(m.config, "attention_dropout"):
+        m = type(m)(type(m.config)(**{**m.config.to_dict(), "attention_dropout": 0.1}))
+    return m
+
+
+@pytest.mark.both_backends
+@pytest.mark.parametrize("name", ["llama", "mistral", "qwen3", "gemma2", "phi3", "olmo",
+                                  "gpt_neox", "modernbert"])
+def test_checkpointed_blocks_are_traced(name):
+    """Hugging Face gradient checkpointing (non-reentrant) of these families: every block's
+    recomputation is traced into the graph (no hooked opaque call: recompute.py Note [Traced
+    recomputation]; their partial passes rotary embeddings as `position_embeddings=(cos,
+    sin)`, guarded.partial_tensors), one capture, eager's grads with the forward's dropout."""
+    import compiled_bw
+
+    def build():
+        m = _family(name)
+        m.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        return m.train()
+
+    def step(m):
+        m.zero_grad(set_to_none=True)
+        ids = torch.randint(3, V, (2, 12))
+        m(input_ids=ids, labels=ids).loss.backward()
+        return [None if p.grad is None else p.grad.clone() for p in m.parameters()]
+
+    differential(build, step)
+    code = compiled_bw.last_graph().code
+    assert "hooked " not in code, [ln for ln in code.splitlines() if "hooked " in ln][:3]

@@ -20,6 +20,7 @@ from ..capture.rng import rng_draw
 from ..core.thread import THREAD
 from ..torchapi import inductor as torch_inductor
 from ..torchapi.dynamo import (
+    OpOverload,
     TracingContext,
     detect_fake_mode,
     pool_sizes_without_parity_guards,
@@ -474,6 +475,31 @@ def _contiguous_unbatched_pool3d(gm: torch.fx.GraphModule) -> None:
         gm.recompile()
 
 
+# Note [Inductor: views of intermediates]
+# Our graph's `view`s were traced on eager's meta strides.  Inductor retraces the graph with its
+# own decompositions, whose outputs may take other strides (a `cat` of rotary halves of a
+# transposed q in Phi-3's attention comes out (384, 16, 32, 1) where eager's is contiguous),
+# and a `view` that was legal on eager's strides then raises ("Cannot view a tensor with
+# shape ...") and the whole graph stays on the eager backend.  So before that retrace, a
+# `view` of an intermediate (not of a graph input, whose strides are fixed) whose result is
+# never written to becomes `reshape`: the same values, a view wherever the strides allow.
+def _views_to_reshapes(gm: torch.fx.GraphModule) -> bool:
+    view, placeholders = torch.ops.aten.view.default, "placeholder"
+    changed = False
+    for n in gm.graph.find_nodes(op="call_function", target=view):
+        x = n.args[0]
+        if not isinstance(x, torch.fx.Node) or x.op == placeholders:
+            continue
+        if any(isinstance(u.target, OpOverload) and u.target._schema.is_mutable
+               for u in n.users):
+            continue
+        n.target = torch.ops.aten.reshape.default
+        changed = True
+    if changed:
+        gm.recompile()
+    return changed
+
+
 def compile_inductor(gm: torch.fx.GraphModule, example_inputs: list):
     with pool_sizes_without_parity_guards():   # the sizes as our trace saw them
         return _compile_inductor(gm, example_inputs)
@@ -484,8 +510,14 @@ def _compile_inductor(gm: torch.fx.GraphModule, example_inputs: list):
     vals = _output_vals(gm)
     twins = fresh_returns.needs_twins(gm)
     direct = fresh_returns.needs_functional(gm)
-    if current_sites() or twins or direct:
+    reshapes = any(n.args and isinstance(n.args[0], torch.fx.Node) and
+                   n.args[0].op != "placeholder"
+                   for n in gm.graph.find_nodes(op="call_function",
+                                                target=torch.ops.aten.view.default))
+    if current_sites() or twins or direct or reshapes:
         gm = copy.deepcopy(gm)      # the captured graph stays as it was (last_graph, eager)
+    if reshapes:    # Note [Inductor: views of intermediates]
+        _views_to_reshapes(gm)
     if current_sites():
         _insert_barriers(gm)
     if twins:       # Note [Inductor: mutating ops that return their input]

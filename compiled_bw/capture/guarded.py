@@ -42,7 +42,7 @@ import functools
 
 import torch
 
-from ..torchapi.dynamo import region_guards
+from ..torchapi.dynamo import pytree, region_guards
 
 _MAX_PER_KEY = 8
 
@@ -85,10 +85,17 @@ def callee(fn):
 
 
 def partial_tensors(fn) -> dict:
-    """The tensors a partial's keywords hold (they become graph inputs, never constants)."""
+    """The tensors a partial's keywords hold (they become graph inputs, never constants):
+    keyword -> (pytree spec, its tensors), for a tensor or a container of tensors only
+    (Hugging Face passes rotary embeddings as `position_embeddings=(cos, sin)`)."""
     if type(fn) is not functools.partial:
         return {}
-    return {k: v for k, v in fn.keywords.items() if isinstance(v, torch.Tensor)}
+    out = {}
+    for k, v in fn.keywords.items():
+        leaves, spec = pytree.tree_flatten(v)
+        if leaves and all(isinstance(t, torch.Tensor) for t in leaves):
+            out[k] = (spec, leaves)
+    return out
 
 
 def lookup(fn, key, args: tuple) -> Capture | None:

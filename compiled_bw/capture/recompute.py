@@ -315,7 +315,8 @@ def _region(w, i: int, frame, number: int, tensor_meta) -> Region | None:
     sig = (tree, tuple((n, tensor_meta(t), t.requires_grad) for n, t in params + buffers),
            len(params), tuple(arg_sig), len(frame.weak_holders),
            tuple(tuple(sorted(m.items())) for m in frame.x_metadatas),
-           tuple((k, tensor_meta(t), t.requires_grad) for k, t in extra.items()),
+           tuple((k, str(spec), tuple((tensor_meta(t), t.requires_grad) for t in ts))
+                 for k, (spec, ts) in extra.items()),
            bool(frame.early_stop), None if sac is None else sac.sig, state is not None)
     try:
         hash(sig)
@@ -346,10 +347,11 @@ def _region(w, i: int, frame, number: int, tensor_meta) -> Region | None:
             keys.append((i, ATTR, (number, j, f"arg{j - len(params) - len(buffers)}")))
             w.saved.append(a)
             j += 1
-    for k, t in extra.items():
-        keys.append((i, ATTR, (number, j, f"kw_{k}")))
-        w.saved.append(t)
-        j += 1
+    for k, (_, ts) in extra.items():
+        for m, t in enumerate(ts):
+            keys.append((i, ATTR, (number, j, f"kw_{k}" if len(ts) == 1 else f"kw_{k}{m}")))
+            w.saved.append(t)
+            j += 1
     for k, t in enumerate(sac.tensors if sac is not None else ()):
         keys.append((i, ATTR, (number, j, f"sac{k}")))
         w.saved.append(t)
@@ -424,7 +426,7 @@ def _trace_region(module, state: list, args: list, frame, call=None, extra=None,
     extra = extra or {}
     names = [n for n, _ in state]
     tensors = [t for _, t in state] + [a for a in args if isinstance(a, torch.Tensor)] + \
-        list(extra.values()) + (sac.tensors if sac is not None else [])
+        [t for _, ts in extra.values() for t in ts] + (sac.tensors if sac is not None else [])
     rgs = [t.requires_grad for t in tensors]
     recorded: list = []
     replays: list = []
@@ -444,7 +446,8 @@ def _trace_region(module, state: list, args: list, frame, call=None, extra=None,
         params = dict(zip(names, flat[:len(names)], strict=True))
         it = iter(flat[len(names):])
         cargs = tuple(next(it) if isinstance(a, torch.Tensor) else a for a in args)
-        kw = {k: next(it) for k in extra}
+        kw = {k: pytree.tree_unflatten([next(it) for _ in ts], spec)
+              for k, (spec, ts) in extra.items()}
         mode = None
         if sac is not None:     # Note [Selective recomputation]
             mode = ckpt.SacReplay(functools.partial(_answer, sac, list(it)))

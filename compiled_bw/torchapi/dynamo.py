@@ -53,7 +53,7 @@ USED = {
     "torch._guards.detect_fake_mode": "backends/inductor.py",
     "torch._guards.tracing": "backends/inductor.py",
     "torch._guards.TracingContext": "backends/inductor.py",
-    "torch._ops.OpOverload": "passes/reorder_for_memory.py, capture/opaque.py, capture/packed.py, "
+    "torch._ops.OpOverload": "passes/reorder_for_memory.py, capture/opaque.py, capture/packed.py, backends/inductor.py, "
                              "capture/deliver.py, backends/fresh_returns.py, capture/mutated.py",
     "torch._ops.OpOverloadPacket": "capture/packed.py",
     "torch._ops.HigherOrderOperator": "capture/mutated.py",
