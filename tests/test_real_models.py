@@ -231,6 +231,10 @@ def _family(name):
                                                        pad_token_id=0)),
         "olmo": lambda: t.OlmoForCausalLM(t.OlmoConfig(**small, num_key_value_heads=1)),
         "gpt_neox": lambda: t.GPTNeoXForCausalLM(t.GPTNeoXConfig(**small)),
+        "falcon": lambda: t.FalconForCausalLM(t.FalconConfig(
+            vocab_size=V, hidden_size=D, num_hidden_layers=2, num_attention_heads=2)),
+        "deberta_v2": lambda: t.DebertaV2ForMaskedLM(t.DebertaV2Config(
+            **small, hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)),
         "modernbert": lambda: t.ModernBertForMaskedLM(t.ModernBertConfig(
             **small, pad_token_id=0, bos_token_id=1, eos_token_id=2, cls_token_id=1,
             sep_token_id=2)),
@@ -247,12 +251,13 @@ def _family(name):
 
 @pytest.mark.both_backends
 @pytest.mark.parametrize("name", ["llama", "mistral", "qwen3", "gemma2", "phi3", "olmo",
-                                  "gpt_neox", "modernbert"])
+                                  "gpt_neox", "falcon", "deberta_v2", "modernbert"])
 def test_checkpointed_blocks_are_traced(name):
     """Hugging Face gradient checkpointing (non-reentrant) of these families: every block's
     recomputation is traced into the graph (no hooked opaque call: recompute.py Note [Traced
     recomputation]; their partial passes rotary embeddings as `position_embeddings=(cos,
-    sin)`, guarded.partial_tensors), one capture, eager's grads with the forward's dropout."""
+    sin)`, guarded.partial_tensors; DeBERTa and Falcon make tensors from Python values in the
+    region), one capture, eager's grads with the forward's dropout."""
     import compiled_bw
 
     def build():

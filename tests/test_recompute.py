@@ -307,6 +307,45 @@ def test_config_and_global_read_by_the_forward_are_guarded(where):
     assert "carry hooks" not in _opaque_nodes(), _opaque_nodes()
 
 
+class _MakesATensor(nn.Module):
+    """Not opted in: makes a tensor from Python values in its forward (DeBERTa's
+    `torch.tensor(size)` scale): a constant of the traced region, reached through
+    lift_fresh_copy only."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.lin = nn.Linear(6, 6)
+        self.cfg = cfg
+
+    def forward(self, x):
+        y = self.lin(x)
+        return y * torch.sqrt(torch.tensor(y.size(-1) * self.cfg.scale, dtype=torch.float))
+
+
+def test_a_tensor_made_from_python_values_in_the_region_is_guarded():
+    """The values the region's `torch.tensor(...)` reads change between steps (a config
+    attribute): the guards see it, so each value is its own capture, never a stale constant."""
+    scales = [2.0, 3.0, 2.0]
+
+    def build():
+        cfg = _Cfg()
+        cfg.scale = 2.0
+        return [_MakesATensor(cfg), torch.randn(5, 6), []]
+
+    def step(st):
+        m, x, log = st
+        m.cfg.scale = scales[len(log)]
+        log.append(None)
+        m.zero_grad(set_to_none=True)
+        h = cp.checkpoint(m, x.requires_grad_(), use_reentrant=False)
+        h.tanh().pow(2).sum().backward()
+        return [*grads(m), x.grad]
+
+    st = differential(build, step, strict=True, captures=2)
+    assert (st.recompute_captures, st.recompute_refused) == (2, 0), st
+    assert "carry hooks" not in _opaque_nodes(), _opaque_nodes()
+
+
 class _GlobalCounter(nn.Module):
     def __init__(self):
         super().__init__()

@@ -132,6 +132,7 @@ class Traced:
     rng: bool = False   # its random ops draw from an RNG state input (the last one)
 
 
+_LIFT_FRESH_COPY = torch.ops.aten.lift_fresh_copy.default
 _TRACED: dict = {}      # region key -> Traced | None (declined)
 _MAX_TRACED = 256
 
@@ -486,8 +487,12 @@ def _trace_region(module, state: list, args: list, frame, call=None, extra=None,
     for node in gm.graph.nodes:
         if node.op == "call_function" and _is_random(node):
             random = True
-        if node.op == "get_attr" and call is not None:
-            return None     # a tensor read from elsewhere: its value is not guarded
+        if node.op == "get_attr" and call is not None and not all(
+                u.target is _LIFT_FRESH_COPY for u in node.users):
+            # a tensor read from elsewhere: its value is not guarded.  One the region made
+            # from Python values (DeBERTa's `torch.tensor(size)`, Falcon's) reaches the
+            # graph only through lift_fresh_copy, and Dynamo guards what those values read.
+            return None
     if random:              # Note [Functional RNG in recomputation]
         if not rng_ok:
             return None
