@@ -425,3 +425,37 @@ def test_an_aot_backward_mutating_an_input_another_node_saved(backend):
 
     st = differential(build, step, captures=1, fallbacks=3, allow_errors=True)
     assert all("another node saved too" in r for r in st.fallback_reasons), st.fallback_reasons
+
+
+class _CheckpointedDropout(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.up, self.down = nn.Linear(8, 32), nn.Linear(32, 8)
+
+    def _block(self, x):
+        return self.down(torch.nn.functional.dropout(torch.tanh(self.up(x)), 0.3))
+
+    def forward(self, x):
+        return torch.utils.checkpoint.checkpoint(self._block, x, use_reentrant=False)
+
+
+@pytest.mark.both_backends
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_compiled_checkpointed_dropout_draws_the_forwards_mask(backend):
+    """torch.compile'd forward, a checkpointed region with dropout: its AOT backward
+    recomputes the mask.  Under Inductor the forward drew it with Inductor's own generator
+    (prims.inductor_random on a saved seed), which only Inductor's kernels draw again: spliced
+    and run by anything else, the mask (and the grads) differed from eager's by up to 0.3 on
+    a Llama.  That backward runs as the real node (Note [Inductor's own random numbers])."""
+    def build():
+        torch._dynamo.reset()
+        m = _CheckpointedDropout()
+        return [m, torch.compile(m, backend=backend)]
+
+    def step(st):
+        m, cm = st
+        m.zero_grad(set_to_none=True)
+        cm(torch.randn(6, 8)).pow(2).mean().backward()
+        return grads(m)
+
+    differential(build, step)

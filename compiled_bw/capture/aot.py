@@ -21,6 +21,7 @@ import torch
 
 from ..torchapi import dynamo as torch_dynamo
 from .mutated import NO_VERSION_BUMP
+from .rng import draw_with_state
 
 REQUIRED_CF_ATTRS = ("_aot_id", "_lazy_backward_info", "_bw_prologue_fn", "_bw_epilogue_fn",
                      "metadata")
@@ -65,7 +66,33 @@ def _make_plan(cf) -> AotPlan:
         return AotPlan(cf, None, f"AOT backward module not available ({type(e).__name__}: {e})")
     if bw is None:
         return AotPlan(cf, None, "AOT backward module not available")
+    drawn = _inductor_draws(bw)
+    if drawn:       # Note [Inductor's own random numbers]
+        return AotPlan(cf, None, f"its backward recomputes random numbers Inductor drew in "
+                                 f"the forward ({drawn}): only Inductor's own compiled "
+                                 f"backward draws them again")
     return AotPlan(cf, bw, "")
+
+
+# Note [Inductor's own random numbers]
+# Inductor lowers a forward's random ops (dropout's mask) to its own generator: a seed tensor
+# drawn once per graph and `prims.inductor_random(shape, seed, ...)`, a function of the seed
+# and each element's index computed inside its kernels.  Where the partitioner recomputes such
+# an op in the backward (a checkpointed region of a torch.compile'd model with dropout), the
+# backward graph holds `inductor_lookup_seed` / `inductor_random` on the saved seeds, and only
+# Inductor's compiled kernels draw the same numbers again: the prims' reference
+# implementation (what our eager backend, or a trace of it, runs) draws others -- another
+# dropout mask, a wrong gradient.  Such an AOT backward is not spliced: it runs as one opaque
+# call of the real node, whose backward AOTAutograd compiles with Inductor as in eager.
+_INDUCTOR_RANDOM = ("inductor_random", "inductor_randint", "inductor_seeds",
+                    "inductor_lookup_seed")
+
+
+def _inductor_draws(bw) -> str:
+    found = {n.target.__name__.split(".")[0] for n in bw.graph.nodes
+             if n.op == "call_function" and getattr(n.target, "namespace", None) == "prims"
+             and getattr(n.target, "__name__", "").split(".")[0] in _INDUCTOR_RANDOM}
+    return ", ".join(f"prims.{f}" for f in sorted(found))
 
 
 def saved_of(node) -> tuple:
@@ -168,7 +195,21 @@ class _Splice(torch.fx.Interpreter):
             raise SpliceFailed(f"{target} of a non-contiguous tensor (strides "
                                f"{tuple(args[0].stride())}): its values depend on the layout "
                                f"Inductor chooses")
+        elif target is torch_dynamo.run_with_rng_state:     # Note [AOT RNG replays]
+            out = draw_with_state(args[0], args[1], args[2:], kwargs)
+            if out is not None:
+                return out
         return super().call_function(target, args, kwargs)
+
+
+# Note [AOT RNG replays]
+# A torch.compile'd forward whose checkpointed region has random ops (dropout; also SDPA,
+# tagged nondeterministic_seeded) saves the CPU generator state before each and, in its
+# backward, recomputes the op under `run_with_rng_state(state, op, ...)`.  Spliced, that would
+# be a higher-order op our Inductor compile cannot lower (the graph stayed on the eager
+# backend); it is the same draw as rng.py's `rng_draw` from that state (set the generator,
+# run the op, put the generator back), which Inductor keeps as an extern call.  A non-CPU op
+# stays the higher-order op.
 
 
 def trace_aot(plan: AotPlan, node, saved: list, no_vc: list, grads: list, prefix: str,

@@ -36,6 +36,9 @@ from ..torchapi.dynamo import OpOverload
 
 _LIB = torch.library.Library("compiled_bw", "FRAGMENT")
 _LIB.define("rng_draw(Tensor state, Tensor?[] tensors, str call) -> (Tensor, Tensor)")
+# the same for an op returning two tensors (native_dropout's output and mask; Inductor's
+# extern calls return tensors, not lists)
+_LIB.define("rng_draw2(Tensor state, Tensor?[] tensors, str call) -> (Tensor, Tensor, Tensor)")
 
 _CALLS: dict = {}   # call string -> (op, args template, kwargs template)
 _TAGS = {"dtype": torch.dtype, "device": torch.device, "layout": torch.layout,
@@ -82,13 +85,26 @@ def _rng_draw_impl(state: torch.Tensor, tensors: list, call: str):
     return out, after
 
 
+def _rng_draw2_impl(state: torch.Tensor, tensors: list, call: str):
+    (a, b), after = _rng_draw_impl(state, tensors, call)
+    return a, b, after
+
+
 _LIB.impl("rng_draw", _rng_draw_impl, "CompositeExplicitAutograd")
+_LIB.impl("rng_draw2", _rng_draw2_impl, "CompositeExplicitAutograd")
 rng_draw = torch.ops.compiled_bw.rng_draw.default
+rng_draw2 = torch.ops.compiled_bw.rng_draw2.default
 
 
 @torch.library.register_fake("compiled_bw::rng_draw", lib=_LIB)
 def _rng_draw_fake(state: torch.Tensor, tensors: list, call: str):
     return _call(call, tensors), torch.empty_like(state)
+
+
+@torch.library.register_fake("compiled_bw::rng_draw2", lib=_LIB)
+def _rng_draw2_fake(state: torch.Tensor, tensors: list, call: str):
+    a, b = _call(call, tensors)
+    return a, b, torch.empty_like(state)
 
 
 _NO = object()
@@ -135,6 +151,50 @@ def _encode(node: torch.fx.Node):
     except (ValueError, SyntaxError, AttributeError):
         return None
     return call, nodes
+
+
+def _encode_value(a, tensors: list):
+    """A run-time argument as a literal (tensors as ("t", k) into `tensors`), or _NO."""
+    if isinstance(a, torch.Tensor):
+        tensors.append(a)
+        return ("t", len(tensors) - 1)
+    if isinstance(a, (list, tuple)):
+        out = [_encode_value(x, tensors) for x in a]
+        return _NO if any(x is _NO for x in out) else out
+    if isinstance(a, torch.fx.Node):
+        return _NO
+    return _encode_arg(a, [])
+
+
+def draw_with_state(state, op, args: tuple, kwargs: dict):
+    """AOTAutograd's `run_with_rng_state(state, op, *args, **kwargs)` of a CPU op (a random op
+    its partitioner recomputes in the backward of a checkpointed region: it sets the CPU
+    generator to `state`, runs op, puts the generator back) as the same draw through
+    `rng_draw` (Inductor keeps it as an extern call; capture/aot.py Note [AOT RNG replays]);
+    None where rng_draw cannot stand in for it."""
+    rets = op._schema.returns if isinstance(op, OpOverload) else ()
+    if len(rets) not in (1, 2) or op._schema.is_mutable or kwargs.get("generator") is not None or \
+            not all(isinstance(r.type, torch.TensorType) for r in rets):
+        return None
+    tensors: list = []
+    enc_args = [_encode_value(a, tensors) for a in args]
+    enc_kw = {k: _encode_value(a, tensors) for k, a in kwargs.items() if k != "generator"}
+    if any(a is _NO for a in (*enc_args, *enc_kw.values())):
+        return None
+    dev = kwargs.get("device")
+    if any(t.device.type != "cpu" for t in tensors) or (
+            dev is not None and torch.device(dev).type != "cpu"):
+        return None
+    call = repr((f"{op.namespace}.{op._opname}.{op._overloadname}", enc_args, enc_kw))
+    try:
+        if _decode(call)[0] is not op:
+            return None
+    except (ValueError, SyntaxError, AttributeError):
+        return None
+    if len(rets) == 1:
+        return rng_draw(state, tensors, call)[0]
+    a, b, _ = rng_draw2(state, tensors, call)
+    return a, b
 
 
 def rewrite(gm: torch.fx.GraphModule, is_random) -> bool:

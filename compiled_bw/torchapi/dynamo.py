@@ -13,6 +13,7 @@ import torch._meta_registrations as meta_registrations
 import torch.utils._pytree as pytree
 from torch._guards import TracingContext, detect_fake_mode, tracing
 from torch._ops import HigherOrderOperator, OpOverload, OpOverloadPacket
+from torch._prims.rng_prims import run_with_rng_state
 from torch._subclasses import fake_tensor
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode, get_plain_tensors
 from torch._subclasses.functional_tensor import FunctionalTensorMode
@@ -57,6 +58,7 @@ USED = {
                              "capture/deliver.py, backends/fresh_returns.py, capture/mutated.py",
     "torch._ops.OpOverloadPacket": "capture/packed.py",
     "torch._ops.HigherOrderOperator": "capture/mutated.py",
+    "torch._prims.rng_prims.run_with_rng_state": "capture/aot.py (Note [AOT RNG replays])",
     "torch._subclasses.fake_tensor.FakeTensor": "capture/trace.py, capture/subclass.py",
     "torch._subclasses.fake_tensor.FakeTensorMode": "backends/inductor_artifact.py",
     "torch._subclasses.fake_tensor.get_plain_tensors": "capture/subclass.py",
