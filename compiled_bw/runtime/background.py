@@ -28,6 +28,7 @@ at a time, at low CPU priority; it exits when this process does.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import queue
 import subprocess
@@ -114,7 +115,10 @@ _worker = _Worker()
 # is doing, before finalization.
 def _at_exit() -> None:
     _worker.close()
-    wait(timeout=10.0)
+    # a job that failed at exit (the start job importing Inductor once finalization began:
+    # "can't register atexit after shutdown") has nothing left to report
+    with contextlib.suppress(Exception):
+        wait(timeout=10.0)
 
 
 atexit.register(_at_exit)
