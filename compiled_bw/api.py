@@ -15,6 +15,7 @@ import dataclasses
 import logging
 import os
 import threading
+import warnings
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -73,6 +74,7 @@ class _Global:
         self.last_fn = None
         self.lock = threading.Lock()
         self.states: dict = {}      # enable() setting (named backends) -> _State
+        self.stopped: set = set()   # roots compilation stopped for (runtime/cache.py)
 
 
 _G = _Global()
@@ -120,6 +122,20 @@ class _State:
     def note(self, text: str) -> None:
         self.stats.notes.append(text)
         config.emit("fallbacks", "note: %s", text)
+
+    def stop_compiling(self, root_key, reason: str) -> None:
+        """runtime/cache.py Note [Cache policy]: said once per root, as a warning and a note."""
+        if root_key in _G.stopped:
+            return
+        _G.stopped.add(root_key)
+        roots = "/".join(map(str, root_key.root_types))
+        text = (f"compiled_bw stopped compiling backwards from {roots}: "
+                f"{self.cache.count(root_key)} graphs captured, "
+                f"{self.cache.hits.get(root_key, 0)} reused (last change: {reason}); they run "
+                "eager autograd from now on. Raise enable(cache_size_limit=...) or make the "
+                "graph stable (explain() lists the recaptures)")
+        self.note(text)
+        warnings.warn(text, stacklevel=4)
 
     def compiled_in_background(self, entry):
         """The callback runtime/background.py calls on its worker when entry's compile ends."""
@@ -297,6 +313,9 @@ class enable(contextlib.ContextDecorator):
     cudagraphs: replay each compiled graph that runs on one CUDA device with no user code
     inside as a CUDA graph (runtime/cudagraphs.py Note [CUDA graphs]); other graphs run as
     usual, and `stats().notes` says why.
+    cache_size_limit: static graphs kept per root signature; one more evicts the least
+    recently used.  A root that keeps recapturing without reuse (16 x this many graphs, fewer
+    hits than captures) stops compiling, with a warning (runtime/cache.py Note [Cache policy]).
     dynamic (backends "eager" and "inductor"): None (default) captures a graph with static
     sizes first and, when a later backward differs from it only in sizes, once more with those
     sizes symbolic, reused for every later size its shape guards accept
@@ -354,6 +373,7 @@ def reset() -> None:
         c.clear()
     _G.caches.clear()
     _G.states.clear()       # they hold the caches and stats
+    _G.stopped.clear()
     _G.stats = Stats()
     from .capture import custom, fastwalk, guarded, unpacked
     fastwalk.forget_roots()

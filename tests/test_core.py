@@ -315,15 +315,45 @@ def test_remembered_failed_capture_counts_as_fallback_only():
 
 
 def test_recapture_on_shape_change_and_cache_limit():
+    """runtime/cache.py Note [Cache policy]: at cache_size_limit graphs per root, a new one
+    evicts the least recently used (it is captured again when met again), never refused."""
     compiled_bw.reset()
     w = torch.randn(4, 4, requires_grad=True)
     with compiled_bw.enable(cache_size_limit=2, dynamic=False):   # static: one graph per shape
-        for n in (2, 2, 3, 3, 5):
+        for n in (2, 2, 3, 3, 5, 3, 2):
             (torch.randn(n, 4) @ w).tanh().sum().backward()
     st = compiled_bw.stats()
-    assert (st.captures, st.cache_hits, st.fallbacks) == (2, 2, 1)
+    # 2, 3: captured; 5 evicts 2 (3 was used since); 3 hits; 2 is captured again
+    assert (st.captures, st.cache_hits, st.fallbacks) == (4, 3, 0), st
     assert "shape" in st.recompile_reasons[1] or "saved" in st.recompile_reasons[1], st.recompile_reasons
-    assert "cache_size_limit" in st.fallback_reasons[0]
+
+
+def test_fifty_graphs_under_one_root_keep_compiling():
+    """A long process (a test suite, a notebook training several models) meets many graphs
+    under one root signature: each is compiled, none refused."""
+    compiled_bw.reset()
+    with compiled_bw.enable(dynamic=False):
+        for n in range(1, 51):
+            w = torch.randn(n, requires_grad=True)
+            for _ in range(2):
+                (w * 2).tanh().sum().backward()
+    st = compiled_bw.stats()
+    assert (st.captures, st.cache_hits, st.fallbacks) == (50, 50, 0), st
+
+
+def test_a_root_recapturing_without_reuse_stops_with_one_warning():
+    """Every step a new graph, never one reused: at 16 x cache_size_limit captures
+    compilation stops for that root, said once (a warning, a note)."""
+    compiled_bw.reset()
+    w = torch.randn(4, requires_grad=True)
+    with pytest.warns(UserWarning, match="stopped compiling") as rec, \
+            compiled_bw.enable(cache_size_limit=2, dynamic=False):
+        for n in range(1, 41):
+            (torch.randn(n, 4) @ w).tanh().sum().backward()
+    st = compiled_bw.stats()
+    assert (st.captures, st.fallbacks) == (32, 8), st
+    assert sum("stopped compiling" in str(r.message) for r in rec) == 1
+    assert sum("stopped compiling" in n for n in st.notes) == 1
 
 
 def test_strict_raises_unsupported_and_nesting():

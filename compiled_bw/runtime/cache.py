@@ -3,10 +3,22 @@
 Consumes signatures from capture/walk.py; produces hits, or a miss with a readable reason
 ("node 4 MulBackward0: saved tensor 0 shape [3, 4] -> [3, 5]") for the recompiles log.
 Entries hold no tensors: everything per step travels in the Box.
+
+Note [Cache policy]
+Per root (RootKey: the roots' node classes and grad metadata), at most `cache_size_limit`
+static graphs are kept: a capture beyond that evicts the root's least recently used graph
+(its code is dropped; that graph, met again, is captured again) instead of refusing the new
+one, so a long process -- a training script that also evaluates, a notebook training several
+models, a test suite -- keeps compiling.  What is refused is a root that recaptures without
+reuse: once its captures reach STORM_FACTOR x cache_size_limit while it has had fewer hits
+than captures, compilation stops for it (its backwards run eager autograd with that reason)
+and a warning says so, once per root (also in `stats().notes`, so `explain()` shows it).
+Dynamic graphs (runtime/dynamic.py) are per root apart, and count as captures and hits.
 """
 from __future__ import annotations
 
 import dataclasses
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -69,10 +81,16 @@ class Fallback:
     is_error: bool = False  # eager raises an error here: not counted as unsupported
 
 
+STORM_FACTOR = 16
+
+
 class Cache:
     def __init__(self) -> None:
         self.entries: dict = {}
-        self.per_root: dict = {}    # root key -> number of compiled entries
+        self.per_root: dict = {}    # root key -> graphs captured (ever)
+        self.live: dict = {}        # root key -> OrderedDict of its static graphs' keys, LRU first
+        self.hits: dict = {}        # root key -> hits
+        self.evicted = 0
         self.last: dict = {}        # root key -> last signature seen
         self.dynamic: dict = {}     # root key -> list of DynEntry (runtime/dynamic.py)
         self.last_py: dict = {}     # (root key, base) -> (base, Python signature), last miss
@@ -89,6 +107,8 @@ class Cache:
     def clear(self) -> None:
         self.entries.clear()
         self.per_root.clear()
+        self.live.clear()
+        self.hits.clear()
         self.last.clear()
         self.dynamic.clear()
         self.last_py.clear()
@@ -99,13 +119,36 @@ class Cache:
     def get(self, key):
         return self.entries.get(key)
 
-    def put(self, root_key: RootKey, key: CacheKey, entry) -> None:
+    def put(self, root_key: RootKey, key: CacheKey, entry, limit: int | None = None) -> None:
+        """Store `entry`; a new graph beyond `limit` for its root evicts the root's least
+        recently used one (Note [Cache policy])."""
         self.entries[key] = entry
         if isinstance(entry, Compiled):
             self.per_root[root_key] = self.per_root.get(root_key, 0) + 1
+            live = self.live.setdefault(root_key, OrderedDict())
+            live[key] = None
+            live.move_to_end(key)
+            while limit is not None and len(live) > limit:
+                old, _ = live.popitem(last=False)
+                if isinstance(self.entries.get(old), Compiled):
+                    del self.entries[old]
+                    self.evicted += 1
+
+    def hit(self, root_key: RootKey, key: CacheKey | None = None) -> None:
+        """A backward served by a cached graph: counted, and `key` (a static graph) made the
+        root's most recently used."""
+        self.hits[root_key] = self.hits.get(root_key, 0) + 1
+        live = self.live.get(root_key)
+        if key is not None and live is not None and key in live:
+            live.move_to_end(key)
 
     def count(self, root_key) -> int:
         return self.per_root.get(root_key, 0)
+
+    def stopped(self, root_key, limit: int) -> bool:
+        """Note [Cache policy]: whether this root recaptures without reuse."""
+        n = self.per_root.get(root_key, 0)
+        return n >= STORM_FACTOR * limit and self.hits.get(root_key, 0) < n
 
     def miss_reason(self, root_key: RootKey, key: CacheKey) -> str:
         old = self.last.get(root_key)

@@ -138,6 +138,7 @@ def step(state, w, root_edges, opts, grad_tensors, key, root_key):
     if known is not None and _offsets_match(w, known.offsets):
         state.cache.last[root_key] = key
         state.stats.cache_hits += 1
+        state.cache.hit(root_key)
         state.stats.dynamic_hits += 1
         return known.bound, None, w
     if any(k.hooked for k in w.kinds):
@@ -161,6 +162,7 @@ def step(state, w, root_edges, opts, grad_tensors, key, root_key):
         if compiled is not None:
             cache.last[root_key] = key
             state.stats.cache_hits += 1
+            state.cache.hit(root_key)
             state.stats.dynamic_hits += 1
             bound = _bound(compiled, ints)
             _remember(cache, key, bound, guards, pw)
@@ -184,8 +186,8 @@ def step(state, w, root_edges, opts, grad_tensors, key, root_key):
                 paths = list(paths) + list(entry.spec.paths)
     else:
         return None
-    if cache.count(root_key) >= state.cache_size_limit:
-        return None     # the static path says so (fallback with its reason)
+    if cache.stopped(root_key, state.cache_size_limit):
+        return None     # the static path says so (runtime/cache.py Note [Cache policy])
     try:
         spec = DynSpec.build(pw, paths)
     except NotDynamic as e:

@@ -400,6 +400,7 @@ def _lookup_or_capture(state, w, opts, grad_tensors, key: CacheKey, root_key: Ro
         state.cache.last[root_key] = key
         if isinstance(entry, Compiled):     # a remembered failed capture is a fallback only
             state.stats.cache_hits += 1
+            state.cache.hit(root_key, key)
     if isinstance(entry, Fallback):
         raise FallbackToEager(entry.reason, entry.is_error)
     return entry, slots
@@ -407,10 +408,13 @@ def _lookup_or_capture(state, w, opts, grad_tensors, key: CacheKey, root_key: Ro
 
 def _miss(state, w, opts, grad_tensors, key: CacheKey, root_key: RootKey, slots=None):
     reason = state.cache.miss_reason(root_key, key)
-    if state.cache.count(root_key) >= state.cache_size_limit:
+    if state.cache.stopped(root_key, state.cache_size_limit):    # runtime/cache.py
+        state.stop_compiling(root_key, reason)                      # Note [Cache policy]
         raise FallbackToEager(
-            f"cache_size_limit ({state.cache_size_limit}) reached for this root; last "
-            f"change: {reason}. Raise enable(cache_size_limit=...) or make the graph stable")
+            f"this root recaptures without reuse ({state.cache.count(root_key)} graphs, "
+            f"{state.cache.hits.get(root_key, 0)} hits; cache_size_limit "
+            f"{state.cache_size_limit} kept at a time); last change: {reason}. Raise "
+            "enable(cache_size_limit=...) or make the graph stable")
     if slots is None:
         slots = _install(w)
     t0 = time.perf_counter()
@@ -422,13 +426,14 @@ def _miss(state, w, opts, grad_tensors, key: CacheKey, root_key: RootKey, slots=
             if isinstance(entry, Compiled) and entry.start_compile is not None and \
                     state.cache.dynamic.get(root_key):
                 entry.compile_on_repeat = True      # Note [Compile on repeat]
-            state.cache.put(root_key, key, entry)
+            state.cache.put(root_key, key, entry, state.cache_size_limit)
             state.stats.compile_seconds += time.perf_counter() - t0
             fresh = True
         else:
             fresh = False
             if isinstance(entry, Compiled):
                 state.stats.cache_hits += 1
+                state.cache.hit(root_key, key)
     if fresh and isinstance(entry, Compiled):
         _counted(state, entry)
     return entry, slots
