@@ -1,0 +1,121 @@
+"""`python -m benchmarks.hf_step`: a full training step of a Hugging Face model, per mode.
+
+Consumes --model (llama | gpt2: 4 layers, d=256, random init), --ckpt (Hugging Face gradient
+checkpointing, non-reentrant), --steps, --modes; produces a markdown table on stdout: per
+mode, the median step (forward + backward + SGD) and backward time as ratios to eager's.
+Every mode trains its own copy of the same model on the same batches (8 x 128 tokens), the
+modes interleaved step by step in one process, one torch thread, timed in thread CPU time
+(other work on the machine shifts it less than wall clock); 3 warm-up steps are left out.
+Modes: eager; cbw (compiled_bw, Inductor); tc (`torch.compile(model)`); tc+cbw (the
+compiled model's backward under compiled_bw: its AOT backward spliced); tc+ca
+(`torch.compile(model)` with torch's compiled autograd).  Needs the `models` extra.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import copy
+import statistics
+import sys
+import time
+
+MODES = ("eager", "cbw", "tc", "tc+cbw", "tc+ca")
+WARMUP = 3
+
+
+def _model(name: str, ckpt: bool):
+    import torch
+    import transformers
+    transformers.logging.set_verbosity_error()
+    torch.manual_seed(0)
+    if name == "llama":
+        cfg = transformers.LlamaConfig(vocab_size=2048, hidden_size=256, intermediate_size=688,
+                                       num_hidden_layers=4, num_attention_heads=4,
+                                       num_key_value_heads=4, max_position_embeddings=256)
+        m = transformers.LlamaForCausalLM(cfg)
+    else:
+        cfg = transformers.GPT2Config(vocab_size=2048, n_embd=256, n_layer=4, n_head=4,
+                                      n_positions=256)
+        m = transformers.GPT2LMHeadModel(cfg)
+    if ckpt:
+        m.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    return m.train()
+
+
+def _backward_context(mode: str):
+    import compiled_bw
+    if "cbw" in mode:
+        return compiled_bw.enable(backend="inductor")
+    if mode == "tc+ca":
+        from benchmarks.modes import available_modes
+        return available_modes()["torch-ca"]()
+    return contextlib.nullcontext()
+
+
+def run(model: str, ckpt: bool, steps: int, modes: list) -> dict:
+    import torch
+
+    import compiled_bw
+    torch.set_num_threads(1)
+    base = _model(model, ckpt)
+    runs = {}
+    for mode in modes:
+        m = copy.deepcopy(base)
+        runs[mode] = (torch.compile(m) if mode.startswith("tc") else m,
+                      torch.optim.SGD(m.parameters(), lr=1e-3))
+    g = torch.Generator().manual_seed(1)
+    batches = [torch.randint(0, 2048, (8, 128), generator=g) for _ in range(steps + WARMUP)]
+    step_t = {m: [] for m in modes}
+    bw_t = {m: [] for m in modes}
+    compiled_bw.reset()
+    for s, ids in enumerate(batches):
+        for mode in modes:
+            m, opt = runs[mode]
+            t0 = time.thread_time()
+            loss = m(input_ids=ids, labels=ids).loss
+            t1 = time.thread_time()
+            with _backward_context(mode):
+                loss.backward()
+            t2 = time.thread_time()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            t3 = time.thread_time()
+            if s >= WARMUP:
+                step_t[mode].append(t3 - t0)
+                bw_t[mode].append(t2 - t1)
+        if s == 0:
+            compiled_bw.wait_for_compiles()
+    st = compiled_bw.stats()
+    return {"step": {m: statistics.median(v) for m, v in step_t.items()},
+            "backward": {m: statistics.median(v) for m, v in bw_t.items()},
+            "fallbacks": st.fallbacks, "opaque": sum("opaque call" in n for n in st.notes)}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.hf_step",
+                                 description=__doc__.splitlines()[0])
+    ap.add_argument("--model", choices=("llama", "gpt2"), default="llama")
+    ap.add_argument("--ckpt", action="store_true")
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--modes", default=",".join(MODES))
+    a = ap.parse_args(argv)
+    modes = a.modes.split(",")
+    if modes[0] != "eager":
+        modes = ["eager", *[m for m in modes if m != "eager"]]
+    t0 = time.perf_counter()
+    r = run(a.model, a.ckpt, a.steps, modes)
+    e_step, e_bw = r["step"]["eager"], r["backward"]["eager"]
+    print(f"{a.model}{' (gradient checkpointing)' if a.ckpt else ''}, 4 layers, d=256, batch 8x128, "
+          f"SGD; 1 thread, thread CPU time, medians of {a.steps} steps after {WARMUP} warm-up; "
+          f"compiled_bw: {r['fallbacks']} fallbacks, {r['opaque']} opaque-call notes; run took "
+          f"{time.perf_counter() - t0:.0f} s.\n")
+    print("| mode | step s | step vs eager | backward vs eager |")
+    print("|---|---:|---:|---:|")
+    for m in modes:
+        print(f"| {m} | {r['step'][m]:.3f} | {r['step'][m] / e_step:.2f}x | "
+              f"{r['backward'][m] / e_bw:.2f}x |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
