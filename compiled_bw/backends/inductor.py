@@ -483,21 +483,12 @@ def _contiguous_unbatched_pool3d(gm: torch.fx.GraphModule) -> None:
 # shape ...") and the whole graph stays on the eager backend.  So before that retrace, a
 # `view` of an intermediate (not of a graph input, whose strides are fixed) whose result is
 # never written to becomes `reshape`: the same values, a view wherever the strides allow.
-def _views_to_reshapes(gm: torch.fx.GraphModule) -> bool:
-    view, placeholders = torch.ops.aten.view.default, "placeholder"
-    changed = False
-    for n in gm.graph.find_nodes(op="call_function", target=view):
-        x = n.args[0]
-        if not isinstance(x, torch.fx.Node) or x.op == placeholders:
-            continue
-        if any(isinstance(u.target, OpOverload) and u.target._schema.is_mutable
-               for u in n.users):
-            continue
-        n.target = torch.ops.aten.reshape.default
-        changed = True
-    if changed:
-        gm.recompile()
-    return changed
+def _intermediate_views(gm: torch.fx.GraphModule) -> list:
+    """The `view`s of intermediates whose result is never written to."""
+    return [n for n in gm.graph.find_nodes(op="call_function", target=torch.ops.aten.view.default)
+            if isinstance(n.args[0], torch.fx.Node) and n.args[0].op != "placeholder"
+            and not any(isinstance(u.target, OpOverload) and u.target._schema.is_mutable
+                        for u in n.users)]
 
 
 def compile_inductor(gm: torch.fx.GraphModule, example_inputs: list):
@@ -510,14 +501,13 @@ def _compile_inductor(gm: torch.fx.GraphModule, example_inputs: list):
     vals = _output_vals(gm)
     twins = fresh_returns.needs_twins(gm)
     direct = fresh_returns.needs_functional(gm)
-    reshapes = any(n.args and isinstance(n.args[0], torch.fx.Node) and
-                   n.args[0].op != "placeholder"
-                   for n in gm.graph.find_nodes(op="call_function",
-                                                target=torch.ops.aten.view.default))
+    reshapes = bool(_intermediate_views(gm))
     if current_sites() or twins or direct or reshapes:
         gm = copy.deepcopy(gm)      # the captured graph stays as it was (last_graph, eager)
     if reshapes:    # Note [Inductor: views of intermediates]
-        _views_to_reshapes(gm)
+        for n in _intermediate_views(gm):
+            n.target = torch.ops.aten.reshape.default
+        gm.recompile()
     if current_sites():
         _insert_barriers(gm)
     if twins:       # Note [Inductor: mutating ops that return their input]

@@ -110,9 +110,10 @@ def _rng_draw2_fake(state: torch.Tensor, tensors: list, call: str):
 _NO = object()
 
 
-def _encode_arg(a, nodes: list):
-    """A node argument as a literal (tensors as ("t", k) into `nodes`), or _NO."""
-    if isinstance(a, torch.fx.Node):
+def _encode_arg(a, nodes: list, tensor=torch.fx.Node):
+    """An argument as a literal (each `tensor` -- a graph node, or a run-time torch.Tensor --
+    as ("t", k) into `nodes`), or _NO."""
+    if isinstance(a, tensor):
         nodes.append(a)
         return ("t", len(nodes) - 1)
     if a is None or isinstance(a, (bool, int, str)):
@@ -123,9 +124,26 @@ def _encode_arg(a, nodes: list):
         if isinstance(a, cls):
             return (kind, str(a) if kind == "device" else str(a).split(".")[-1])
     if isinstance(a, (list, tuple)):
-        out = [_encode_arg(x, nodes) for x in a]
+        out = [_encode_arg(x, nodes, tensor) for x in a]
         return _NO if any(x is _NO for x in out) else out
     return _NO
+
+
+def _call_of(op, args, kwargs: dict, tensor=torch.fx.Node):
+    """(call string, its tensor arguments) of `op(*args, **kwargs)` (a generator argument
+    left out), or None where an argument is not a literal or the string does not name op."""
+    found: list = []
+    enc_args = [_encode_arg(a, found, tensor) for a in args]
+    enc_kw = {k: _encode_arg(a, found, tensor) for k, a in kwargs.items() if k != "generator"}
+    if any(a is _NO for a in (*enc_args, *enc_kw.values())):
+        return None
+    call = repr((f"{op.namespace}.{op._opname}.{op._overloadname}", enc_args, enc_kw))
+    try:
+        if _decode(call)[0] is not op:
+            return None
+    except (ValueError, SyntaxError, AttributeError):
+        return None
+    return call, found
 
 
 def _encode(node: torch.fx.Node):
@@ -139,31 +157,7 @@ def _encode(node: torch.fx.Node):
     val = node.meta.get("val")
     if not isinstance(val, torch.Tensor) or val.device.type != "cpu":
         return None
-    nodes: list = []
-    args = [_encode_arg(a, nodes) for a in node.args]
-    kwargs = {k: _encode_arg(a, nodes) for k, a in node.kwargs.items() if k != "generator"}
-    if any(a is _NO for a in (*args, *kwargs.values())):
-        return None
-    call = repr((f"{t.namespace}.{t._opname}.{t._overloadname}", args, kwargs))
-    try:
-        if _decode(call)[0] is not t:
-            return None
-    except (ValueError, SyntaxError, AttributeError):
-        return None
-    return call, nodes
-
-
-def _encode_value(a, tensors: list):
-    """A run-time argument as a literal (tensors as ("t", k) into `tensors`), or _NO."""
-    if isinstance(a, torch.Tensor):
-        tensors.append(a)
-        return ("t", len(tensors) - 1)
-    if isinstance(a, (list, tuple)):
-        out = [_encode_value(x, tensors) for x in a]
-        return _NO if any(x is _NO for x in out) else out
-    if isinstance(a, torch.fx.Node):
-        return _NO
-    return _encode_arg(a, [])
+    return _call_of(t, node.args, node.kwargs)
 
 
 def draw_with_state(state, op, args: tuple, kwargs: dict):
@@ -176,20 +170,13 @@ def draw_with_state(state, op, args: tuple, kwargs: dict):
     if len(rets) not in (1, 2) or op._schema.is_mutable or kwargs.get("generator") is not None or \
             not all(isinstance(r.type, torch.TensorType) for r in rets):
         return None
-    tensors: list = []
-    enc_args = [_encode_value(a, tensors) for a in args]
-    enc_kw = {k: _encode_value(a, tensors) for k, a in kwargs.items() if k != "generator"}
-    if any(a is _NO for a in (*enc_args, *enc_kw.values())):
+    got = _call_of(op, args, kwargs, torch.Tensor)
+    if got is None:
         return None
+    call, tensors = got
     dev = kwargs.get("device")
     if any(t.device.type != "cpu" for t in tensors) or (
             dev is not None and torch.device(dev).type != "cpu"):
-        return None
-    call = repr((f"{op.namespace}.{op._opname}.{op._overloadname}", enc_args, enc_kw))
-    try:
-        if _decode(call)[0] is not op:
-            return None
-    except (ValueError, SyntaxError, AttributeError):
         return None
     if len(rets) == 1:
         return rng_draw(state, tensors, call)[0]

@@ -90,7 +90,6 @@ class Cache:
         self.per_root: dict = {}    # root key -> graphs captured (ever)
         self.live: dict = {}        # root key -> OrderedDict of its static graphs' keys, LRU first
         self.hits: dict = {}        # root key -> hits
-        self.evicted = 0
         self.last: dict = {}        # root key -> last signature seen
         self.dynamic: dict = {}     # root key -> list of DynEntry (runtime/dynamic.py)
         self.last_py: dict = {}     # (root key, base) -> (base, Python signature), last miss
@@ -132,7 +131,6 @@ class Cache:
                 old, _ = live.popitem(last=False)
                 if isinstance(self.entries.get(old), Compiled):
                     del self.entries[old]
-                    self.evicted += 1
 
     def hit(self, root_key: RootKey, key: CacheKey | None = None) -> None:
         """A backward served by a cached graph: counted, and `key` (a static graph) made the
