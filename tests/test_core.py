@@ -498,23 +498,33 @@ def test_opaque_output_layout_feeds_a_traced_view():
     assert "compiled_bw.opaque" in compiled_bw.last_graph().code
 
 
-@pytest.mark.parametrize("backend", ["eager", "inductor"])
-def test_formula_whose_meta_kernel_refuses_runs_as_the_real_node(backend):
+@pytest.mark.parametrize("layout", ["row_major", "weight_transposed", "input_transposed",
+                                    "both_transposed"])
+def test_grouped_mm_whose_meta_kernel_refuses_is_traced(cbw_backend, layout):
     """GroupedMmBackward0 (Hugging Face's MoE experts call `torch._grouped_mm`): on CPU the
-    kernel takes float32, torch's meta kernel demands bf16, so the formula cannot be traced on
-    fake tensors.  That node runs as the real node; the rest is compiled, no fallback."""
+    kernel takes float32, torch's meta kernel demands bf16, so the real formula cannot run on
+    fake tensors.  Our copy of it (capture/grouped_mm.py Note [Grouped mm on fake tensors])
+    is traced instead: grads equal eager's in values and layout (a column-major operand gets
+    a column-major grad: the experts' `w.transpose(-2, -1)`), no opaque call."""
     def build():
         torch.manual_seed(0)
-        return torch.randn(8, 8, requires_grad=True), torch.randn(2, 8, 8, requires_grad=True)
+        x = torch.randn(12, 8) if layout in ("row_major", "weight_transposed") else \
+            torch.randn(8, 12).t()
+        w = torch.randn(3, 8, 4) if layout in ("row_major", "input_transposed") else \
+            torch.randn(3, 4, 8).transpose(-2, -1)
+        return x.requires_grad_(), w.requires_grad_()
 
     def step(state):
         x, w = state
         x.grad = w.grad = None
-        y = torch._grouped_mm(x.tanh(), w, offs=torch.tensor([3, 8], dtype=torch.int32))
+        y = torch._grouped_mm(x.tanh() if layout == "row_major" else x, w,
+                              offs=torch.tensor([3, 3, 12], dtype=torch.int32))
         (y * y).sum().backward()
-        return x.grad, w.grad
+        return x.grad, w.grad, x.grad.stride(), w.grad.stride()
 
-    differential(build, step, backend=backend)
+    differential(build, step)
+    code = compiled_bw.last_graph().code
+    assert "compiled_bw.grouped_mm" in code and "compiled_bw.opaque" not in code, code
 
 
 @pytest.mark.parametrize("backend", ["eager", "inductor"])

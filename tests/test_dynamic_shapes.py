@@ -1050,3 +1050,32 @@ def test_slice_ends_that_follow_the_size():
     st = run([6, 9, 12, 15, 10, 11], slice_ends, captures=3, dynamic_captures=2)
     assert st.dynamic_hits == 3
     assert any(TWO_VALUES in r for r in st.recompile_reasons), st.recompile_reasons
+
+
+def moe_layer(state, n):
+    """A mixture-of-experts layer as Hugging Face writes it: top-2 routing, tokens sorted by
+    expert, the experts' grouped matmul (`torch._grouped_mm`, weights transposed) and the
+    weighted sum back per token.  The tokens each expert gets change with every batch."""
+    if state is None:
+        torch.manual_seed(0)
+        return [torch.randn(4, 8, requires_grad=True),
+                torch.randn(4, 16, 8, requires_grad=True)]
+    router, experts = state
+    router.grad = experts.grad = None
+    x = torch.randn(n, 8)
+    weights, chosen = torch.topk((x @ router.t()).softmax(-1), 2, dim=-1)
+    flat = chosen.reshape(-1)
+    order = flat.argsort()
+    tokens = x.repeat_interleave(2, dim=0)[order]
+    offs = torch.bincount(flat, minlength=4).cumsum(0).to(torch.int32)
+    out = torch._grouped_mm(tokens, experts.transpose(-2, -1), offs=offs)
+    back = torch.empty_like(out).index_copy(0, order, out).view(n, 2, 16)
+    (back * weights.unsqueeze(-1)).sum(1).pow(2).mean().backward()
+    return grads(state)
+
+
+def test_moe_routing_one_dynamic_graph():
+    # TopkBackward0's saved sizes and GroupedMmBackward0's (our copy of its formula:
+    # capture/grouped_mm.py) become symbolic: the token counts per expert vary in one graph
+    st = run([8, 12, 16, 10, 14], moe_layer, captures=2, dynamic_captures=1)
+    assert st.dynamic_hits == 3

@@ -65,6 +65,7 @@ import operator
 import sympy
 import torch
 
+from . import grouped_mm
 from .nodes import AOT, LEAF, TRACE
 
 DYN = "<dyn>"
@@ -297,6 +298,19 @@ def _value_selecting(g, v, saved, need):
     return [zeros.scatter(dim, idx, g)]
 
 
+def _value_selecting_kept(g, v, saved, need):
+    # topk / sort: the same with keepdim true (derivatives.yaml: their indices keep the dim)
+    return _value_selecting(g, {**v, "keepdim": True}, saved, need)
+
+
+def _grouped_mm(g, v, saved, need):
+    # Note [Grouped mm on fake tensors]
+    try:
+        return grouped_mm.grads(g, v, saved, need)
+    except grouped_mm.NotOurs as e:
+        raise NotDynamic(f"GroupedMmBackward0: {e}") from None
+
+
 def _repeat(g, v, saved, need):
     # FunctionsManual.cpp repeat_backward: the grad's leading (new) dims summed away, then
     # each dim repeated r != 1 times viewed as (r, size) and the r's summed, in one reshape
@@ -449,6 +463,8 @@ FORMULAS = {
     **dict.fromkeys(("MaxBackward0", "MinBackward0", "KthvalueBackward0", "ModeBackward0",
                      "MedianBackward1", "NanmedianBackward1"),
                     (_value_selecting, ("self_sym_sizes",))),
+    **dict.fromkeys(("TopkBackward0", "SortBackward0", "SortBackward1"),
+                    (_value_selecting_kept, ("self_sym_sizes",))),
     "RepeatBackward0": (_repeat, ("self_sym_sizes", "repeats")),
     "IndexBackward0": (_index, ("self_sym_sizes",)),
     "IndexSelectBackward0": (_index_select, ("self_sym_sizes",)),
@@ -456,7 +472,11 @@ FORMULAS = {
                           "mat2_sym_strides")),
     "AddmmBackward0": (_addmm, ("mat1_sym_sizes", "mat1_sym_strides", "mat2_sym_sizes",
                                 "mat2_sym_strides")),
+    "GroupedMmBackward0": (_grouped_mm, ("self_sym_sizes", "self_sym_strides",
+                                         "mat2_sym_sizes", "mat2_sym_strides")),
 }
+# nodes whose real formula raises on fake tensors where our copy runs (static graphs too)
+REAL_REFUSES = frozenset({"GroupedMmBackward0"})
 
 
 # ---- dynamic positions ------------------------------------------------------------------------
@@ -813,7 +833,6 @@ class DynWalk:
         return getattr(self._w, name)
 
     def _formula(self, i: int, sym_vals: dict):
-        node = self._w.nodes[i]
         kind = self._w.kinds[i]
         if kind.name in IN_META_FORMULAS:
             f = IN_META_FORMULAS[kind.name]
@@ -823,41 +842,58 @@ class DynWalk:
                 return f(g, v, saved, need, sizes)
         else:
             fn, _ = FORMULAS[kind.name]
-        values = {}
-        for a in kind.value_attrs:
-            v = _signed(getattr(node, "_saved_" + a))
-            if isinstance(v, tuple):
-                v = tuple(sym_vals.get((a, j), x) for j, x in enumerate(v))
-            else:
-                v = sym_vals.get((a, -1), v)
-            values[a] = v
-        edges = self._w.edges[i]
+        return formula_runner(self._w, i, fn, sym_vals)
 
-        def run(buf: list, placeholders: dict) -> list:
-            multi = kind.name in MULTI_GRAD
-            if (not multi and len(buf) != 1) or all(g is None for g in buf) or any(
-                    g is not None and g.dtype.is_complex for g in buf):
-                raise NotDynamic(f"node {i} {kind.name}: undefined or complex grad")
-            if any(isinstance(v, complex) for v in values.values()):
-                raise NotDynamic(f"node {i} {kind.name}: complex scalar")
 
-            def saved(attr, many=False):
-                """The saved tensor attr; many: the list of optional tensors attr (None
-                where undefined)."""
-                if many:
-                    n = len(getattr(node, "_raw_saved_" + attr))
-                    ts = [placeholders.get((i, attr, j)) for j in range(n)]
-                    if any(t is not None and t.dtype.is_complex for t in ts):
-                        raise NotDynamic(f"node {i} {kind.name}: saved {attr} complex")
-                    return ts
-                t = placeholders.get((i, attr, -1))
-                if t is None or t.dtype.is_complex:
-                    raise NotDynamic(f"node {i} {kind.name}: saved {attr} missing or complex")
-                return t
-            need = [c >= 0 for c, _ in edges]
-            with torch.no_grad():
-                return fn(list(buf) if multi else buf[0], values, saved, need)
-        return run
+def formula_runner(w, i: int, fn, sym_vals: dict):
+    """run(buf, placeholders) -> node i's grads by our copy fn of its formula, reading its
+    saved values (sym_vals: (attr, element) -> SymInt where they are symbolic) and its saved
+    tensors' placeholders; raises NotDynamic where the copy does not apply."""
+    node = w.nodes[i]
+    kind = w.kinds[i]
+    values = {}
+    for a in kind.value_attrs:
+        v = _signed(getattr(node, "_saved_" + a))
+        if isinstance(v, tuple):
+            v = tuple(sym_vals.get((a, j), x) for j, x in enumerate(v))
+        else:
+            v = sym_vals.get((a, -1), v)
+        values[a] = v
+    edges = w.edges[i]
+
+    def run(buf: list, placeholders: dict) -> list:
+        multi = kind.name in MULTI_GRAD
+        if (not multi and len(buf) != 1) or all(g is None for g in buf) or any(
+                g is not None and g.dtype.is_complex for g in buf):
+            raise NotDynamic(f"node {i} {kind.name}: undefined or complex grad")
+        if any(isinstance(v, complex) for v in values.values()):
+            raise NotDynamic(f"node {i} {kind.name}: complex scalar")
+
+        def saved(attr, many=False):
+            """The saved tensor attr; many: the list of optional tensors attr (None
+            where undefined)."""
+            if many:
+                n = len(getattr(node, "_raw_saved_" + attr))
+                ts = [placeholders.get((i, attr, j)) for j in range(n)]
+                if any(t is not None and t.dtype.is_complex for t in ts):
+                    raise NotDynamic(f"node {i} {kind.name}: saved {attr} complex")
+                return ts
+            t = placeholders.get((i, attr, -1))
+            if t is None or t.dtype.is_complex:
+                raise NotDynamic(f"node {i} {kind.name}: saved {attr} missing or complex")
+            return t
+        need = [c >= 0 for c, _ in edges]
+        with torch.no_grad():
+            return fn(list(buf) if multi else buf[0], values, saved, need)
+    return run
+
+
+def own_formula(w, i: int):
+    """A runner (formula_runner) of our copy of node i's formula where its real formula
+    cannot run on fake tensors (Note [Grouped mm on fake tensors]); None for other nodes."""
+    if w.kinds[i].name not in REAL_REFUSES:
+        return None
+    return formula_runner(w, i, FORMULAS[w.kinds[i].name][0], {})
 
 
 # ---- guards ----------------------------------------------------------------------------------

@@ -29,7 +29,7 @@ from ..torchapi.dynamo import FakeTensor, fake_tensor, pool_sizes_without_parity
 from . import custom, defined, recompute, unpacked
 from .aot import SpliceFailed, aot_plan, trace_aot
 from .deliver import deliver
-from .dynamic import NotDynamic
+from .dynamic import NotDynamic, own_formula
 from .heap import StdHeap
 from .mutated import mutated_inputs
 from .nodes import AOT, CUSTOM, LEAF, TRACE, TRACE_CUSTOM
@@ -596,8 +596,23 @@ def _traced_call(w, i: int, kind, node, buf: list, df, placeholders: dict):
             # the trace, not whenever a log record holding them dies (Note [Dispatch state
             # after a failed trace])
             traceback.clear_frames(e.__traceback__)
-            return None
+            return _own_formula(w, i, name, buf, df, placeholders)
         raise
+
+
+def _own_formula(w, i: int, name: str, buf: list, df, placeholders: dict):
+    """Node i's grads by our copy of its formula, whose real one fake tensors reject
+    (dynamic.py own_formula, Note [Grouped mm on fake tensors]); None: it runs opaquely."""
+    own = own_formula(w, i)
+    if own is None or df.variable(buf):
+        return None
+    try:
+        outs = as_list(own(buf, placeholders))
+    except NotDynamic as e:
+        THREAD.step.rejected[i] += f"; our copy of its formula: {e}"
+        return None
+    del THREAD.step.rejected[i]
+    return _validate(w, i, name, outs, df)
 
 
 def _auto_call(w, i: int, kind, node, buf: list, df, placeholders: dict):
