@@ -57,8 +57,9 @@ REJECTED = "opaque: its formula raised on fake tensors"
 # instead of failing the whole capture: a formula that reads tensor data
 # (PackPaddedSequenceBackward0 reads its batch sizes; fake tensors have none), or one whose
 # meta kernel rejects what the CPU kernel accepts (GroupedMmBackward0: `_grouped_mm`'s meta
-# demands bf16, the CPU kernel takes float32, as in Hugging Face's MoE experts).  The real
-# node at run time computes what eager computes, or raises eager's error at eager's point:
+# demands bf16, the CPU kernel takes float32, as in Hugging Face's MoE experts: where we have
+# a copy of its formula, that copy is traced instead, dynamic.py own_formula and grouped_mm.py
+# Note [Grouped mm on fake tensors]).  The real node at run time computes what eager computes, or raises eager's error at eager's point:
 # such a node may well raise (a derivative "not implemented"), so the graph delivers leaf
 # grads where eager does (runtime/run.py Note [Delivery points]), and a backward failing there
 # leaves exactly the `.grad`s eager leaves.
