@@ -137,17 +137,19 @@ class _State:
         self.note(text)
         warnings.warn(text, stacklevel=4)
 
-    def compiled_in_background(self, entry):
-        """The callback runtime/background.py calls on its worker when entry's compile ends."""
+    def compiled_in_background(self, entry, background: bool = True):
+        """The callback runtime/background.py calls on its worker when entry's compile ends
+        (background=False: runtime/run.py's deferred compile in this process)."""
         stats, eager_fn = self.stats, entry.fn
 
         def done(seconds: float, error: str | None, fn) -> None:
-            stats.background_compile_seconds += seconds
             if error is not None:
-                self.compile_failed(f"background compile failed, this graph stays on the "
-                                    f"eager backend: {error}")
+                self.compile_failed(f"{'background ' if background else ''}compile failed, "
+                                    f"this graph stays on the eager backend: {error}")
                 return
-            stats.background_compiles += 1
+            if background:
+                stats.background_compile_seconds += seconds
+                stats.background_compiles += 1
             if _G.last_fn is eager_fn:
                 _G.last_fn = fn
         return done

@@ -135,3 +135,47 @@ def test_the_worker_compiles_what_the_foreground_would(bg, monkeypatch):
         sources.append(compiled_bw.last_compiled().source_code)
     assert torch.get_num_threads() == 1 or "#pragma omp" in sources[0]
     assert sources[0] == sources[1]
+
+
+_OUTSIDE = torch.library.Library("cbw_outside", "DEF")     # a namespace the worker never loads
+_OUTSIDE.define("scale(Tensor x) -> Tensor")
+_OUTSIDE.impl("scale", lambda x: x * 3.0, "CompositeExplicitAutograd")
+torch.library.register_fake("cbw_outside::scale", torch.empty_like, lib=_OUTSIDE)
+
+
+class _ScaledGrad(torch.autograd.Function):
+    """Its backward calls an op defined outside torch (traced: opt-in)."""
+    compiled_bw_traceable = True
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, g):
+        return torch.ops.cbw_outside.scale(g)
+
+
+def test_a_graph_with_ops_outside_torch_compiles_here_after_a_run(bg):
+    # runtime/run.py Note [Compile on repeat]: the worker cannot load it, so Inductor compiles
+    # it in this process -- after its first run on the eager backend, not at capture before
+    # it (which blocked every new graph's first step for the whole compile)
+    def step(state):
+        m, x, seen = state
+        m.zero_grad(set_to_none=True)
+        h = m(x)
+        h.register_hook(lambda g: seen.append(compiled_bw.last_compiled()))   # while it runs
+        _ScaledGrad.apply(h).pow(2).sum().backward()
+        return grads(m)
+    st = differential(build, step, steps=3, backend="inductor")
+    assert "cbw_outside" in compiled_bw.last_graph().code
+    seen = []
+    compiled_bw.reset()
+    state = build()
+    with compiled_bw.enable(backend="inductor"):
+        for _ in range(3):
+            step((state[0], state[1], seen))
+    assert [hasattr(fn, "source_code") for fn in seen] == [False, True, True], seen
+    assert compiled_bw.stats().inductor_compiles == 1, compiled_bw.stats()
+    assert st.inductor_compiles == 1 and st.background_compiles == 0, st
+    assert any("not in the background" in n for n in st.notes), st.notes

@@ -497,6 +497,14 @@ def _relayout_recapture(state, w, opts, grad_tensors, key: CacheKey, root_key: R
 # it runs on the eager backend, as every new graph's first steps do.  Graphs of a root
 # without a dynamic graph (the first capture of a program, structures that alternate) start
 # compiling after their first run, as before.
+# A graph the worker cannot load (it calls ops defined outside torch: a custom op of
+# Hugging Face's MoE fallback, a user's torch.library op) compiles in this process, which
+# blocks that step for the whole compile (seconds to half a minute for a compiled Mixtral's
+# spliced backward), so it follows the same rule: it runs on the eager backend first and
+# compiles right after its first run, or, for a root with a dynamic graph, after its first
+# hit.  Before, it compiled at capture: a compiled Mixtral over varying lengths, whose
+# dynamic graph pins the length, paid a foreground compile for every new length (12 s per
+# step, 35x eager's).
 
 def _run_first_or_hit(state, entry: Compiled, w, opts, grad_tensors: list, slots):
     """Run the entry; after its first run, start its background compile (if any): the worker
@@ -512,7 +520,28 @@ def _run_first_or_hit(state, entry: Compiled, w, opts, grad_tensors: list, slots
     try:
         return _run(state, entry, w, opts, grad_tensors, slots)
     finally:
-        start()
+        with current_step(Step(w, entry.plan)):     # (_compile_here: fake impls read it)
+            start()
+
+
+def _compile_here(state, entry: Compiled, gm):
+    """start() of a graph the compile worker cannot load (ops defined outside torch): Inductor
+    compiles it in this process, from its placeholders' fake values, and entry.fn becomes
+    Inductor's (Note [Compile on repeat])."""
+    done = state.compiled_in_background(entry, background=False)
+
+    def start() -> None:
+        example = [n.meta["val"] for n in gm.graph.find_nodes(op="placeholder")]
+        try:
+            fn = state.compile_fn(gm, example)
+        except Exception as e:  # noqa: BLE001 -- the eager backend's fn stays, recorded
+            done(0.0, f"{type(e).__name__}: {str(e).splitlines()[0][:200]}", None)
+            return
+        from ..backends.inductor_artifact import native_entry
+        entry.native = native_entry(fn)
+        entry.fn = fn
+        done(0.0, None, fn)
+    return start
 
 
 def _install(w):
@@ -581,10 +610,13 @@ def _capture(state, w, opts, grad_tensors, slots, observed=False):
     if foreign:     # compiled here: the worker has not loaded these ops
         state.note(f"compiled in this process (not in the background): the graph calls "
                    f"{', '.join(foreign[:3])}, defined outside torch")
-    if state.background and not foreign:    # Note [Background compile]
-        background.start_worker()
+    if state.background:    # Note [Background compile]
         entry = Compiled(compile_eager(gm, example), plan, gm, owned, box_nodes,
                          n_inputs=len(example), devices=devices)
+        if foreign:         # Note [Compile on repeat]: here, after a run on the eager backend
+            entry.start_compile = _compile_here(state, entry, gm)
+            return entry
+        background.start_worker()
         entry.start_compile = background.prepare(entry, gm, plan.opaque_sites,
                                                  state.compiled_in_background(entry))
         return entry
