@@ -159,6 +159,20 @@ def test_real_moe_model(backend):
                  backend=backend, captures=1, fallbacks=0)
 
 
+def _over_lengths(name, lengths):
+    """build/step of a causal LM trained one step per sequence length (batch 2)."""
+    def build():
+        return _model(name), iter(lengths)
+
+    def step(state):
+        m, it = state
+        m.zero_grad(set_to_none=True)
+        ids = torch.randint(0, V, (2, next(it)))
+        m(input_ids=ids, labels=ids).loss.backward()
+        return [None if p.grad is None else p.grad.clone() for p in m.parameters()]
+    return build, step
+
+
 @pytest.mark.both_backends
 def test_moe_over_varying_lengths(cbw_backend):
     """Mixtral over steps of varying sequence length: the tokens each expert gets change
@@ -168,16 +182,7 @@ def test_moe_over_varying_lengths(cbw_backend):
     length (#37: at most 4 captures over 20 steps)."""
     lengths = [12, 7, 10, 16, 5, 9, 14, 11, 6, 13]
 
-    def build():
-        return _model("mixtral"), iter(lengths)
-
-    def step(state):
-        m, it = state
-        m.zero_grad(set_to_none=True)
-        ids = torch.randint(0, V, (2, next(it)))
-        m(input_ids=ids, labels=ids).loss.backward()
-        return [None if p.grad is None else p.grad.clone() for p in m.parameters()]
-
+    build, step = _over_lengths("mixtral", lengths)
     st = differential(build, step, steps=len(lengths), captures=None, fallbacks=0)
     assert st.captures <= 3 and st.dynamic_hits >= len(lengths) - 3, st.recompile_reasons
 
@@ -227,15 +232,7 @@ def test_real_model_sequence_lengths_one_dynamic_graph(name, backend):
     a new capture (8 for 8 lengths)."""
     lengths = [12, 20, 9, 33, 17, 40]
 
-    def build():
-        return _model(name), iter(lengths)
-
-    def step(state):
-        m, it = state
-        m.zero_grad(set_to_none=True)
-        ids = torch.randint(0, V, (2, next(it)))
-        m(input_ids=ids, labels=ids).loss.backward()
-        return [None if p.grad is None else p.grad.clone() for p in m.parameters()]
+    build, step = _over_lengths(name, lengths)
     st = differential(build, step, steps=len(lengths), backend=backend, captures=2, fallbacks=0)
     assert st.dynamic_captures == 1, st.recompile_reasons
 
