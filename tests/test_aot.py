@@ -459,3 +459,52 @@ def test_compiled_checkpointed_dropout_draws_the_forwards_mask(backend):
         return grads(m)
 
     differential(build, step)
+
+
+class _TwoOutputs(nn.Module):
+    """A compiled forward with a second output the loss does not use (as a causal LM's KV
+    cache): the engine hands its AOT backward zeros for that output's grad; and a select, whose
+    grad in the AOT backward is `full([4, s0], 0)`: an int, then a size symbol."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(8, 4)
+
+    def forward(self, x):
+        h = self.lin(x).t()
+        return h[:, 0].sum() + h.pow(2).mean(), h * 2
+
+
+@pytest.mark.both_backends
+@pytest.mark.parametrize("cache", ["cold", "warm"])
+def test_dynamic_forward_with_an_unused_output_serves_every_size(cache, cbw_backend):
+    """The zeros materialized for the unused output had the size of the forward the node was
+    recorded from, which fixed the dynamic graph's length (range [7, 7]: every later size a
+    static capture); and warm, AOTAutograd's cache rebuilt the backward module by FX's
+    re-trace, which fails on `full([4, s0])` ("Expected a value of type 'List[int]' ...
+    Proxy(primals_1)"): the AOT backward ran as one opaque call, a capture per size."""
+    sizes = [5, 7, 9, 11, 6, 5]
+    warm = cache == "warm"
+
+    def build():
+        torch._dynamo.reset()
+        m = _TwoOutputs()
+        return [m, torch.compile(m, dynamic=True), [0]]
+
+    def step(st):
+        m, cm, k = st
+        m.zero_grad(set_to_none=True)
+        loss, _ = cm(torch.randn(sizes[k[0]], 8))
+        k[0] += 1
+        for n in aot_nodes(loss):
+            kind = type(type(n)._forward_cls._lazy_backward_info).__name__
+            assert kind.startswith("Cached") == warm, kind
+        loss.backward()
+        return grads(m)
+    with aot_cache(warm):
+        if warm:    # (warm_aot_cache compiles static shapes: another cache key)
+            torch._dynamo.reset()
+            torch.compile(_TwoOutputs(), dynamic=True)(torch.randn(4, 8))[0].backward()
+        st = differential(build, step, steps=len(sizes), captures=2)
+    assert st.dynamic_captures == 1, st.recompile_reasons
+    _assert_spliced()

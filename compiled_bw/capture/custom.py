@@ -540,8 +540,10 @@ def materializes(node, info: FwdInfo) -> tuple:
                  for o, d in zip(info.out_info, info.out_diff, strict=True))
 
 
-def materialize(node, info: FwdInfo, grads: list) -> list:
-    """PyNode::to_py_args: undefined grads -> zeros of the forward output (unless disabled)."""
+def materialize(node, info: FwdInfo, grads: list, shapes=None) -> list:
+    """PyNode::to_py_args: undefined grads -> zeros of the forward output (unless disabled).
+    shapes: per slot, the output's shape as the walk sees it (a dynamic walk's symbolic
+    sizes: zeros of this step's size, not of the forward the node was recorded from)."""
     for g in grads:
         if g is None:
             break
@@ -554,15 +556,18 @@ def materialize(node, info: FwdInfo, grads: list) -> list:
     for i, g in enumerate(grads):
         if g is None and ms[i]:
             shape, dtype, device = info.out_info[i]
+            if shapes is not None and shapes[i] is not None:
+                shape = shapes[i]
             g = torch.zeros(shape, dtype=dtype, device=device)
         res.append(g)
     return res
 
 
-def call_backward(node, grads: list) -> list:
-    """PyNode::apply minus the engine: returns one grad (or None) per tensor forward input."""
+def call_backward(node, grads: list, shapes=None) -> list:
+    """PyNode::apply minus the engine: returns one grad (or None) per tensor forward input.
+    shapes: as materialize's."""
     info = fwd_info(node)
-    return finish(node, info, node.apply(*materialize(node, info, grads)))
+    return finish(node, info, node.apply(*materialize(node, info, grads, shapes)))
 
 
 # Note [A traced backward that writes its ctx]
@@ -575,13 +580,14 @@ def call_backward(node, grads: list) -> list:
 # for those the opt-in is the user's statement that there are none.
 
 
-def call_traced_backward(node, grads: list) -> list | None:
+def call_traced_backward(node, grads: list, shapes=None) -> list | None:
     """call_backward while tracing a traced Function; None (and the ctx restored) when the
-    backward wrote a ctx attribute (Note [A traced backward that writes its ctx])."""
+    backward wrote a ctx attribute (Note [A traced backward that writes its ctx]).
+    shapes: as materialize's."""
     ctx = vars(node)
     before = dict(ctx)
     try:
-        outs = call_backward(node, grads)
+        outs = call_backward(node, grads, shapes)
     finally:
         written = ctx.keys() != before.keys() or any(ctx[k] is not v for k, v in before.items())
         if written:

@@ -536,7 +536,8 @@ def _aot_call(w, i: int, kind, node, buf: list, placeholders: dict, k: int, df):
     no_vc = [placeholders.get((i, "novc", j)) for j in range(len(node._tensors_no_vc_check or ()))]
     graph = get_proxy_mode().tracer.graph
     try:
-        out = trace_aot(plan, node, saved, no_vc, custom.materialize(node, info, buf),
+        out = trace_aot(plan, node, saved, no_vc,
+                        custom.materialize(node, info, buf, _out_shapes(w, i)),
                         f"aot{k}_", graph, passthrough=_FAKE_FAILURES + (TraceFailed,),
                         symints=getattr(w, "aot_symints", {}).get(i))   # dynamic.py DynWalk
         return _validate(w, i, kind.name, custom.finish(node, info, out), df)
@@ -544,6 +545,16 @@ def _aot_call(w, i: int, kind, node, buf: list, placeholders: dict, k: int, df):
         return None
     except SpliceFailed as e:
         raise TraceFailed(str(e), eager_error=False) from e
+
+
+def _out_shapes(w, i: int) -> list | None:
+    """In a dynamic walk, node i's input shapes (its forward outputs', symbolic where they
+    vary): the zeros a custom node materializes for an undefined grad have this step's sizes,
+    not those of the forward it was recorded from, which would fix the symbol (a no-grad KV
+    cache output of a torch.compile'd model pinned the sequence length)."""
+    if not getattr(w, "dynamic", False):
+        return None
+    return [None if m is None else m[0] for m in w.in_meta[i]]
 
 
 def _materialized(df, node, info, buf: list) -> bool:
@@ -569,7 +580,8 @@ def _traced_call(w, i: int, kind, node, buf: list, df, placeholders: dict):
             outs = formula(buf, placeholders)
         else:
             with torch.no_grad():
-                outs = custom.call_traced_backward(node, buf) if kind.how == TRACE_CUSTOM else node(*buf)
+                outs = custom.call_traced_backward(node, buf, _out_shapes(w, i)) \
+                    if kind.how == TRACE_CUSTOM else node(*buf)
             if outs is None:        # it wrote its ctx: an opaque call (custom.py Note)
                 return None
         outs = as_list(outs)

@@ -71,6 +71,12 @@ USED = {
     "torch.fx.experimental.proxy_tensor.ProxyTorchDispatchMode": "api.py (TRACE_MODES)",
     "torch.utils._python_dispatch.is_traceable_wrapper_subclass": "capture/subclass.py",
     "torch._dynamo.compiled_autograd.extract_bw_module": "capture/aot.py",
+    "torch.fx.graph_module.reduce_graph_module": "capture/aot.py (Note [AOT backward modules "
+        "from the cache])",
+    "torch.fx.graph_module._forward_from_src": "capture/aot.py (Note [AOT backward modules "
+        "from the cache])",
+    "torch.fx.graph_module._deserialize_graph_module": "capture/aot.py (Note [AOT backward "
+        "modules from the cache])",
     "torch._functorch._aot_autograd.runtime_wrappers": "capture/aot.py (which release defines "
         "CompiledFunction._bw_prologue_fn: aot_splice_off)",
     "torch._dynamo.convert_frame.compile_lock": "runtime/background.py",
@@ -215,9 +221,63 @@ def symint(env, value: int, name: str, shared: bool = False):
 
 
 def extract_bw_module(compiled_function):
-    """The AOT backward GraphModule of a torch.compile'd forward's CompiledFunction (or None)."""
+    """The AOT backward GraphModule of a torch.compile'd forward's CompiledFunction (or None).
+    One that AOTAutograd's cache loaded is rebuilt by `load_reduced_graph_module` (Note [AOT
+    backward modules from the cache])."""
     from torch._dynamo.compiled_autograd import extract_bw_module as extract
+    serialized = getattr(getattr(compiled_function._lazy_backward_info, "bw_module_fn", None),
+                         "__self__", None)
+    if getattr(serialized, "fn", None) is torch.fx.graph_module.reduce_graph_module:
+        with fake_tensor.unset_fake_temporarily():
+            return load_reduced_graph_module(*serialized.args)
     return extract(compiled_function)
+
+
+# Note [AOT backward modules from the cache]
+# AOTAutograd's cache keeps a compiled forward's backward GraphModule as its pickled form
+# (SerializedGraphModule: GraphModule.__reduce__, the module's Python code), and FX rebuilds it
+# by running that code under its symbolic Tracer.  A call of an op without tensor arguments
+# whose size list mixes ints and a size symbol -- `aten.full.default([8, 4, primals_1, 64],
+# ...)`, the zeros AOTAutograd makes for a no-grad output of a dynamic shape -- fails there:
+# the op's argument parser finds a Proxy where an int belongs and raises "Expected a value of
+# type 'List[int]'" (the Proxy's __torch_function__ is never asked).  Every dynamic-shape
+# backward loaded from a warm cache then ran as one opaque call.  `load_reduced_graph_module`
+# runs the same code with `torch.ops` seen through `_OpsSeen`, which records any op call whose
+# arguments hold a Proxy as the node FX's own trace makes for it, and calls it otherwise.
+
+class _OpsSeen:
+    """`torch` (or any part of `torch.ops`) as the code of a reduced GraphModule sees it:
+    attributes pass through; the ops under `torch.ops` record a call_function node when an
+    argument holds a Proxy (Note [AOT backward modules from the cache])."""
+    __slots__ = ("_of", "_ops")
+
+    def __init__(self, of, ops: bool) -> None:
+        self._of = of
+        self._ops = ops
+
+    def __getattr__(self, name):
+        attr = getattr(self._of, name)
+        if self._ops or name == "ops":
+            return _OpsSeen(attr, True)
+        return attr
+
+    def __call__(self, *args, **kwargs):
+        proxy = next((a for a in pytree.tree_leaves((args, kwargs))
+                      if isinstance(a, torch.fx.Proxy)), None)
+        if proxy is None:
+            return self._of(*args, **kwargs)
+        return proxy.tracer.create_proxy("call_function", self._of, args, kwargs)
+
+
+def load_reduced_graph_module(body: dict, import_block: str):
+    """torch.fx.graph_module.reduce_graph_module(body, import_block) with op calls on size
+    symbols recorded (Note [AOT backward modules from the cache])."""
+    from torch.fx.graph_module import _deserialize_graph_module, _forward_from_src
+    scope: dict = {}
+    exec(compile(import_block, "<import_block>", "exec"), scope)     # FX's own imports
+    scope["torch"] = _OpsSeen(torch, False)
+    forward = _forward_from_src(body.get("_code") or body["code"], scope)
+    return _deserialize_graph_module(forward, dict(body))
 
 
 # Note [AOT backward splicing per release]: capture/aot.py splices a torch.compile'd forward's
