@@ -179,3 +179,50 @@ def test_a_graph_with_ops_outside_torch_compiles_here_after_a_run(bg):
     assert compiled_bw.stats().inductor_compiles == 1, compiled_bw.stats()
     assert st.inductor_compiles == 1 and st.background_compiles == 0, st
     assert any("not in the background" in n for n in st.notes), st.notes
+
+
+_PACKAGE_OP = '''
+import torch
+
+@torch.library.custom_op("{ns}::cube", mutates_args=())
+def cube(x: torch.Tensor) -> torch.Tensor:
+    return x * x * x
+
+@cube.register_fake
+def _(x):
+    return torch.empty_like(x)
+'''
+
+
+def test_a_graph_with_a_custom_op_of_a_package_compiles_in_the_worker(bg, tmp_path, monkeypatch):
+    # backends/compile_worker.py Note [Ops the worker imports]: the worker imports the module
+    # that defines the op (Hugging Face's MoE fallback op, in transformers.integrations.moe),
+    # here a package on a sys.path entry added after the worker may have started
+    import importlib
+    pkg = tmp_path / "cbw_pkg_ops"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "ops.py").write_text(_PACKAGE_OP.format(ns="cbw_pkg_ops"))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.import_module("cbw_pkg_ops.ops")
+
+    class Cubed(torch.autograd.Function):
+        compiled_bw_traceable = True
+
+        @staticmethod
+        def forward(ctx, x):
+            return x.clone()
+
+        @staticmethod
+        def backward(ctx, g):
+            return torch.ops.cbw_pkg_ops.cube(g)
+
+    def step(state):
+        m, x, _ = state
+        m.zero_grad(set_to_none=True)
+        Cubed.apply(m(x)).pow(2).sum().backward()
+        return grads(m)
+    st = differential(build, step, steps=3, backend="inductor")
+    assert "cbw_pkg_ops" in compiled_bw.last_graph().code
+    assert st.background_compiles == 1 and st.fallbacks == 0, st
+    assert not any("not in the background" in n for n in st.notes), st.notes

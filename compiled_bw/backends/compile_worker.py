@@ -2,7 +2,7 @@
 
 Run as `python -m compiled_bw.backends.compile_worker` by runtime/background.py.  Consumes, on
 stdin, jobs (job id, Inductor cache dir, Inductor config, torch threads, whether it is a
-dynamic graph compiled size-obliviously, graph bytes from
+dynamic graph compiled size-obliviously, modules to import first, graph bytes from
 inductor_artifact.dump_graph); produces, on its stdout, (job id, status, body, seconds):
   ok     body = the compiled graph's bytes (inductor_artifact.load_compiled loads them); for
          a dynamic graph (bytes, its ShapeEnv's guards, replacements and ranges after the
@@ -14,6 +14,7 @@ Exits when stdin closes (the parent exited).  Note [Background compile] says why
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import pickle
 import struct
@@ -26,8 +27,9 @@ import torch
 _HEADER = struct.Struct("<Q")
 
 # Op namespaces the worker has (torch's C++ ops, ours).  A graph that calls an op of another
-# namespace (a torch.library custom op, a triton_op) is compiled in the parent: the worker
-# cannot import the module that defines it (it may be the user's script).
+# namespace (a torch.library custom op, a triton_op) is compiled in the worker only where the
+# worker can import the module that defines it (Note [Ops the worker imports]); else in the
+# parent (runtime/run.py Note [Compile on repeat]).
 WORKER_NAMESPACES = frozenset({"aten", "prims", "compiled_bw", "_c10d_functional",
                                "c10d_functional", "_c10d_functional_autograd"})
 
@@ -37,18 +39,71 @@ WORKER_NAMESPACES = frozenset({"aten", "prims", "compiled_bw", "_c10d_functional
 _OP_WRAPPERS = frozenset({"with_effects", "auto_functionalized", "auto_functionalized_v2"})
 
 
-def foreign_ops(gm) -> list:
-    """Names of the ops gm calls that the worker may not have (WORKER_NAMESPACES)."""
-    out = []
+def worker_imports(gm) -> tuple[list, list]:
+    """([(module, its sys.path entry)] the worker imports first, names of the ops gm calls that
+    it still cannot have) for compiling gm (WORKER_NAMESPACES, Note [Ops the worker
+    imports])."""
+    from ..torchapi.dynamo import defining_module
+    modules: list = []
+    foreign: list = []
     for n in gm.graph.nodes:
-        ns = getattr(n.target, "namespace", None) if n.op == "call_function" else None
-        name = str(n.target)
-        if ns == "higher_order" and getattr(n.target, "__name__", None) in _OP_WRAPPERS:
-            op = next((a for a in n.args if hasattr(a, "namespace")), None)
-            ns, name = (op.namespace, str(op)) if op is not None else (ns, name)
-        if ns is not None and ns not in WORKER_NAMESPACES and name not in out:
-            out.append(name)
-    return out
+        op = n.target if n.op == "call_function" else None
+        ns = getattr(op, "namespace", None)
+        if ns == "higher_order" and getattr(op, "__name__", None) in _OP_WRAPPERS:
+            op = next((a for a in n.args if hasattr(a, "namespace")), op)
+            ns = getattr(op, "namespace", None)
+        if ns is None or ns in WORKER_NAMESPACES:
+            continue
+        module = defining_module(op)
+        root = _import_root(module)
+        if root is not None:
+            if (module, root) not in modules:
+                modules.append((module, root))
+        elif str(op) not in foreign:
+            foreign.append(str(op))
+    return modules, foreign
+
+
+def foreign_ops(gm) -> list:
+    """Names of the ops gm calls that the worker cannot have (worker_imports)."""
+    return worker_imports(gm)[1]
+
+
+# Note [Ops the worker imports]
+# A custom op exists in a process once the module that defines it has run
+# (`torch.library.custom_op` at import: Hugging Face's MoE fallback `transformers::
+# grouped_mm_fallback_backward`, in transformers.integrations.moe).  Where that module is one
+# the worker can import without running a user's script -- a submodule of a package, or a
+# module installed in site-packages -- the worker imports it before loading the graph, and the
+# graph compiles in the background like any other; the op's own kernels run in this process
+# when the compiled graph calls it.  A module of the user's script (`__main__`, a top-level
+# script imported by name) is not imported: importing it would run the script again; such a
+# graph compiles in this process (runtime/run.py Note [Compile on repeat]).  The worker starts
+# with this process's sys.path (background.py); the directory a module was found under goes
+# with the job, for a path added later (a notebook's sys.path.append).
+def _import_root(module: str | None) -> str | None:
+    """The sys.path entry the worker imports `module` from, or None where it must not."""
+    if not module or module == "__main__":
+        return None
+    spec = getattr(sys.modules.get(module), "__spec__", None)
+    origin = getattr(spec, "origin", None)
+    if not origin or not os.path.isfile(origin):
+        return None
+    if "." not in module and not any(os.sep + d + os.sep in origin
+                                     for d in ("site-packages", "dist-packages")):
+        return None     # a top-level module outside an installed tree: perhaps a script
+    parts = module.count(".") + 1 + (os.path.basename(origin).startswith("__init__."))
+    root = origin
+    for _ in range(parts):
+        root = os.path.dirname(root)
+    return root
+
+
+def _import(modules: list) -> None:
+    for module, root in modules:
+        if root not in sys.path:
+            sys.path.append(root)
+        importlib.import_module(module)
 
 
 def send(stream, obj) -> None:
@@ -73,7 +128,8 @@ def _compile(job: tuple) -> tuple:
     from ..torchapi.inductor import CompiledFxGraph
     from .inductor import compile_inductor
     from .inductor_artifact import applied, dump_compiled, load_graph
-    _, cache_dir, config, threads, oblivious, data = job
+    _, cache_dir, config, threads, oblivious, modules, data = job
+    _import(modules)        # Note [Ops the worker imports]
     # Inductor's C++ codegen parallelizes loops for torch.get_num_threads() threads: compile
     # for the parent's count, not this process's
     torch.set_num_threads(threads)

@@ -157,7 +157,8 @@ def _compile(entry, gm, sites: list, cache_dir: str | None, threads: int, done,
         # Inductor is imported here, on the job thread, not in anybody's backward
         from ..backends import inductor_artifact
         status, body, _ = _worker.compile((*inductor_artifact.setting(cache_dir), threads,
-                                           oblivious, inductor_artifact.dump_graph(gm, sites)))
+                                           oblivious, compile_worker.worker_imports(gm)[0],
+                                           inductor_artifact.dump_graph(gm, sites)))
         if status == "error":
             raise RuntimeError(body)
         fn, env = entry.fn, None

@@ -497,14 +497,14 @@ def _relayout_recapture(state, w, opts, grad_tensors, key: CacheKey, root_key: R
 # it runs on the eager backend, as every new graph's first steps do.  Graphs of a root
 # without a dynamic graph (the first capture of a program, structures that alternate) start
 # compiling after their first run, as before.
-# A graph the worker cannot load (it calls ops defined outside torch: a custom op of
-# Hugging Face's MoE fallback, a user's torch.library op) compiles in this process, which
-# blocks that step for the whole compile (seconds to half a minute for a compiled Mixtral's
-# spliced backward), so it follows the same rule: it runs on the eager backend first and
-# compiles right after its first run, or, for a root with a dynamic graph, after its first
-# hit.  Before, it compiled at capture: a compiled Mixtral over varying lengths, whose
-# dynamic graph pins the length, paid a foreground compile for every new length (12 s per
-# step, 35x eager's).
+# A graph the worker cannot load (it calls an op defined by the user's script, or one
+# registered without torch.library.custom_op: backends/compile_worker.py Note [Ops the worker
+# imports]) compiles in this process, which blocks that step for the whole compile (seconds
+# to half a minute for a compiled Mixtral's spliced backward), so it follows the same rule:
+# it runs on the eager backend first and compiles right after its first run, or, for a root
+# with a dynamic graph, after its first hit.  Before, it compiled at capture: a compiled
+# Mixtral over varying lengths, whose dynamic graph then pinned the length, paid a
+# foreground compile for every new length (12 s per step, 35x eager's).
 
 def _run_first_or_hit(state, entry: Compiled, w, opts, grad_tensors: list, slots):
     """Run the entry; after its first run, start its background compile (if any): the worker

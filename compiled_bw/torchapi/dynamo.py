@@ -71,6 +71,7 @@ USED = {
     "torch.fx.experimental.proxy_tensor.ProxyTorchDispatchMode": "api.py (TRACE_MODES)",
     "torch.utils._python_dispatch.is_traceable_wrapper_subclass": "capture/subclass.py",
     "torch._dynamo.compiled_autograd.extract_bw_module": "capture/aot.py",
+    "torch._library.custom_ops.OPDEFS": "backends/compile_worker.py (worker_imports)",
     "torch.fx.graph_module.reduce_graph_module": "capture/aot.py (Note [AOT backward modules "
         "from the cache])",
     "torch.fx.graph_module._forward_from_src": "capture/aot.py (Note [AOT backward modules "
@@ -267,6 +268,15 @@ class _OpsSeen:
         if proxy is None:
             return self._of(*args, **kwargs)
         return proxy.tracer.create_proxy("call_function", self._of, args, kwargs)
+
+
+def defining_module(op) -> str | None:
+    """The module whose import defines a custom op (`torch.library.custom_op` /
+    `triton_op`: the module of the decorated function), or None (another kind of op)."""
+    from torch._library.custom_ops import OPDEFS
+    schema = getattr(op, "_schema", None)
+    opdef = OPDEFS.get(schema.name) if schema is not None else None
+    return getattr(getattr(opdef, "_init_fn", None), "__module__", None)
 
 
 def load_reduced_graph_module(body: dict, import_block: str):
