@@ -1079,3 +1079,19 @@ def test_moe_routing_one_dynamic_graph():
     # capture/grouped_mm.py) become symbolic: the token counts per expert vary in one graph
     st = run([8, 12, 16, 10, 14], moe_layer, captures=2, dynamic_captures=1)
     assert st.dynamic_hits == 3
+
+
+def test_dynamic_true_a_slice_from_0_and_backward_twice():
+    # #36 item 5: with dynamic=True a slice's saved start of 0 became a size symbol of range
+    # [1, oo) (Note [Sizes of one]), so the graph's guards refused the value it was captured
+    # at: the second backward through the retained graph, and every later step, recaptured
+    def prog(state, n):
+        if state is None:
+            return [None]
+        y = torch.randn(n, requires_grad=True)
+        loss = (y[:5] * y[2:7]).sum() + y.view(2, n // 2).t().sum(0).pow(2).sum()
+        loss.backward(retain_graph=True)
+        loss.backward(retain_graph=True)
+        return [y.grad.clone()]
+    st = run([10, 12, 16], prog, captures=1, dynamic_captures=1, options={"dynamic": True})
+    assert st.dynamic_hits == 5, st.recompile_reasons

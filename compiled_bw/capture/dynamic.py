@@ -745,6 +745,16 @@ class DynSpec:
     def build(w, paths) -> DynSpec:
         paths = tuple(sorted(set(paths)))
         sites = tuple(classify(w, p) for p in paths)
+        # a saved value (a slice's start, an AOT backward's symint) of 0 stays a number: as a
+        # size symbol its range would start at 1 (Note [Sizes of one]) and the graph's guards
+        # would refuse the very value it was captured at (dynamic=True: `x[:5]`'s start 0
+        # made every backward a capture)
+        zero = {k for k, (s, v) in enumerate(zip(sites, values_at(w.signature, paths),
+                                                 strict=True))
+                if v == 0 and s.what in ("value", "symint")}
+        if zero:
+            paths = tuple(p for k, p in enumerate(paths) if k not in zero)
+            sites = tuple(s for k, s in enumerate(sites) if k not in zero)
         saved_dims: dict = {}
         ints = []
         for k, s in enumerate(sites):
