@@ -83,7 +83,7 @@ def foreign_ops(gm) -> list:
 # with the job, for a path added later (a notebook's sys.path.append).
 def _import_root(module: str | None) -> str | None:
     """The sys.path entry the worker imports `module` from, or None where it must not."""
-    if not module or module == "__main__":
+    if not module or module == "__main__" or module.split(".")[0] == "torch":
         return None
     spec = getattr(sys.modules.get(module), "__spec__", None)
     origin = getattr(spec, "origin", None)

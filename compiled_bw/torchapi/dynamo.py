@@ -6,6 +6,7 @@ imported on first use only (`extract_bw_module`, `compile_lock`): importing it c
 from __future__ import annotations
 
 import contextlib
+import inspect
 import threading
 
 import torch
@@ -229,7 +230,8 @@ def extract_bw_module(compiled_function):
     serialized = getattr(getattr(compiled_function._lazy_backward_info, "bw_module_fn", None),
                          "__self__", None)
     if getattr(serialized, "fn", None) is torch.fx.graph_module.reduce_graph_module:
-        with fake_tensor.unset_fake_temporarily():
+        with fake_tensor.unset_fake_temporarily(), \
+                contextlib.suppress(Exception):     # (then torch's own way, with its error)
             return load_reduced_graph_module(*serialized.args)
     return extract(compiled_function)
 
@@ -272,11 +274,30 @@ class _OpsSeen:
 
 def defining_module(op) -> str | None:
     """The module whose import defines a custom op (`torch.library.custom_op` /
-    `triton_op`: the module of the decorated function), or None (another kind of op)."""
+    `triton_op`: the module of the decorated function), or None (another kind of op).
+    triton_op's CustomOpDef holds torch's own wrapper (torch._library.triton's backend_fn),
+    whose closure holds the decorated function."""
     from torch._library.custom_ops import OPDEFS
     schema = getattr(op, "_schema", None)
-    opdef = OPDEFS.get(schema.name) if schema is not None else None
-    return getattr(getattr(opdef, "_init_fn", None), "__module__", None)
+    fn = getattr(OPDEFS.get(schema.name) if schema is not None else None, "_init_fn", None)
+    for _ in range(4):
+        module = getattr(fn, "__module__", None)
+        if module is None:
+            return None
+        if module != "torch" and not module.startswith("torch."):
+            return module
+        inner = []
+        for cell in getattr(fn, "__closure__", None) or ():
+            try:
+                v = cell.cell_contents
+            except ValueError:      # an empty cell
+                continue
+            if inspect.isfunction(v):
+                inner.append(v)
+        if len(inner) != 1:
+            return None
+        fn = inner[0]
+    return None
 
 
 def load_reduced_graph_module(body: dict, import_block: str):
