@@ -1095,3 +1095,30 @@ def test_dynamic_true_a_slice_from_0_and_backward_twice():
         return [y.grad.clone()]
     st = run([10, 12, 16], prog, captures=1, dynamic_captures=1, options={"dynamic": True})
     assert st.dynamic_hits == 5, st.recompile_reasons
+
+
+def test_a_guard_over_a_symbol_no_step_binds_refuses_the_dynamic_graph():
+    # Note [Guards name only what a step binds]: such a guard fails at every step, the graph's
+    # own sizes included (#36 item 5's "shape guard s93 == s79 failed (s79 = ?)"); the graph
+    # is refused when made, and the step captures a static one
+    import types
+
+    import sympy
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    from compiled_bw.capture.dynamic import Guards, NotDynamic
+    from compiled_bw.torchapi.dynamo import symint
+
+    def guards(make_guard):
+        env = ShapeEnv()
+        bound, other = symint(env, 5, "bound"), symint(env, 7, "other")
+        env.evaluate_expr(make_guard(bound.node.expr, other.node.expr))
+        spec = types.SimpleNamespace(int_inputs=(), sites=())
+        w = types.SimpleNamespace(saved_node=[(0, "self", 0)],
+                                  kinds=[types.SimpleNamespace(name="SinBackward0")])
+        exprs = ([], [(0, (bound.node.expr,), (sympy.Integer(1),), sympy.Integer(0))])
+        return Guards(env, spec, exprs, w)
+    assert guards(lambda b, o: b > 2).check([], [torch.empty(5)]) is None
+    assert guards(lambda b, o: b > 2).check([], [torch.empty(2)]) is not None
+    with pytest.raises(NotDynamic, match="no input binds"):
+        guards(lambda b, o: b < o)

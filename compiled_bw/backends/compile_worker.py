@@ -72,9 +72,10 @@ def foreign_ops(gm) -> list:
 # Note [Ops the worker imports]
 # A custom op exists in a process once the module that defines it has run
 # (`torch.library.custom_op` at import: Hugging Face's MoE fallback `transformers::
-# grouped_mm_fallback_backward`, in transformers.integrations.moe).  Where that module is one
-# the worker can import without running a user's script -- a submodule of a package, or a
-# module installed in site-packages -- the worker imports it before loading the graph, and the
+# grouped_mm_fallback_backward`, in transformers.integrations.moe).  Where the op is defined
+# at the top level of a module the worker can import without running a user's script -- a
+# submodule of a package, or a module installed in site-packages; not an op made inside a
+# function -- the worker imports that module before loading the graph, and the
 # graph compiles in the background like any other; the op's own kernels run in this process
 # when the compiled graph calls it.  A module of the user's script (`__main__`, a top-level
 # script imported by name) is not imported: importing it would run the script again; such a

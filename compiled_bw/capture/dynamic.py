@@ -957,8 +957,25 @@ class Guards:
                        for s, r in env.var_to_range.items()}
         self.replacements = list(env.replacements.items())     # (symbol, expression) pairs
         self.guards = [g.expr for g in env.guards]
+        unbound = self._unbound()
+        if unbound is not None:     # Note [Guards name only what a step binds]
+            raise NotDynamic(f"a shape guard names a symbol no input binds: {unbound}")
 
         self._fast = _compile_check(self)
+
+    def _unbound(self) -> str | None:
+        """A guard or replacement (one whose symbol a step binds) over a symbol that no
+        SymInt input and no checked size, stride or offset binds, or None."""
+        bound = {e for e in self.int_syms if isinstance(e, sympy.Symbol)}
+        for _, sizes, strides, off in self.tensors:
+            bound.update(e for e in (*sizes, *strides, off) if isinstance(e, sympy.Symbol))
+        for sym, e in self.replacements:
+            if sym in bound and not e.free_symbols <= bound:
+                return f"{sym} == {e}"
+        for g in self.guards:
+            if not g.free_symbols <= bound:
+                return str(g)
+        return None
 
     def extended(self, state: tuple) -> Guards:
         """These guards and those of an Inductor compile made elsewhere (the compile worker's
@@ -1047,6 +1064,16 @@ class Guards:
                         sorted(syms, key=str))
         return f"shape guard {guard} failed ({who})"
 
+
+# Note [Guards name only what a step binds]
+# A step binds the graph's symbols from its SymInt inputs and the sizes, strides and offsets
+# of its checked saved tensors (Guards._check).  A guard over any other symbol (a view's base
+# storage, which fakeifying a saved view can make symbolic) can never be decided, so it fails
+# at every step, the graph's own sizes included: a dynamic graph that never hits, and a
+# dynamic capture per step after it ("shape guard s93 == s79 failed (s79 = ?)" on the second
+# backward through a retained graph, #36).  Such a graph is refused when it is made: the step
+# captures a static graph instead, which the same sizes hit.  (The compile worker's extra
+# guards are checked per step as before: Guards.extended.)
 
 # Note [Guards as Python code]
 # Guards._check substitutes the step's values into sympy expressions (xreplace): ~7 ms per new

@@ -274,7 +274,8 @@ class _OpsSeen:
 
 def defining_module(op) -> str | None:
     """The module whose import defines a custom op (`torch.library.custom_op` /
-    `triton_op`: the module of the decorated function), or None (another kind of op).
+    `triton_op`: the module of the decorated function, where that function is the module's
+    own, not one made inside a function), or None (another kind of op).
     triton_op's CustomOpDef holds torch's own wrapper (torch._library.triton's backend_fn),
     whose closure holds the decorated function."""
     from torch._library.custom_ops import OPDEFS
@@ -285,7 +286,8 @@ def defining_module(op) -> str | None:
         if module is None:
             return None
         if module != "torch" and not module.startswith("torch."):
-            return module
+            # (defined inside a function: importing the module does not define the op)
+            return None if "<locals>" in getattr(fn, "__qualname__", "<locals>") else module
         inner = []
         for cell in getattr(fn, "__closure__", None) or ():
             try:
