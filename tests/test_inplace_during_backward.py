@@ -262,3 +262,55 @@ def test_error_text_names_the_type_as_eager(dtype):
         z.abs().sum().backward()
         return [a.grad]
     differential(build, step, allow_errors=True)
+
+
+def _saved_original(a):              # SinBackward0 saves its input y (eager keeps y itself)
+    y = a * 2
+    return y.sin(), y
+
+
+def _saved_output(a):                # ExpBackward0 saves its result
+    y = (a * 2).exp()
+    return y, y
+
+
+def _saved_second_output(a):         # y is output 1 of VarMeanBackward0; eager still says "0"
+    _, y = torch.var_mean(a.reshape(2, 3) * 2, dim=0)
+    return y.sin(), y
+
+
+def _saved_leaf(a):                  # a leaf: eager names no grad_fn
+    y = a.detach().clone().requires_grad_()
+    return y.sin(), y
+
+
+def _saved_by_a_custom_function(a):
+    y = a * 2
+    return _SavesInput.apply(y), y
+
+
+@pytest.mark.parametrize("forward", [_saved_original, _saved_output, _saved_second_output,
+                                     _saved_leaf, _saved_by_a_custom_function])
+@pytest.mark.parametrize("grad_mode", [False, True])
+def test_modified_between_two_backwards_of_a_retained_graph(forward, grad_mode):
+    # The first backward (a capture on the first step) keeps the graph; the tensor a node saved
+    # is then modified in place, and the second backward raises eager's error, naming what eager
+    # names: a saved input's grad_fn as it is now (after an in-place op with grad on, the new
+    # one), a saved output's node, none for a leaf (Note [What eager's unpack error names])
+    def build():
+        return torch.randn(6, requires_grad=True)
+
+    def step(a):
+        a.grad = None
+        out, saved = forward(a)
+        z = out.sum()
+        z.backward(retain_graph=True)
+        first = a.grad.clone()
+        ctx = torch.enable_grad() if grad_mode and saved.grad_fn is not None else torch.no_grad()
+        with ctx:
+            saved.add_(1)
+        z.backward()
+        return [first, a.grad]
+    # the second backward's walk meets the error and runs eager autograd (a recorded fallback)
+    # or raises it from our slot: either way the text must be eager's
+    differential(build, step, allow_errors=True, fallbacks=None, captures=None)

@@ -137,6 +137,14 @@ struct SlotState {
   std::shared_ptr<const std::string> key;
   uint32_t kb = 0, ke = 0;
   std::weak_ptr<SlotState> self;
+  // What eager's "modified by an inplace operation" error names (Note [What eager's unpack
+  // error names] in saved.py): a saved original's tensor (eager's data_, whose grad_fn is read
+  // when the error is raised; a leaf's is not kept), else the grad_fn the unpack gave and its
+  // output number; `named` false: not known (the walk's unpack failed), the value's own.
+  at::Tensor orig;
+  std::string fn_name;
+  uint32_t out_nr = 0;
+  bool named = false;
 };
 
 // Our hooks answer retrieve_unpack_hook_data with (g_marker, address of their SlotState): how

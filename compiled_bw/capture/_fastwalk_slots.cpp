@@ -45,17 +45,27 @@ bool g_strip_backward = true;
 
 namespace {
 
-// ", which is output N of Mul," where eager names the saved tensor's grad_fn (a non-leaf's own,
-// or for a saved output the node's, which the unpacked tensor carries).
-std::string which_output(const at::Tensor& t) {
-  const auto& fn = t.grad_fn();
-  if (!fn) return "";
-  std::string name = fn->name();
+// ", which is output N of Mul,": the grad_fn `fn` named without its "Backward<N>" suffix on
+// releases that strip it.
+std::string which_text(std::string name, uint32_t nr) {
   auto at = name.rfind("Backward");
   if (g_strip_backward && at != std::string::npos &&
       name.find_first_not_of("0123456789", at + 8) == std::string::npos)
     name.resize(at);
-  return ", which is output " + std::to_string(t.output_nr()) + " of " + name + ",";
+  return ", which is output " + std::to_string(nr) + " of " + name + ",";
+}
+
+// What eager names for slot `s` holding `t` (Note [What eager's unpack error names]).
+std::string which_output(const SlotState& s, const at::Tensor& t) {
+  if (!s.named) {
+    const auto& fn = t.grad_fn();
+    return fn ? which_text(fn->name(), t.output_nr()) : "";
+  }
+  if (s.orig.defined()) {  // a saved original: its grad_fn now, output_nr_ never recorded
+    const auto& fn = s.orig.grad_fn();
+    return which_text(fn ? fn->name() : s.fn_name, 0);
+  }
+  return s.fn_name.empty() ? "" : which_text(s.fn_name, s.out_nr);
 }
 
 struct SlotHooks : SavedVariableHooks {
@@ -86,7 +96,7 @@ at::Tensor slot_unpack(const SlotState& s) {
     std::ostringstream m;
     m << "one of the variables needed for gradient computation has been modified by an "
          "inplace operation: ["
-      << type_str(t) << " " << t.sizes() << "]" << which_output(t) << " is at version "
+      << type_str(t) << " " << t.sizes() << "]" << which_output(s, t) << " is at version "
       << t._version() << "; expected version " << s.version
       << " instead. Hint: enable anomaly detection to find the operation that failed to "
          "compute its gradient, with torch.autograd.set_detect_anomaly(True, check_nan=False).";
@@ -132,6 +142,7 @@ void SlotList::clear_placeholders() {
 void SlotList::release_one(size_t s) {  // drops saved tensor s; a later unpack raises eager's error
   if (c.at(s)) {
     c[s]->value = at::Tensor();
+    c[s]->orig = at::Tensor();
     c[s]->released = true;
   } else {
     p.at(s).attr("release")();
@@ -144,6 +155,35 @@ void SlotList::release(py::iterable executed, size_t n_nodes) {
   for (size_t s = 0; s < c.size(); ++s)
     if (mask.at(node[s])) release_one(s);
 }
+
+namespace {
+
+// Records in st what eager's unpack error would name for sv, saved for `owner`, before our
+// hooks replace its data (Note [What eager's unpack error names] in saved.py).  Two unpacks:
+// a saved original comes back as eager's own tensor both times, anything else as a new tensor
+// carrying the grad_fn and output number eager names.
+void note_eager_names(SlotState& st, const SavedVariable& sv, const NodePtr& owner) {
+  at::Tensor a, b;
+  try {
+    a = sv.unpack(owner);
+    b = sv.unpack(owner);
+  } catch (const c10::Error&) {
+    return;
+  }
+  if (!a.defined()) return;
+  st.named = true;
+  if (a.unsafeGetTensorImpl() == b.unsafeGetTensorImpl()) {
+    if (a.is_leaf()) return;  // nothing named
+    st.orig = std::move(a);
+    st.fn_name = owner->name();  // what eager names if it loses its grad_fn (.detach_())
+    return;
+  }
+  const auto& fn = a.grad_fn();
+  st.fn_name = fn ? fn->name() : owner->name();
+  st.out_nr = a.output_nr();
+}
+
+}  // namespace
 
 // py_slots: the Python Slots of the Python-read saved tensors, then of slot_only (same order as
 // py_keys + slot_only); slot_only_nodes: their node indices.
@@ -172,6 +212,7 @@ std::shared_ptr<SlotList> install(CWalk& w, py::list py_slots, py::list slot_onl
       st->key = w.key;
       st->kb = r.first;
       st->ke = r.second;
+      note_eager_names(*st, *s.sv, w.nodes.at(s.node));
       try {
         const_cast<SavedVariable*>(s.sv)->register_hooks(std::make_unique<SlotHooks>(st));
       } catch (const c10::Error& e) {

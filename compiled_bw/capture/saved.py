@@ -41,27 +41,60 @@ _LEGACY_TYPES = {torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
                  torch.float32, torch.float64}
 
 
-def modified_message(t: torch.Tensor, expected: int) -> str:
+def modified_message(t: torch.Tensor, expected: int, names=None) -> str:
     """Eager's error text (SavedVariable::unpack, anomaly mode off: compiled_bw
     runs eager autograd under anomaly mode; _fastwalk_slots.cpp slot_unpack says the same) for
-    saved tensor `t`, saved at version `expected` and modified in place since.  Its grad_fn is
-    what eager names: the tensor's own for a saved input (a view's regenerated one), the node's
-    for a saved output (the unpacked tensor carries it); none for a leaf.  torch 2.13 names it
-    without "Backward0" ("of Mul,"), 2.11 whole ("of MulBackward0,"):
-    torchapi.autograd.unpack_error_strips_backward()."""
-    fn = t.grad_fn
-    name = None if fn is None else fn.name()
+    saved tensor `t`, saved at version `expected` and modified in place since.  names: what
+    eager names after "which is output" (a Slot's, Note [What eager's unpack error names]);
+    None: `t`'s own grad_fn.  torch 2.13 names it without "Backward0" ("of Mul,"), 2.11 whole
+    ("of MulBackward0,"): torchapi.autograd.unpack_error_strips_backward()."""
+    if names is None:
+        fn = t.grad_fn
+        name, nr = (None, 0) if fn is None else (fn.name(), t.output_nr)
+    else:
+        name, nr = named_in_error(names)
     if name is not None and torch_autograd.unpack_error_strips_backward():   # not on 2.11
         name = _BACKWARD_SUFFIX.sub("", name)
-    which = "" if fn is None else f", which is output {t.output_nr} of {name},"
-    name = t.type()     # the legacy Python name, else Tensor::toString's (CPUBoolType)
+    which = "" if name is None else f", which is output {nr} of {name},"
+    tname = t.type()     # the legacy Python name, else Tensor::toString's (CPUBoolType)
     if t.dtype not in _LEGACY_TYPES:
-        name = f"{t.device.type.upper()}{name.rsplit('.', 1)[1][:-len('Tensor')]}Type"
+        tname = f"{t.device.type.upper()}{tname.rsplit('.', 1)[1][:-len('Tensor')]}Type"
     return ("one of the variables needed for gradient computation has been modified by an "
-            f"inplace operation: [{name} {list(t.shape)}]{which} is at version "
+            f"inplace operation: [{tname} {list(t.shape)}]{which} is at version "
             f"{t._version}; expected version {expected} instead. Hint: enable anomaly "
             "detection to find the operation that failed to compute its gradient, with "
             "torch.autograd.set_detect_anomaly(True, check_nan=False).")
+
+
+# Note [What eager's unpack error names]
+# Eager's "modified by an inplace operation" error (SavedVariable::unpack, no hooks) names,
+# after "which is output N of": for a saved original (an input of the node; eager keeps the
+# tensor itself), the tensor's grad_fn read when the error is raised, N = 0 (output_nr_ is only
+# recorded for saved outputs), and nothing for a leaf; for a saved output, the node it was
+# saved for (for an in-place on a view, the view's grad_fn) and the output's number.  Our slots
+# are hooks, and registering hooks drops the SavedVariable's tensor and packs a detached copy,
+# which has no grad_fn: so before registering, a slot records what eager would name (two
+# unpacks: a saved original comes back as the same tensor, anything else as a new one carrying
+# that grad_fn), keeping a saved original's tensor as eager kept it, until released.
+
+def eager_names(a: torch.Tensor | None, b: torch.Tensor | None, owner_name: str):
+    """What a slot records from two unpacks `a`, `b` of one saved tensor (Note [What eager's
+    unpack error names]): (original tensor or None, grad_fn name or None, output number)."""
+    if a is None:
+        return None
+    if a is b:
+        return (None, None, 0) if a.is_leaf else (a, owner_name, 0)
+    fn = a.grad_fn
+    return (None, owner_name if fn is None else fn.name(), a.output_nr)
+
+
+def named_in_error(names) -> tuple:
+    """(grad_fn name or None, output number) that eager's error names, from eager_names'."""
+    orig, name, nr = names
+    if orig is not None:
+        fn = orig.grad_fn
+        return (name if fn is None else fn.name()), 0
+    return name, nr
 
 
 # Note [Version checks in C++]
@@ -146,13 +179,14 @@ def gradient_edge(t) -> tuple:
 
 
 class Slot:
-    __slots__ = ("placeholder", "released", "value", "version")
+    __slots__ = ("names", "placeholder", "released", "value", "version")
 
-    def __init__(self) -> None:
+    def __init__(self, names=None) -> None:
         self.value = None
         self.placeholder = None
         self.released = False
         self.version = 0
+        self.names = names      # Note [What eager's unpack error names]
 
     def pack(self, t):
         self.value = t
@@ -166,11 +200,11 @@ class Slot:
             raise RuntimeError(ERR_BACKWARD_TWICE)
         t = self.value
         if t._version != self.version:   # unpack hooks bypass SavedVariable's own check
-            raise RuntimeError(modified_message(t, self.version))
+            raise RuntimeError(modified_message(t, self.version, self.names))
         return t
 
     def release(self) -> None:
-        self.value = None
+        self.value = self.names = None
         self.released = True
 
 
@@ -232,7 +266,7 @@ def install_slots(nodes: list, saved_node: list) -> list:
             raw = getattr(node, "_raw_saved_" + attr)
             if pos >= 0:
                 raw = raw[pos]
-            slot = Slot()
+            slot = Slot(_names_of(node, attr, pos))
             try:
                 raw.register_hooks(slot.pack, slot.unpack)
             except RuntimeError as e:
@@ -240,6 +274,22 @@ def install_slots(nodes: list, saved_node: list) -> list:
             mine[key[1:]] = slot
         slots.append(slot)
     return slots
+
+
+def _names_of(node, attr: str, pos: int):
+    """eager_names for node's saved `attr` (element `pos` of a list), None where it cannot be
+    unpacked (Note [What eager's unpack error names])."""
+    name = "saved_tensors" if attr == "tensors" else "_saved_" + attr    # a custom Function's
+    try:
+        a = getattr(node, name)
+        b = getattr(node, name)
+    except (AttributeError, RuntimeError):
+        return None
+    if pos >= 0:
+        a, b = a[pos], b[pos]
+    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
+        return None
+    return eager_names(a, b, node.name())
 
 
 class PySlots:
