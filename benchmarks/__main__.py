@@ -5,7 +5,10 @@ Consumes --models, --modes, --steps, --quick, --out; produces the tables on stdo
 extra).  Every model runs all its modes in one process, interleaved; ratios are relative to
 eager autograd measured in the same run.  Compiles are cold (measure.py).  The model
 `varying_shapes` (CPU) is measured by benchmarks/varying_shapes.py instead: a sequence of
-shapes, its own table.
+shapes, its own table; the Hugging Face models (CPU: hf_gpt2, hf_llama, hf_llama_ckpt,
+hf_mixtral; in the full run where `transformers` is installed) by benchmarks/hf_step.py: a full
+training step per mode (eager, compiled_bw, torch.compile, both, torch.compile + torch's
+compiled autograd), a table each.
 """
 from __future__ import annotations
 
@@ -24,6 +27,7 @@ import torch
 
 from compiled_bw.capture import fastwalk
 
+from . import hf_step
 from . import modes as modes_mod
 from .measure import bench_model
 from .models import GPU_MODELS, MODELS, on_device
@@ -37,7 +41,8 @@ GPU_QUICK_MODELS = ("overhead", "pointwise", "custom_hooks")
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
-    ap.add_argument("--models", help=f"comma list of {sorted(MODELS) + list(VARYING)}")
+    ap.add_argument("--models", help=f"comma list of "
+                    f"{sorted(MODELS) + list(VARYING) + list(hf_step.BENCH_MODELS)}")
     ap.add_argument("--modes", help="comma list of eager,torch-ca,cbw-eager,cbw-inductor")
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--quick", action="store_true",
@@ -69,21 +74,30 @@ def main(argv=None) -> int:
     catalog = GPU_MODELS if gpu else MODELS
     models = a.models.split(",") if a.models else list(
         (GPU_QUICK_MODELS if gpu else QUICK_MODELS) if a.quick else
-        (list(catalog) + ([] if gpu else list(VARYING))))
+        (list(catalog) + ([] if gpu else list(VARYING) + _hf_models())))
     steps = 5 if a.quick else a.steps
     t0 = time.perf_counter()        # the C++ walk: built once per machine, not part of a cell
     ok = fastwalk.in_use()
     print(f"C++ walk {'ready' if ok else 'UNAVAILABLE (Python walk)'} in "
           f"{time.perf_counter() - t0:.1f} s", file=sys.stderr)
-    results = {}
+    results, hf = {}, {}
     tmp_root = tempfile.mkdtemp(prefix="compiled_bw_bench_")   # the cold Inductor caches
     t_start = time.perf_counter()
     try:
         for k, name in enumerate(models, 1):
             n_steps = (QUICK if a.quick else FULL).steps if name in VARYING and not gpu else steps
-            print(f"[{k}/{len(models)} {name}] {len(names)} modes x {n_steps} steps ...",
+            n_modes = len(names)
+            if name in hf_step.BENCH_MODELS:
+                n_steps, n_modes = (5 if a.quick else 10), len(hf_step.MODES)
+            print(f"[{k}/{len(models)} {name}] {n_modes} modes x {n_steps} steps ...",
                   end="", file=sys.stderr, flush=True)
             t_model = time.perf_counter()
+            if name in hf_step.BENCH_MODELS:
+                hf[name] = _bench_hf(name, n_steps)
+                print(f" {time.perf_counter() - t_model:.0f} s; " + ", ".join(
+                    f"{m} {r:.2f}x" for m, r in hf[name]["step_ratio"].items() if m != "eager"),
+                    file=sys.stderr, flush=True)
+                continue
             if name in VARYING and not gpu:     # (--quick: without cbw-eager's captures)
                 vnames = [m for m in names if not a.quick or m != "cbw-eager"]
                 results[name] = bench_varying({m: available[m] for m in vnames},
@@ -96,7 +110,10 @@ def main(argv=None) -> int:
                 file=sys.stderr, flush=True)
     finally:
         shutil.rmtree(tmp_root, ignore_errors=True)
-    lines = table(results, names)
+    lines = table(results, names) if results else []
+    for name, r in hf.items():
+        lines += ["", hf_step.header(*hf_step.BENCH_MODELS[name], r["steps"], r, r["seconds"]),
+                  "", *hf_step.table(r, list(hf_step.MODES))]
     for line in lines:
         print(line)
     os.makedirs(a.out, exist_ok=True)
@@ -106,15 +123,37 @@ def main(argv=None) -> int:
             "threads": torch.get_num_threads(), "steps": steps, "date": time.strftime("%Y-%m-%d"),
             "seconds": round(time.perf_counter() - t_start), "cpp_walk": ok}
     with open(os.path.join(a.out, "latest.json"), "w") as f:
-        json.dump({"meta": meta, "modes": names, "results": results}, f, indent=1)
+        json.dump({"meta": meta, "modes": names, "results": results, "hf_step": hf}, f, indent=1)
     with open(os.path.join(a.out, "latest.md"), "w") as f:
         on = f"{meta['gpu']} + " if gpu else ""
         f.write(f"{meta['date']}, torch {meta['torch']}, {on}{meta['cpu']} ({meta['cpus']} CPUs, "
                 f"{meta['threads']} threads), {steps} steps per mode, run took "
                 f"{meta['seconds']} s.\n\n" + "\n".join(lines) + "\n")
-    for p in charts(results, names, a.out):
+    for p in charts(results, names, a.out) if results else ():
         print(f"chart: {p}", file=sys.stderr)
     return 1 if any(r.get(m, {}).get("fail") for r in results.values() for m in names) else 0
+
+
+def _hf_models() -> list:
+    """The Hugging Face rows where `transformers` is installed (the `models` extra)."""
+    try:
+        import transformers  # noqa: F401
+    except ImportError:
+        return []
+    return list(hf_step.BENCH_MODELS)
+
+
+def _bench_hf(name: str, steps: int) -> dict:
+    """hf_step.run's result for `name`, every mode, and the run's own seconds (it runs on one
+    thread; the other models' thread count is restored after)."""
+    threads = torch.get_num_threads()
+    t0 = time.perf_counter()
+    try:
+        model, ckpt = hf_step.BENCH_MODELS[name]
+        r = hf_step.run(model, ckpt, steps, list(hf_step.MODES))
+    finally:
+        torch.set_num_threads(threads)
+    return {**r, "steps": steps, "seconds": time.perf_counter() - t0}
 
 
 def _short(cell: dict) -> str:

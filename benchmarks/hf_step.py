@@ -123,6 +123,29 @@ def run(model: str, ckpt: bool, steps: int, modes: list) -> dict:
             "opaque": sum("opaque call" in n for n in st.notes)}
 
 
+# `python -m benchmarks --models ...` names for the rows of this harness: (model, ckpt)
+BENCH_MODELS = {"hf_gpt2": ("gpt2", False), "hf_llama": ("llama", False),
+                "hf_llama_ckpt": ("llama", True), "hf_mixtral": ("mixtral", False)}
+
+
+def header(model: str, ckpt: bool, steps: int, r: dict, seconds: float) -> str:
+    batch = "8x(32-128)" if model == "mixtral" else "8x128"
+    return (f"{model}{' (gradient checkpointing)' if ckpt else ''}, 4 layers, d=256, batch "
+            f"{batch}, SGD; 1 thread, thread CPU time, medians of {steps} steps after {WARMUP} "
+            f"warm-up; compiled_bw: {r['captures']} captures, {r['fallbacks']} fallbacks, "
+            f"{r['opaque']} opaque-call notes; run took {seconds:.0f} s.")
+
+
+def table(r: dict, modes: list) -> list:
+    """run()'s result as markdown rows."""
+    lines = ["| mode | step s | step vs eager | backward vs eager | whole run vs eager |",
+             "|---|---:|---:|---:|---:|"]
+    for m in modes:
+        lines.append(f"| {m} | {r['step'][m]:.3f} | {r['step_ratio'][m]:.2f}x | "
+                     f"{r['backward_ratio'][m]:.2f}x | {r['total'][m] / r['total']['eager']:.2f}x |")
+    return lines
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.hf_step",
                                  description=__doc__.splitlines()[0])
@@ -136,16 +159,8 @@ def main(argv=None) -> int:
         modes = ["eager", *[m for m in modes if m != "eager"]]
     t0 = time.perf_counter()
     r = run(a.model, a.ckpt, a.steps, modes)
-    batch = "8x(32-128)" if a.model == "mixtral" else "8x128"
-    print(f"{a.model}{' (gradient checkpointing)' if a.ckpt else ''}, 4 layers, d=256, batch "
-          f"{batch}, SGD; 1 thread, thread CPU time, medians of {a.steps} steps after {WARMUP} "
-          f"warm-up; compiled_bw: {r['captures']} captures, {r['fallbacks']} fallbacks, "
-          f"{r['opaque']} opaque-call notes; run took {time.perf_counter() - t0:.0f} s.\n")
-    print("| mode | step s | step vs eager | backward vs eager | whole run vs eager |")
-    print("|---|---:|---:|---:|---:|")
-    for m in modes:
-        print(f"| {m} | {r['step'][m]:.3f} | {r['step_ratio'][m]:.2f}x | "
-              f"{r['backward_ratio'][m]:.2f}x | {r['total'][m] / r['total']['eager']:.2f}x |")
+    print(header(a.model, a.ckpt, a.steps, r, time.perf_counter() - t0) + "\n")
+    print("\n".join(table(r, modes)))
     return 0
 
 
