@@ -49,7 +49,11 @@ def _model(name: str, ckpt: bool):
                                       n_positions=256)
         m = transformers.GPT2LMHeadModel(cfg)
     if ckpt:
-        m.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        kw = {"use_reentrant": False}
+        if hasattr(m, "activation_checkpointing_enable"):   # transformers 5.x's name
+            m.activation_checkpointing_enable(activation_checkpointing_kwargs=kw)
+        else:
+            m.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kw)
     return m.train()
 
 
