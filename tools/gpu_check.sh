@@ -75,7 +75,9 @@ else
   step bench "$out/bench.log" 420 "$PY" -m benchmarks --device cuda --quick --out "$out/bench"
   # the whole CPU suite on the GPU image's torch (not the pinned one): what a torch version
   # changes shows here (a retains_grad mix-up on 2.11 did: Note [Node ids stay alive])
-  step cpu_suite "$out/cpu_suite.log" 300 "$PY" -m pytest -q -p no:cacheprovider $par -m "not slow" tests
+  # -v: each test's outcome is in the log as it ends, so a run cut off by its limit still
+  # names what failed (or crashed a worker: its last test) -- -rf's summary never comes then
+  step cpu_suite "$out/cpu_suite.log" 300 "$PY" -m pytest -v -p no:cacheprovider $par -m "not slow" tests
   if [ "$mode" = "--full" ]; then
     step bench_full "$out/bench_full.log" 1500 "$PY" -m benchmarks --device cuda --out "$out/bench_full"
   fi
