@@ -244,6 +244,7 @@ def install_slots(nodes: list, saved_node: list) -> list:
     """One Slot per saved tensor (saved_node: (node index, attr, list position | -1)),
     reusing ours when this graph already has them (retain_graph=True, a second call)."""
     slots = []
+    unpacked: dict = {}     # (node index, attr) -> _unpack_twice's: a list unpacks whole
     for key in saved_node:
         i, attr, pos = key
         node = nodes[i]
@@ -266,7 +267,9 @@ def install_slots(nodes: list, saved_node: list) -> list:
             raw = getattr(node, "_raw_saved_" + attr)
             if pos >= 0:
                 raw = raw[pos]
-            slot = Slot(_names_of(node, attr, pos))
+            if (i, attr) not in unpacked:
+                unpacked[i, attr] = _unpack_twice(node, attr)
+            slot = Slot(_names_of(node, unpacked[i, attr], pos))
             try:
                 raw.register_hooks(slot.pack, slot.unpack)
             except RuntimeError as e:
@@ -276,15 +279,22 @@ def install_slots(nodes: list, saved_node: list) -> list:
     return slots
 
 
-def _names_of(node, attr: str, pos: int):
-    """eager_names for node's saved `attr` (element `pos` of a list), None where it cannot be
-    unpacked (Note [What eager's unpack error names])."""
-    name = "saved_tensors" if attr == "tensors" else "_saved_" + attr    # a custom Function's
+def _unpack_twice(node, attr: str):
+    """Two unpacks of node's saved `attr` (a custom Function's: its saved_tensors), or None
+    where it cannot be unpacked (Note [What eager's unpack error names])."""
+    name = "saved_tensors" if isinstance(node, _BACKWARD_CFUNCTION) else "_saved_" + attr
     try:
-        a = getattr(node, name)
-        b = getattr(node, name)
+        return getattr(node, name), getattr(node, name)
     except (AttributeError, RuntimeError):
         return None
+
+
+def _names_of(node, pair, pos: int):
+    """eager_names for element `pos` (-1: the whole) of _unpack_twice's `pair`, None where
+    there is nothing to compare."""
+    if pair is None:
+        return None
+    a, b = pair
     if pos >= 0:
         a, b = a[pos], b[pos]
     if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
