@@ -80,7 +80,10 @@ def test_autograd_grad_inside_a_transform(transform):
         return torch.func.vmap(torch.func.grad(inner))(torch.stack([v, v * 2]))
     st = differential(_x, step, captures=0, fallbacks=None, strict=False)
     # (vjp's vjp_fn runs its autograd.grad(create_graph=True) after the transform exited)
+    # (vjp: the custom Function whose forward ran inside the transform, which custom.py did
+    # not record)
     assert st.fallbacks >= 3 and all("functorch" in r or "create_graph" in r
+                                     or "before compiled_bw was imported" in r
                                      for r in st.fallback_reasons), st.fallback_reasons
 
 

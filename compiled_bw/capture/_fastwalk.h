@@ -188,6 +188,10 @@ struct CWalk {
   py::dict leaves;
   py::list hook_nodes, hook_leaves, py_entries;
   bool leaf_observed = false;  // some leaf's AccumulateGrad has a hook (any kind)
+  // create_graph=True: saved tensors our slots hold are unpacked through their SavedVariable,
+  // which gives them back their autograd history (Note [Saved tensors with history] in
+  // capture/fastwalk.py)
+  bool history = false;
   py::list root_edges;
   std::shared_ptr<const std::string> key;
   uint64_t hash = 0;
@@ -198,7 +202,7 @@ struct CWalk {
 };
 
 // kinds: node index -> NodeKind of the nodes Python (or a custom node's memo) read.
-std::shared_ptr<CWalk> walk(py::list roots, py::dict kinds);
+std::shared_ptr<CWalk> walk(py::list roots, py::dict kinds, bool history);
 // Note [Custom node memo] (capture/fastwalk.py): memo_init((FWD_KEY, MATERIALIZE_KEY,
 // SLOTS_KEY, torch.Size, torch.dtype, torch.device, torch.layout, torch.memory_format)),
 // memo_clear (every memo: a verdict or a class's kind changed), memo_stats (memos, hits).

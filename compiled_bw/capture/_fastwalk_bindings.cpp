@@ -183,7 +183,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     return py::make_tuple(py::bytes((const char*)ck.key, ck.key_size), sizes,
                           cc.tensor_args.inputs);
   });
-  m.def("walk", &walk);
+  m.def("walk", &walk, py::arg("roots"), py::arg("kinds"), py::arg("history") = false);
   m.def("memo_init", &memo_init);
   m.def("memo_clear", &memo_clear);
   m.def("memo_stats", &memo_stats);

@@ -391,7 +391,7 @@ void collect_node(CWalk& w, AutogradCompilerCall& cc, Visitor& vis, int i, Node*
         auto st = our_slot(o.sv);
         if (!st) raise(g_giveup, "saved tensor with hooks that are not compiled_bw's");
         try {
-          t = slot_unpack(*st);
+          t = w.history ? o.sv->unpack(owner) : slot_unpack(*st);
         } catch (const c10::Error& e) {
           raise(PyExc_RuntimeError, e.what_without_backtrace());
         }
@@ -726,8 +726,9 @@ void memo_clear() { g_memos.clear(); }
 
 py::tuple memo_stats() { return py::make_tuple(g_memos.size(), g_memo_hits); }
 
-std::shared_ptr<CWalk> walk(py::list roots, py::dict kinds) {
+std::shared_ptr<CWalk> walk(py::list roots, py::dict kinds, bool history) {
   auto w = std::make_shared<CWalk>();
+  w->history = history;
   NodeIndex index;
   std::vector<int32_t> stack;
   Key k;

@@ -598,10 +598,11 @@ def version_checks(box: list, off: int, spec: tuple):
     return _S.ext.version_checks(box, off, spec) if _S.ext is not None else None
 
 
-def fast_walk(root_edges: list) -> FastWalk:
-    """Raises WalkUnsupported (fallback reason), GiveUp (use the Python walk), RuntimeError."""
+def fast_walk(root_edges: list, history: bool = False) -> FastWalk:
+    """Raises WalkUnsupported (fallback reason), GiveUp (use the Python walk), RuntimeError.
+    history: Note [Saved tensors with history]."""
     kinds: dict = {}
-    cw = _S.ext.walk(root_edges, kinds)
+    cw = _S.ext.walk(root_edges, kinds, history)
     hooked = cw.hooked()
     if hooked and any(is_checkpointed(n, _node_kind(type(n)).tensor_attrs)
                       for n in map(cw.node, hooked)):
@@ -658,9 +659,33 @@ def _gave_up(reason: str) -> None:
         log.info("compiled_bw fastwalk: Python walk for this graph (%s)", reason)
 
 
-def walk(root_edges: list):
+# Note [Saved tensors with history]
+# A create_graph=True backward reads the saved tensors as eager's formulas read them: unpacked
+# through their SavedVariable, with their autograd history (a saved output's edge to the node
+# that saved it, a saved input's own grad_fn, a saved leaf's grad accumulator), so the graph's
+# ops, run with grad mode on, record the same second-order graph.  compiled_args and the walk's
+# own unpack give exactly that; a saved tensor our slot holds (a retained graph captured
+# before) is unpacked through its SavedVariable too, which calls our unpack hook and restores
+# the history, rather than read from the slot, whose tensor is a detached copy.  Only the C++
+# walk does this; with create_graph=True a step it gives up on runs eager autograd.
+
+
+def walk(root_edges: list, history: bool = False):
     """The C++ walk when in use (falling back per step to the Python walk), else Python's
-    (also while traceable saved-tensor hooks hold packed objects: packed.py)."""
+    (also while traceable saved-tensor hooks hold packed objects: packed.py).  history: a
+    create_graph=True backward's walk (Note [Saved tensors with history]): C++ only, else
+    WalkUnsupported."""
+    if history:
+        if not (_S.enabled and not packed.live() and (_S.ext is not None or load() is not None)):
+            raise WalkUnsupported("create_graph=True needs the C++ walk, which is off or "
+                                  "unavailable here, or traceable saved-tensor hooks are live")
+        try:
+            w = fast_walk(root_edges, history=True)
+        except GiveUp as e:
+            raise WalkUnsupported(f"create_graph=True: the C++ walk gave this graph up "
+                                  f"({str(e).split(': ')[0]})") from None
+        _S.fast_walks += 1
+        return w
     if _S.enabled and not packed.live() and (_S.ext is not None or load() is not None):
         rk = _root_key(root_edges)
         reason = _S.python_roots.get(rk)

@@ -82,6 +82,7 @@ class Options:
     retain_graph: bool
     inputs: tuple                    # per input: (node index | -1, input_nr)
     allow_unused: bool
+    create_graph: bool = False       # results carry history (capture/differentiable.py Note [create_graph])
 
 
 @dataclasses.dataclass
@@ -566,6 +567,15 @@ def _materialized(df, node, info, buf: list) -> bool:
     return all(ms[k] for k, g in enumerate(buf) if g is not None and df.of(g) is not True)
 
 
+# Note [Formulas and grad mode]
+# Eager's engine runs a node with grad mode set to create_graph, and some formulas read it:
+# SiluBackward0 computes `GradMode::is_enabled() ? infinitely_differentiable_silu_backward(...)
+# : silu_backward(...)` (mish, and others, alike), whose second derivative exists only in the
+# first form.  So a create_graph=True trace runs the formulas with grad mode on, and records
+# the ops eager would run there (capture/differentiable.py Note [create_graph]).
+_FORMULA_GRAD_MODE = [False]
+
+
 def _traced_call(w, i: int, kind, node, buf: list, df, placeholders: dict):
     """The node's formula traced into the graph, validated; None if fake tensors cannot run
     it or its output shapes depend on data (then it becomes an opaque call)."""
@@ -579,9 +589,9 @@ def _traced_call(w, i: int, kind, node, buf: list, df, placeholders: dict):
                 raise NotDynamic(f"node {i} {name}: a grad that may be undefined")
             outs = formula(buf, placeholders)
         else:
-            with torch.no_grad():
+            with torch.set_grad_enabled(_FORMULA_GRAD_MODE[0]):     # Note [Formulas and grad
                 outs = custom.call_traced_backward(node, buf, _out_shapes(w, i)) \
-                    if kind.how == TRACE_CUSTOM else node(*buf)
+                    if kind.how == TRACE_CUSTOM else node(*buf)          # mode]
             if outs is None:        # it wrote its ctx: an opaque call (custom.py Note)
                 return None
         outs = as_list(outs)
@@ -774,6 +784,8 @@ def trace_backward(w, opts: Options, root_grads: list, slots: list, delivers: bo
 
     trace_step = TraceStep(verdicts)
     sites = trace_step.sites
+    was = _FORMULA_GRAD_MODE[0]
+    _FORMULA_GRAD_MODE[0] = opts.create_graph      # Note [Formulas and grad mode]
     with kept_dispatch_state():     # Note [Dispatch state after a failed trace]
         try:
             with current_step(trace_step), pool_sizes_without_parity_guards():
@@ -784,6 +796,8 @@ def trace_backward(w, opts: Options, root_grads: list, slots: list, delivers: bo
         except Exception as e:  # anything else: eager runs and shows the real behaviour
             traceback.clear_frames(e.__traceback__)
             raise TraceFailed(f"trace failed: {type(e).__name__}: {e}", eager_error=False) from e
+        finally:
+            _FORMULA_GRAD_MODE[0] = was
     _check_no_trace_time_values(gm)
     _name_inputs(gm, w, n_roots, in_layouts, n_ints)
     ran = result["ran"]

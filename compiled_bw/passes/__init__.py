@@ -8,9 +8,10 @@ from .strip_detach import strip_detach
 PIPELINE = (strip_detach, dce, reorder_for_memory)
 
 
-def run_passes(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+def run_passes(gm: torch.fx.GraphModule, create_graph: bool = False) -> torch.fx.GraphModule:
+    """create_graph: the graph runs with grad mode on (strip_detach keeps formulas' detaches)."""
     for p in PIPELINE:
-        gm = p(gm)
+        gm = p(gm, create_graph) if p is strip_detach else p(gm)
     gm.graph.lint()
     gm.recompile()
     return gm

@@ -30,6 +30,7 @@ class OptionsKey(NamedTuple):
     inputs: tuple           # per backward(inputs=)/grad() input: (node index | -1, input_nr)
     allow_unused: bool
     leaf_observed: Any      # a leaf's AccumulateGrad has a hook (run.py Note [Delivery points])
+    create_graph: bool = False  # run with grad mode on (capture/differentiable.py Note [create_graph])
 
 
 class CacheKey(NamedTuple):

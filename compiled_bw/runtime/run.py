@@ -85,6 +85,7 @@ from ..backends.eager import compile_eager
 from ..capture import fastwalk
 from ..capture.custom import _orig_apply as _raw_apply
 from ..capture.defined import evaluate
+from ..capture.differentiable import not_differentiable
 from ..capture.hooks import HookRegisteredDuringBackward
 from ..capture.nodes import CUSTOM
 from ..capture.opaque import LAYOUT_HINTS, NotDense, found_layouts, relayout
@@ -211,15 +212,13 @@ def profile_compiled():
         PROFILE_COMPILED = prev
 
 
-def _precheck(t_outputs, inputs, create_graph) -> None:
+def _precheck(t_outputs, inputs) -> None:
     if _profiler_enabled() and not PROFILE_COMPILED:
         raise FallbackToEager("a profiler is active (eager records one evaluate_function range "
                               "per autograd node; COMPILED_BW_PROFILE=compiled profiles the "
                               "compiled graph instead, Note [Profiler] in runtime/run.py)")
     if torch_autograd.functorch_transforms_active():   # first: torch.func.grad's own call
         raise FallbackToEager("functorch transforms (vmap/grad) are active")  # has create_graph
-    if create_graph:
-        raise FallbackToEager("create_graph=True (double backward is not compiled)")
     if torch.is_anomaly_enabled():
         raise FallbackToEager("anomaly mode is enabled")
     if engine_state.legacy_vmap_level():
@@ -259,25 +258,26 @@ def compiled_call(state, t_outputs, grad_tensors, keep_graph, create_graph, inpu
                   allow_unused, accumulate):
     """One backward()/grad() call: checked, then run by _call (inside one profiler range when
     Note [Profiler] asks).  state: api._State (cache, stats, backend).  Raises FallbackToEager."""
-    _precheck(t_outputs, inputs, create_graph)
+    _precheck(t_outputs, inputs)
+    opts = (bool(keep_graph), bool(allow_unused), accumulate, bool(create_graph))
     if PROFILE_COMPILED and _profiler_enabled():    # Note [Profiler]
         with torch.autograd.profiler.record_function("compiled_bw::backward"):
-            return _call(state, t_outputs, grad_tensors, keep_graph, inputs, allow_unused,
-                         accumulate)
-    return _call(state, t_outputs, grad_tensors, keep_graph, inputs, allow_unused, accumulate)
+            return _call(state, t_outputs, grad_tensors, inputs, *opts)
+    return _call(state, t_outputs, grad_tensors, inputs, *opts)
 
 
-def _call(state, t_outputs, grad_tensors, keep_graph, inputs, allow_unused, accumulate):
+def _call(state, t_outputs, grad_tensors, inputs, keep_graph: bool, allow_unused: bool,
+          accumulate: bool, create_graph: bool):
     """The call stage by stage: walk -> key -> look up or capture (trace, passes, compile) ->
     run."""
     root_edges = _root_edges(t_outputs)
-    w = _walk(root_edges)
+    w = _walk(root_edges, create_graph)
     in_edges = _input_edges(w, inputs, accumulate)
     order = None
     if len(in_edges) > 1 and any(a > b for a, b in itertools.pairwise(in_edges)):
         order = sorted(range(len(in_edges)), key=in_edges.__getitem__)   # Note [Input order]
         in_edges = tuple(in_edges[k] for k in order)
-    opts = Options(accumulate, bool(keep_graph), in_edges, bool(allow_unused))
+    opts = Options(accumulate, keep_graph, in_edges, allow_unused, create_graph)
     released = w.released()
     if released:    # capture/fastwalk.py Note [Released nodes]
         needed = needed_and_captured(w, opts)[0]
@@ -287,7 +287,7 @@ def _call(state, t_outputs, grad_tensors, keep_graph, inputs, allow_unused, accu
                           any(type(t) is GradientEdge for t in t_outputs))
     got = slots = None
     hit = state.cache.get(key)      # one lookup: the key's hash and equality are not free
-    if state.dynamic is not False and hit is None:
+    if state.dynamic is not False and hit is None and not create_graph:
         got = dynamic.step(state, w, root_edges, opts, grad_tensors, key, root_key)
     if got is not None and got[0] is dynamic.STATIC:    # a dynamic capture failed: static
         slots = got[1]
@@ -334,9 +334,9 @@ def _root_edges(t_outputs) -> list:
     return root_edges
 
 
-def _walk(root_edges):
+def _walk(root_edges, create_graph: bool = False):
     try:
-        return fastwalk.walk(root_edges)
+        return fastwalk.walk(root_edges, history=create_graph)
     except WalkUnsupported as e:
         raise FallbackToEager(str(e)) from None
     except RuntimeError as e:   # e.g. modified in place / backward twice: eager raises it
@@ -377,7 +377,7 @@ def _keys(state, w, root_edges, grad_tensors, opts: Options, edge_roots: bool) -
     # Note [Delivery points]: whether a leaf's AccumulateGrad has a hook (also one only C++ sees)
     observed = w.leaf_observed() if opts.accumulate else False
     options = OptionsKey(opts.accumulate, opts.retain_graph, opts.inputs, opts.allow_unused,
-                         observed)
+                         observed, opts.create_graph)
     key = CacheKey(w.signature, tuple(w.root_edges), root_meta, options, state.backend_key)
     names = tuple(type(n).__name__ for n, _ in root_edges)
     root_key = RootKey(names + (len(w.nodes),) if edge_roots else names, root_meta,
@@ -598,7 +598,11 @@ def _capture(state, w, opts, grad_tensors, slots, observed=False):
             return Fallback(f"leaf {i} has requires_grad=False (set after the forward)")
     for why in sorted(w.feature_notes):    # a feature off on this torch release
         state.note(why)
-    gm = run_passes(gm)
+    if opts.create_graph:                   # Note [create_graph]
+        why = not_differentiable(gm, plan, w.kinds)
+        if why is not None:
+            return Fallback(f"create_graph=True: {why}")
+    gm = run_passes(gm, opts.create_graph)
     mark_stealing(gm, plan.opaque_sites)
     example = [g for g in grad_tensors if g is not None] + list(w.saved)
     if plan.in_layouts is not None:
@@ -606,6 +610,12 @@ def _capture(state, w, opts, grad_tensors, slots, observed=False):
     owned = _box_owned(w, plan)
     box_nodes = tuple(sorted({w.saved_node[k][0] for k in owned}))
     devices = streams.device_types([*example, *w.leaves.values()])
+    if opts.create_graph:
+        if state.backend != "eager":
+            state.note("create_graph=True: the graph runs its aten ops on the eager backend, "
+                       "recording their history (capture/differentiable.py Note [create_graph])")
+        return Compiled(compile_eager(gm, example), plan, gm, owned, box_nodes,
+                        n_inputs=len(example), devices=devices)
     foreign = foreign_ops(gm) if state.background else ()
     if foreign:     # compiled here: the worker has not loaded these ops
         state.note(f"compiled in this process (not in the background): the graph calls "
@@ -737,7 +747,7 @@ def _run(state, entry: Compiled, w, opts, grad_tensors, slots):
             # cache hit without Slots (C++ walk): the nodes themselves drop the saved tensors
             # the graph computes with (what eager does after each node, done before the run).
             w.release_nodes(entry.box_nodes)
-    if not plan.opaque_sites:           # Note [Direct delivery]
+    if not plan.opaque_sites and not opts.create_graph:    # Note [Direct delivery]
         result = _run_direct(state, entry, w, opts, box)
     else:
         if state.cudagraphs and entry.devices:
@@ -863,9 +873,12 @@ def _deliver(run, leaves: list, opts) -> None:
     try:
         with torch.enable_grad():
             out = _raw_apply(_Deliver, _ANCHOR, run, *leaves)   # not recorded (custom.py)
+        # backward() only: eager's engine warns (once) about create_graph=True with
+        # accumulate_grad, which grad() does not pass; a grad() task captures the anchor
+        acc = opts.accumulate or not opts.create_graph
         with engine_state.task(bool(opts.inputs)):
-            _ENGINE.run_backward((out,), (torch.empty(0),), opts.retain_graph, False, (), True,
-                                 True)
+            _ENGINE.run_backward((out,), (torch.empty(0),), opts.retain_graph,
+                                 opts.create_graph, () if acc else (_ANCHOR,), True, acc)
     finally:
         THREAD.nesting = was_running
 

@@ -56,7 +56,7 @@ USED = {
     "torch._guards.tracing": "backends/inductor.py",
     "torch._guards.TracingContext": "backends/inductor.py",
     "torch._ops.OpOverload": "passes/reorder_for_memory.py, capture/opaque.py, capture/packed.py, backends/inductor.py, "
-                             "capture/deliver.py, backends/fresh_returns.py, capture/mutated.py",
+                             "capture/deliver.py, capture/differentiable.py, backends/fresh_returns.py, capture/mutated.py",
     "torch._ops.OpOverloadPacket": "capture/packed.py",
     "torch._ops.HigherOrderOperator": "capture/mutated.py",
     "torch._prims.rng_prims.run_with_rng_state": "capture/aot.py (Note [AOT RNG replays])",
