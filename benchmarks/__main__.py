@@ -8,7 +8,8 @@ eager autograd measured in the same run.  Compiles are cold (measure.py).  The m
 shapes, its own table; the Hugging Face models (CPU: hf_gpt2, hf_llama, hf_llama_ckpt,
 hf_mixtral; in the full run where `transformers` is installed) by benchmarks/hf_step.py: a full
 training step per mode (eager, compiled_bw, torch.compile, both, torch.compile + torch's
-compiled autograd), a table each.
+compiled autograd), a table each; the higher-order steps (pinn, gradient_penalty: grads taken
+with create_graph=True; in the full run) by benchmarks/higher_order.py, a table each.
 """
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ import torch
 
 from compiled_bw.capture import fastwalk
 
-from . import hf_step
+from . import hf_step, higher_order
 from . import modes as modes_mod
 from .measure import bench_model
 from .models import GPU_MODELS, MODELS, on_device
@@ -42,7 +43,8 @@ GPU_QUICK_MODELS = ("overhead", "pointwise", "custom_hooks")
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
     ap.add_argument("--models", help=f"comma list of "
-                    f"{sorted(MODELS) + list(VARYING) + list(hf_step.BENCH_MODELS)}")
+                    f"{sorted(MODELS) + list(VARYING) + list(hf_step.BENCH_MODELS)}"
+                    f"{list(higher_order.MODELS)}")
     ap.add_argument("--modes", help="comma list of eager,torch-ca,cbw-eager,cbw-inductor")
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--quick", action="store_true",
@@ -74,13 +76,14 @@ def main(argv=None) -> int:
     catalog = GPU_MODELS if gpu else MODELS
     models = a.models.split(",") if a.models else list(
         (GPU_QUICK_MODELS if gpu else QUICK_MODELS) if a.quick else
-        (list(catalog) + ([] if gpu else list(VARYING) + _hf_models())))
+        (list(catalog) + ([] if gpu else list(VARYING) + _hf_models() +
+                          list(higher_order.MODELS))))
     steps = 5 if a.quick else a.steps
     t0 = time.perf_counter()        # the C++ walk: built once per machine, not part of a cell
     ok = fastwalk.in_use()
     print(f"C++ walk {'ready' if ok else 'UNAVAILABLE (Python walk)'} in "
           f"{time.perf_counter() - t0:.1f} s", file=sys.stderr)
-    results, hf = {}, {}
+    results, hf, ho = {}, {}, {}
     tmp_root = tempfile.mkdtemp(prefix="compiled_bw_bench_")   # the cold Inductor caches
     t_start = time.perf_counter()
     try:
@@ -89,6 +92,8 @@ def main(argv=None) -> int:
             n_modes = len(names)
             if name in hf_step.BENCH_MODELS:
                 n_steps, n_modes = (5 if a.quick else 10), len(hf_step.MODES)
+            if name in higher_order.MODELS:
+                n_steps, n_modes = (3 if a.quick else 10), len(higher_order.MODES)
             print(f"[{k}/{len(models)} {name}] {n_modes} modes x {n_steps} steps ...",
                   end="", file=sys.stderr, flush=True)
             t_model = time.perf_counter()
@@ -96,6 +101,12 @@ def main(argv=None) -> int:
                 hf[name] = _bench_hf(name, n_steps)
                 print(f" {time.perf_counter() - t_model:.0f} s; " + ", ".join(
                     f"{m} {r:.2f}x" for m, r in hf[name]["step_ratio"].items() if m != "eager"),
+                    file=sys.stderr, flush=True)
+                continue
+            if name in higher_order.MODELS:
+                ho[name] = _bench_higher_order(name, n_steps)
+                print(f" {time.perf_counter() - t_model:.0f} s; " + ", ".join(
+                    f"{m} {r:.2f}x" for m, r in ho[name]["step_ratio"].items() if m != "eager"),
                     file=sys.stderr, flush=True)
                 continue
             if name in VARYING and not gpu:     # (--quick: without cbw-eager's captures)
@@ -114,6 +125,9 @@ def main(argv=None) -> int:
     for name, r in hf.items():
         lines += ["", hf_step.header(*hf_step.BENCH_MODELS[name], r["steps"], r, r["seconds"]),
                   "", *hf_step.table(r, list(hf_step.MODES))]
+    for name, r in ho.items():
+        lines += ["", higher_order.header(name, r["steps"], r, r["seconds"]), "",
+                  *higher_order.table(r, list(higher_order.MODES))]
     for line in lines:
         print(line)
     os.makedirs(a.out, exist_ok=True)
@@ -123,7 +137,8 @@ def main(argv=None) -> int:
             "threads": torch.get_num_threads(), "steps": steps, "date": time.strftime("%Y-%m-%d"),
             "seconds": round(time.perf_counter() - t_start), "cpp_walk": ok}
     with open(os.path.join(a.out, "latest.json"), "w") as f:
-        json.dump({"meta": meta, "modes": names, "results": results, "hf_step": hf}, f, indent=1)
+        json.dump({"meta": meta, "modes": names, "results": results, "hf_step": hf,
+                   "higher_order": ho}, f, indent=1)
     with open(os.path.join(a.out, "latest.md"), "w") as f:
         on = f"{meta['gpu']} + " if gpu else ""
         f.write(f"{meta['date']}, torch {meta['torch']}, {on}{meta['cpu']} ({meta['cpus']} CPUs, "
@@ -144,13 +159,23 @@ def _hf_models() -> list:
 
 
 def _bench_hf(name: str, steps: int) -> dict:
-    """hf_step.run's result for `name`, every mode, and the run's own seconds (it runs on one
-    thread; the other models' thread count is restored after)."""
+    """hf_step.run's result for `name`, every mode (_one_thread)."""
+    model, ckpt = hf_step.BENCH_MODELS[name]
+    return _one_thread(lambda: hf_step.run(model, ckpt, steps, list(hf_step.MODES)), steps)
+
+
+def _bench_higher_order(name: str, steps: int) -> dict:
+    """higher_order.run's result for `name`, every mode (_one_thread)."""
+    return _one_thread(lambda: higher_order.run(name, steps, list(higher_order.MODES)), steps)
+
+
+def _one_thread(run, steps: int) -> dict:
+    """run()'s result, its steps and the run's own seconds (it runs on one thread; the other
+    models' thread count is restored after)."""
     threads = torch.get_num_threads()
     t0 = time.perf_counter()
     try:
-        model, ckpt = hf_step.BENCH_MODELS[name]
-        r = hf_step.run(model, ckpt, steps, list(hf_step.MODES))
+        r = run()
     finally:
         torch.set_num_threads(threads)
     return {**r, "steps": steps, "seconds": time.perf_counter() - t0}

@@ -1,0 +1,161 @@
+"""Higher-order training steps (`create_graph=True`), a full step per mode, interleaved.
+
+Consumes --model (pinn | gradient_penalty), --steps, --modes; produces a markdown table per
+model (`python -m benchmarks` prints it in its full run).  Each step: forward, the grads taken
+with create_graph=True, the loss built from them, loss.backward(), Adam's step.  Modes: eager
+autograd; torch's compiled autograd (compiled_autograd._enable around every backward of the
+step); compiled_bw on the eager backend; compiled_bw on Inductor (background compile; the
+create_graph graphs themselves run on the eager backend there: capture/differentiable.py Note
+[create_graph]).  Each mode trains its own copy from the same weights on the same batches;
+one torch thread, thread CPU time, the median over steps of each mode's time / eager's.
+
+pinn              Burgers' equation residual u_t + u u_x - nu u_xx on a 4 x 64 tanh MLP u(x, t),
+                  2048 collocation points: grad(create_graph=True) twice per step.
+gradient_penalty  a WGAN-GP critic step on a small conv critic (batch 64 of 1 x 28 x 28):
+                  the penalty's grad(create_graph=True) through the critic, then backward.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import copy
+import statistics
+import sys
+import time
+
+import torch
+from torch import nn
+
+WARMUP = 3
+MODES = ("eager", "torch-ca", "cbw-eager", "cbw-inductor")
+
+
+def _pinn():
+    net = nn.Sequential(nn.Linear(2, 64), nn.Tanh(), *[m for _ in range(3) for m in (
+        nn.Linear(64, 64), nn.Tanh())], nn.Linear(64, 1))
+
+    def batch(g):
+        return (torch.rand(2048, 2, generator=g),)
+
+    def loss(net, xt):
+        xt = xt.clone().requires_grad_()
+        u = net(xt)
+        du, = torch.autograd.grad(u.sum(), xt, create_graph=True)
+        u_x, u_t = du[:, 0], du[:, 1]
+        u_xx = torch.autograd.grad(u_x.sum(), xt, create_graph=True)[0][:, 0]
+        return (u_t + u.squeeze(1) * u_x - 0.01 / torch.pi * u_xx).pow(2).mean()
+    return net, batch, loss
+
+
+def _gradient_penalty():
+    critic = nn.Sequential(
+        nn.Conv2d(1, 16, 4, 2, 1), nn.LeakyReLU(0.2), nn.Conv2d(16, 32, 4, 2, 1),
+        nn.LeakyReLU(0.2), nn.Flatten(), nn.Linear(32 * 7 * 7, 1))
+
+    def batch(g):
+        return (torch.randn(64, 1, 28, 28, generator=g), torch.randn(64, 1, 28, 28, generator=g),
+                torch.rand(64, 1, 1, 1, generator=g))
+
+    def loss(critic, real, fake, eps):
+        mix = (eps * real + (1 - eps) * fake).requires_grad_()
+        g, = torch.autograd.grad(critic(mix).sum(), mix, create_graph=True)
+        gp = (g.flatten(1).norm(dim=1) - 1).pow(2).mean()
+        return critic(fake).mean() - critic(real).mean() + 10 * gp
+    return critic, batch, loss
+
+
+MODELS = {"pinn": _pinn, "gradient_penalty": _gradient_penalty}
+
+
+def _context(mode: str):
+    from benchmarks.modes import available_modes
+    if mode == "eager":
+        return None
+    return available_modes()[mode]
+
+
+def run(model: str, steps: int, modes: list) -> dict:
+    import compiled_bw
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    base, batch, loss_fn = MODELS[model]()
+    runs = {}
+    for mode in modes:
+        m = copy.deepcopy(base)
+        runs[mode] = (m, torch.optim.Adam(m.parameters(), lr=1e-3))
+    g = torch.Generator().manual_seed(1)
+    batches = [batch(g) for _ in range(steps + WARMUP)]
+    step_t = {m: [] for m in modes}
+    total = dict.fromkeys(modes, 0.0)
+    losses = {m: [] for m in modes}
+    compiled_bw.reset()
+    failed: dict = {}
+    for s, b in enumerate(batches):
+        for mode in modes:
+            if mode in failed:
+                continue
+            m, opt = runs[mode]
+            ctx = _context(mode)
+            t0 = time.thread_time()
+            try:
+                with ctx() if ctx is not None else contextlib.nullcontext():
+                    loss = loss_fn(m, *b)
+                    loss.backward()
+            except Exception as e:  # noqa: BLE001 -- a mode that cannot run it is reported
+                failed[mode] = f"{type(e).__name__}: {str(e).splitlines()[0][:120]}"
+                continue
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            dt = time.thread_time() - t0
+            total[mode] += dt
+            losses[mode].append(loss.item())
+            if s >= WARMUP:
+                step_t[mode].append(dt)
+        compiled_bw.wait_for_compiles()
+    st = compiled_bw.stats()
+    ok = [m for m in modes if m not in failed]
+    ratio = {m: statistics.median(a / b for a, b in zip(step_t[m], step_t["eager"], strict=True))
+             for m in ok}
+    drift = {m: max(abs(a - b) / max(abs(b), 1e-12) for a, b in
+                    zip(losses[m], losses["eager"], strict=True)) for m in ok}
+    return {"step": {m: statistics.median(step_t[m]) for m in ok}, "step_ratio": ratio,
+            "total": total, "loss_drift": drift, "failed": failed, "captures": st.captures,
+            "fallbacks": st.fallbacks, "reasons": sorted(set(st.fallback_reasons))}
+
+
+def header(model: str, steps: int, r: dict, seconds: float) -> str:
+    return (f"{model} (create_graph=True), Adam; 1 thread, thread CPU time, medians of {steps} "
+            f"steps after {WARMUP} warm-up; compiled_bw: {r['captures']} captures, "
+            f"{r['fallbacks']} fallbacks{': ' + '; '.join(r['reasons']) if r['reasons'] else ''};"
+            f" run took {seconds:.0f} s.")
+
+
+def table(r: dict, modes: list) -> list:
+    lines = ["| mode | step s | step vs eager | whole run vs eager | loss drift vs eager |",
+             "|---|---:|---:|---:|---:|"]
+    for m in modes:
+        if m in r["failed"]:
+            lines.append(f"| {m} | fails: {r['failed'][m]} | | | |")
+            continue
+        lines.append(f"| {m} | {r['step'][m]:.4f} | {r['step_ratio'][m]:.2f}x | "
+                     f"{r['total'][m] / r['total']['eager']:.2f}x | {r['loss_drift'][m]:.1e} |")
+    return lines
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.higher_order",
+                                 description=__doc__.splitlines()[0])
+    ap.add_argument("--model", choices=tuple(MODELS), default="pinn")
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--modes", default=",".join(MODES))
+    a = ap.parse_args(argv)
+    modes = ["eager", *[m for m in a.modes.split(",") if m != "eager"]]
+    t0 = time.perf_counter()
+    r = run(a.model, a.steps, modes)
+    print(header(a.model, a.steps, r, time.perf_counter() - t0) + "\n")
+    print("\n".join(table(r, modes)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
