@@ -102,6 +102,14 @@ FULL_CHECK_ONLY = {
     "test_core.py::test_accumulate_into_existing_grad[inductor]",
     "test_core.py::test_multiple_roots_with_grad_tensors[inductor]",
     "test_core.py::test_lstm[inductor]",
+    # (2026-11-28, `--durations`: 40-120 s each on 2 cores; the eager variants stay)
+    "test_core.py::test_copyslices_inplace_on_view[inductor]",
+    "test_core.py::test_unused_input_error_and_allow_unused[inductor]",
+    "test_dynamic_shapes.py::test_image_batch_height_and_width_through_a_conv_stem[inductor]",
+    "test_gradient_edges.py::test_a_pipeline_stages_split_backward[inductor-True]",
+    # the strict xfails of the size-1 strides deviation on Inductor (eager variants stay)
+    "test_create_graph.py::test_wgan_gp_gradient_penalty[inductor]",
+    "test_create_graph.py::test_r1_penalty[inductor]",
     "test_memory.py::test_peak_backward_memory_at_most_eagers[ckpt4-inductor]",
     "test_memory.py::test_peak_backward_memory_at_most_eagers[ckpt4_sac-inductor]",
     # real models on Inductor: CI keeps gpt2-hooks and llama-ckpt (and every eager variant)
@@ -113,10 +121,13 @@ FULL_CHECK_ONLY = {
     # intermediates]) and deberta_v2 (and every eager variant)
     *(f"test_real_models.py::test_checkpointed_blocks_are_traced[inductor-{m}]" for m in (
         "mistral", "qwen3", "gemma2", "olmo", "gpt_neox", "falcon", "modernbert")),
-    # mutations in an AOT backward on our Inductor: CI keeps mul_ (and every eager variant)
+    # mutations in an AOT backward on our Inductor: CI keeps mul_ under an Inductor forward
+    # (and every eager variant)
     *(f"test_aot.py::test_an_aot_backward_mutating_a_forward_input[inductor-{x}-{how}-{fw}]"
       for x in ("leaf requiring grad", "non-leaf", "buffer") for how in ("copy_", "view add_")
       for fw in ("aot_eager", "inductor")),
+    ("test_aot.py::test_an_aot_backward_mutating_a_forward_input"
+     "[inductor-leaf requiring grad-mul_-aot_eager]"),
 }
 
 

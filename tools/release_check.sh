@@ -22,7 +22,12 @@ python3 -m venv "$work/venv"
 export PIP_CONSTRAINT="$work/no-constraint.txt" COMPILED_BW_BUILD_DIR="$work/build" \
   TORCHINDUCTOR_CACHE_DIR="$work/inductor" PIP_DISABLE_PIP_VERSION_CHECK=1
 t0=$SECONDS
-pip install -q "torch==$v"
+# $CBW_WHEELS/VERSION: the wheels .ci/run downloaded while its suite ran (else from PyPI)
+if [ -d "${CBW_WHEELS:-}/$v" ]; then
+  pip install -q --no-index --find-links "$CBW_WHEELS/$v" "torch==$v" || pip install -q "torch==$v"
+else
+  pip install -q "torch==$v"
+fi
 install_cmd=$(grep -m1 '^pip install' README.md | sed 's/ *#.*//; s/ *&&.*//')
 echo "+ $install_cmd"; eval "$install_cmd -q"
 got=$(python -c "import torch; print(torch.__version__.split('+')[0])")
