@@ -334,3 +334,117 @@ def test_engine_warning_only_for_backward_create_graph():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=300, check=True).stdout.split()
     assert out == ["0", "1", "True", "2"], out
+
+
+GRADGRAD_OPS = {
+    "tanh": (lambda x: x.tanh(), [(3, 4)]),
+    "silu": (F.silu, [(3, 4)]),
+    "softplus": (F.softplus, [(5,)]),
+    "log_softmax": (lambda x: F.log_softmax(x, -1), [(3, 4)]),
+    "layer_norm": (lambda x, w: F.layer_norm(x, (4,), w), [(3, 4), (4,)]),
+    "matmul_pow": (lambda a, b: (a @ b).pow(3), [(3, 4), (4, 2)]),
+    "conv1d": (lambda x, w: F.conv1d(x, w, padding=1), [(2, 3, 5), (4, 3, 3)]),
+    # eager raises "the derivative for '_cdist_backward' is not implemented" in gradgradcheck
+    "cdist": (torch.cdist, [(3, 2), (4, 2)]),
+}
+EAGER_RAISES = {"cdist"}
+
+
+@pytest.mark.parametrize("op", sorted(GRADGRAD_OPS))
+def test_gradgradcheck_through_compiled_bw(op):
+    """torch.autograd.gradcheck and gradgradcheck (numerical vs analytical first and second
+    derivatives; the analytical ones from create_graph=True backwards) pass, and compiled_bw
+    captured those backwards instead of falling back."""
+    fn, shapes = GRADGRAD_OPS[op]
+
+    def build():
+        return [torch.randn(s, dtype=D, requires_grad=True) for s in shapes]
+
+    def step(xs):
+        return [torch.autograd.gradcheck(fn, xs), torch.autograd.gradgradcheck(fn, xs)]
+    st = differential(build, step, steps=1, captures=None, fallbacks=None,
+                      allow_errors=op in EAGER_RAISES)
+    assert st.captures >= 2, st
+    assert not [r for r in st.fallback_reasons if "create_graph" in r], st.fallback_reasons
+
+
+def test_input_gradient_penalty_through_common_layers():
+    """Double backprop through conv, batch norm (training), max pooling, gather, embedding,
+    an LSTM and cross-entropy: their formulas' second derivatives, recorded as eager's."""
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.Conv2d(2, 4, 3, padding=1)
+            self.bn = torch.nn.BatchNorm2d(4)
+            self.emb = torch.nn.Embedding(7, 4)
+            self.lstm = torch.nn.LSTM(4, 5, batch_first=True)
+            self.head = torch.nn.Linear(5 + 16, 3)
+
+        def forward(self, img, ids):
+            h = F.max_pool2d(self.bn(self.conv(img)).relu(), 2).flatten(1)
+            seq, _ = self.lstm(self.emb(ids))
+            h = torch.cat([seq[:, -1], h], 1)
+            return self.head(h).gather(1, torch.tensor([[0], [2], [1]]).expand(3, 2))
+
+    def build():
+        torch.manual_seed(2)
+        return Net().to(D)
+
+    def step(net):
+        net.zero_grad(set_to_none=True)
+        img = torch.randn(3, 2, 4, 4, dtype=D, requires_grad=True)
+        ids = torch.randint(0, 7, (3, 5))
+        out = net(img, ids)
+        loss = F.cross_entropy(out, torch.tensor([0, 1, 1]))
+        g, = torch.autograd.grad(loss, img, create_graph=True)
+        (loss + g.pow(2).sum()).backward()
+        return [g, [p.grad for p in net.parameters()], net.bn.running_mean.clone()]
+    differential(build, step, captures=None)
+
+
+def _leaf_hook(x):
+    x.register_hook(lambda g: g * 2)
+    return x.exp().sum()
+
+
+def _checkpointed(x):
+    return torch.utils.checkpoint.checkpoint(lambda v: v.sin().exp(), x, use_reentrant=False).sum()
+
+
+def _saved_tensors_hooks(x):
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: t * 1, lambda t: t):
+        return (x.sin() * x).sum()
+
+
+def _compiled_forward(x):
+    return torch.compile(lambda v: v.sin().exp(), backend="aot_eager")(x).sum()
+
+
+FALLBACK_CASES = {"leaf_hook": (_leaf_hook, "a hook on a leaf"),
+                  "checkpoint": (_checkpointed, "C++ walk gave this graph up"),
+                  "saved_tensors_hooks": (_saved_tensors_hooks, "C++ walk gave this graph up"),
+                  "torch_compile_forward": (_compiled_forward, "torch.compile backwards")}
+
+
+@pytest.mark.parametrize("case", sorted(FALLBACK_CASES))
+def test_what_cannot_record_history_falls_back_named(case):
+    """README (Higher-order grads): each thing a create_graph=True graph cannot hold yet runs
+    eager autograd with its reason; the results, and the grads through them, are eager's."""
+    fn, why = FALLBACK_CASES[case]
+
+    def build():
+        torch._dynamo.reset()
+        return [torch.randn(4, dtype=D, requires_grad=True)]
+
+    def step(st):
+        (x,) = st
+        x.grad = None
+        fn(x).backward(create_graph=True)
+        g = x.grad
+        x.grad = None
+        return [g, torch.autograd.grad(g.sum(), x)]
+    # eager raises for the compiled forward's double backward (AOTAutograd's error)
+    st = differential(build, step, captures=None, fallbacks=None,
+                      allow_errors=case == "torch_compile_forward")
+    assert any(r.startswith("create_graph=True") and why in r for r in st.fallback_reasons), \
+        st.fallback_reasons

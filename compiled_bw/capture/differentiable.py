@@ -38,6 +38,17 @@ _NAMESPACES = ("aten", "prims")
 _USER_CODE = (CUSTOM, TRACE_CUSTOM, AOT)
 
 
+_SITE_KINDS = {"pre": "tensor/pre hooks of", "pre-capture": "grad() capture hooks of",
+               "post": "post hooks of", "hooked": "saved-tensor hooks of",
+               "unpack": "unpack hooks of", "leaf": "a hook on a leaf, run by its"}
+
+
+def _site(s) -> str:
+    """An opaque site in words: the node it runs, or whose hooks it runs."""
+    what = _SITE_KINDS.get(s.kind)
+    return s.name if what is None else f"{what} {s.name}"
+
+
 def not_differentiable(gm: torch.fx.GraphModule, plan, kinds) -> str | None:
     """Note [create_graph]: None, or why the graph cannot run with history.  kinds: the walk's
     NodeKind per node (custom Functions are refused even where traced: eager runs their
@@ -48,7 +59,7 @@ def not_differentiable(gm: torch.fx.GraphModule, plan, kinds) -> str | None:
                 f"({', '.join(user[:4])}{', ...' if len(user) > 4 else ''}) do not record "
                 "history yet")
     if plan.opaque_sites:
-        names = sorted(set(plan.opaque_names))
+        names = sorted({_site(s) for s in plan.opaque_sites})
         return (f"the graph runs user code or untraced nodes as opaque calls ({', '.join(names[:4])}"
                 f"{', ...' if len(names) > 4 else ''}), which do not record history yet")
     if plan.delivers:
