@@ -2,10 +2,11 @@
 import torch
 
 from .dce import dce
+from .prune_output_mask import prune_output_mask
 from .reorder_for_memory import reorder_for_memory
 from .strip_detach import strip_detach
 
-PIPELINE = (strip_detach, dce, reorder_for_memory)
+PIPELINE = (strip_detach, dce, prune_output_mask, reorder_for_memory)
 
 
 def run_passes(gm: torch.fx.GraphModule, create_graph: bool = False) -> torch.fx.GraphModule:
