@@ -90,22 +90,27 @@ def run(model: str, steps: int, modes: list) -> dict:
     losses = {m: [] for m in modes}
     compiled_bw.reset()
     failed: dict = {}
+
+    def one_step(mode, b):
+        m, opt = runs[mode]
+        ctx = _context(mode)
+        with ctx() if ctx is not None else contextlib.nullcontext():
+            loss = loss_fn(m, *b)
+            loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return loss
+
     for s, b in enumerate(batches):
         for mode in modes:
             if mode in failed:
                 continue
-            m, opt = runs[mode]
-            ctx = _context(mode)
             t0 = time.thread_time()
             try:
-                with ctx() if ctx is not None else contextlib.nullcontext():
-                    loss = loss_fn(m, *b)
-                    loss.backward()
+                loss = one_step(mode, b)
             except Exception as e:  # noqa: BLE001 -- a mode that cannot run it is reported
                 failed[mode] = f"{type(e).__name__}: {str(e).splitlines()[0][:120]}"
                 continue
-            opt.step()
-            opt.zero_grad(set_to_none=True)
             dt = time.thread_time() - t0
             total[mode] += dt
             losses[mode].append(loss.item())
@@ -114,13 +119,36 @@ def run(model: str, steps: int, modes: list) -> dict:
         compiled_bw.wait_for_compiles()
     st = compiled_bw.stats()
     ok = [m for m in modes if m not in failed]
+    peak = {m: _peak_bytes(lambda m=m: one_step(m, batches[-1])) for m in ok}
     ratio = {m: statistics.median(a / b for a, b in zip(step_t[m], step_t["eager"], strict=True))
              for m in ok}
     drift = {m: max(abs(a - b) / max(abs(b), 1e-12) for a, b in
                     zip(losses[m], losses["eager"], strict=True)) for m in ok}
     return {"step": {m: statistics.median(step_t[m]) for m in ok}, "step_ratio": ratio,
-            "total": total, "loss_drift": drift, "failed": failed, "captures": st.captures,
+            "total": total, "loss_drift": drift, "failed": failed, "peak": peak, "captures": st.captures,
             "fallbacks": st.fallbacks, "reasons": sorted(set(st.fallback_reasons))}
+
+
+def _peak_bytes(step) -> int:
+    """Peak live tensor bytes during one step (forward, grads, backward, optimizer), above
+    what was live before it (benchmarks/memory.py's method)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    import compiled_bw
+
+    from .memory import _allocations, _quiet_stderr
+    prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
+    with _quiet_stderr():
+        prof.start()
+    try:
+        with compiled_bw.profile_compiled():    # else it runs eager autograd (run.py Note)
+            torch.empty(1, dtype=torch.uint8)   # the first event fixes the baseline
+            step()
+    finally:
+        with _quiet_stderr():
+            prof.stop()
+    events = _allocations(prof)
+    return max(total for _, _, total in events) - (events[0][2] - events[0][1])
 
 
 def header(model: str, steps: int, r: dict, seconds: float) -> str:
@@ -131,14 +159,15 @@ def header(model: str, steps: int, r: dict, seconds: float) -> str:
 
 
 def table(r: dict, modes: list) -> list:
-    lines = ["| mode | step s | step vs eager | whole run vs eager | loss drift vs eager |",
-             "|---|---:|---:|---:|---:|"]
+    lines = [("| mode | step s | step vs eager | whole run vs eager | peak memory vs eager | "
+              "loss drift vs eager |"), "|---|---:|---:|---:|---:|---:|"]
     for m in modes:
         if m in r["failed"]:
-            lines.append(f"| {m} | fails: {r['failed'][m]} | | | |")
+            lines.append(f"| {m} | fails: {r['failed'][m]} | | | | |")
             continue
         lines.append(f"| {m} | {r['step'][m]:.4f} | {r['step_ratio'][m]:.2f}x | "
-                     f"{r['total'][m] / r['total']['eager']:.2f}x | {r['loss_drift'][m]:.1e} |")
+                     f"{r['total'][m] / r['total']['eager']:.2f}x | "
+                     f"{r['peak'][m] / r['peak']['eager']:.2f}x | {r['loss_drift'][m]:.1e} |")
     return lines
 
 
