@@ -11,9 +11,11 @@ history: capture/fastwalk.py Note [Saved tensors with history]), and AccumulateG
 `.grad` with history (a clone, or an out-of-place sum).  The captured graph holds the same
 aten ops the formulas called (traced below autograd), so running it with grad mode on records
 the same ops, through the same inputs: the grads it returns carry eager's history, and a
-backward through them (itself captured like any other) gives eager's second-order grads.  It
-runs inside the real engine's task with create_graph=True (runtime/run.py _deliver), so
-AccumulateGrad is the real node, run with grad mode on as eager runs it.
+backward through them (itself captured like any other) gives eager's second-order grads.  A
+backward() runs it inside the real engine's task with create_graph=True (runtime/run.py
+_deliver), so AccumulateGrad is the real node, run with grad mode on as eager runs it, and
+the engine warns as eager's does; a grad() (no user code inside, nothing to deliver) calls it
+directly with grad mode on (runtime/run.py Note [Direct delivery]).
 
 What this does not do yet, and so falls back with the reason below: user code inside the
 graph (custom Functions, hooks on interior nodes: their backward would have to run with grad

@@ -747,7 +747,9 @@ def _run(state, entry: Compiled, w, opts, grad_tensors, slots):
             # cache hit without Slots (C++ walk): the nodes themselves drop the saved tensors
             # the graph computes with (what eager does after each node, done before the run).
             w.release_nodes(entry.box_nodes)
-    if not plan.opaque_sites and not opts.create_graph:    # Note [Direct delivery]
+    # Note [Direct delivery]; backward(create_graph=True) goes through the engine, whose
+    # AccumulateGrad runs with grad mode on and which warns as eager's does (Note [create_graph])
+    if not plan.opaque_sites and not (opts.create_graph and opts.accumulate):
         result = _run_direct(state, entry, w, opts, box)
     else:
         if state.cudagraphs and entry.devices:
@@ -817,14 +819,16 @@ def _run_native(state, entry: Compiled, w, opts, grad_tensors):
 def _run_direct(state, entry: Compiled, w, opts, box: list):
     """No user code runs inside the graph: call it without the engine.  Leaf grads go to the
     AccumulateGrad nodes directly when none has a hook, else through the engine (_Deliver).
-    enable(cudagraphs=True): CUDA graphs replay it (runtime/cudagraphs.py)."""
+    enable(cudagraphs=True): CUDA graphs replay it (runtime/cudagraphs.py).  A grad() with
+    create_graph=True runs it with grad mode on (capture/differentiable.py Note [create_graph]),
+    never replayed (a replay records no history)."""
     plan = entry.plan
     prev = torch.is_grad_enabled()
-    torch_autograd.set_grad_enabled(False)   # the engine runs nodes with grad mode off
+    torch_autograd.set_grad_enabled(opts.create_graph)   # as the engine runs nodes
     was_running = _nesting()
     THREAD.nesting = was_running + 1
     try:
-        if state.cudagraphs and entry.devices:
+        if state.cudagraphs and entry.devices and not opts.create_graph:
             outs = cudagraphs.run(entry, box, state)
         else:
             outs = entry.fn(box)
