@@ -14,10 +14,10 @@ import torch.nn.functional as F
 from differential import differential
 
 D = torch.float64
-# Inductor variants where the backward through the first-order grads (captured and compiled
-# like any other) differs from the eager backend's: the create_graph graphs themselves run on
-# the eager backend on both (capture/differentiable.py Note [create_graph]).
-both_backends = pytest.mark.both_backends
+# Both backends: on Inductor the create_graph graphs themselves run on the eager backend too
+# (capture/differentiable.py Note [create_graph]); the backward through their results is
+# compiled like any other.
+pytestmark = pytest.mark.both_backends
 # README Known deviations: strides of size-1 dimensions of a `.grad`.  The weight of a conv with
 # one input channel, (4, 1, 3, 3): its grad from ConvolutionBackwardBackward0, compiled by
 # Inductor, comes back as a permuted buffer, (9, 36, 3, 1) where eager's is (9, 9, 3, 1).
@@ -35,7 +35,6 @@ def _mlp(din=2, width=16, dout=1, act=torch.nn.Tanh):
                                act(), torch.nn.Linear(width, dout)).to(D)
 
 
-@both_backends
 def test_burgers_pinn_residual():
     """u(x, t) by an MLP; u_x, u_t, u_xx by grad(create_graph=True); loss.backward() through them."""
     def build():
@@ -76,7 +75,6 @@ def test_heat_residual_2d_with_grad_outputs():
     differential(build, step, captures=None)
 
 
-@both_backends
 def test_double_backprop_backward_create_graph():
     """loss.backward(create_graph=True): `.grad` is stored with history (AccumulateGrad with
     grad mode on); a penalty on the grads' norm is then backpropagated into the weights."""
@@ -154,7 +152,6 @@ def _critic():
         torch.nn.Flatten(), torch.nn.Linear(8 * 4 * 4, 1)).to(D)
 
 
-@both_backends
 def test_wgan_gp_gradient_penalty(cbw_backend, request):
     if cbw_backend == "inductor":
         request.applymarker(SIZE_ONE_STRIDES)
@@ -175,7 +172,6 @@ def test_wgan_gp_gradient_penalty(cbw_backend, request):
     differential(build, step, captures=None)
 
 
-@both_backends
 def test_r1_penalty(cbw_backend, request):
     if cbw_backend == "inductor":
         request.applymarker(SIZE_ONE_STRIDES)
