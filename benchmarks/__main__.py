@@ -97,16 +97,13 @@ def main(argv=None) -> int:
             print(f"[{k}/{len(models)} {name}] {n_modes} modes x {n_steps} steps ...",
                   end="", file=sys.stderr, flush=True)
             t_model = time.perf_counter()
-            if name in hf_step.BENCH_MODELS:
-                hf[name] = _bench_hf(name, n_steps)
+            step_rows = hf if name in hf_step.BENCH_MODELS else \
+                ho if name in higher_order.MODELS else None
+            if step_rows is not None:       # a full training step per mode, a table each
+                bench = _bench_hf if step_rows is hf else _bench_higher_order
+                step_rows[name] = r = bench(name, n_steps)
                 print(f" {time.perf_counter() - t_model:.0f} s; " + ", ".join(
-                    f"{m} {r:.2f}x" for m, r in hf[name]["step_ratio"].items() if m != "eager"),
-                    file=sys.stderr, flush=True)
-                continue
-            if name in higher_order.MODELS:
-                ho[name] = _bench_higher_order(name, n_steps)
-                print(f" {time.perf_counter() - t_model:.0f} s; " + ", ".join(
-                    f"{m} {r:.2f}x" for m, r in ho[name]["step_ratio"].items() if m != "eager"),
+                    f"{m} {x:.2f}x" for m, x in r["step_ratio"].items() if m != "eager"),
                     file=sys.stderr, flush=True)
                 continue
             if name in VARYING and not gpu:     # (--quick: without cbw-eager's captures)

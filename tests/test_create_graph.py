@@ -152,11 +152,13 @@ def _critic():
         torch.nn.Flatten(), torch.nn.Linear(8 * 4 * 4, 1)).to(D)
 
 
-def test_wgan_gp_gradient_penalty(cbw_backend, request):
-    if cbw_backend == "inductor":
+def _size_one_strides_on_inductor(backend, request) -> None:
+    if backend == "inductor":
         request.applymarker(SIZE_ONE_STRIDES)
-    def build():
-        return _critic()
+
+
+def test_wgan_gp_gradient_penalty(cbw_backend, request):
+    _size_one_strides_on_inductor(cbw_backend, request)
 
     def step(critic):
         critic.zero_grad(set_to_none=True)
@@ -169,14 +171,11 @@ def test_wgan_gp_gradient_penalty(cbw_backend, request):
         loss = critic(fake).mean() - critic(real).mean() + 10 * gp
         loss.backward()
         return [g, gp, [p.grad for p in critic.parameters()]]
-    differential(build, step, captures=None)
+    differential(_critic, step, captures=None)
 
 
 def test_r1_penalty(cbw_backend, request):
-    if cbw_backend == "inductor":
-        request.applymarker(SIZE_ONE_STRIDES)
-    def build():
-        return _critic()
+    _size_one_strides_on_inductor(cbw_backend, request)
 
     def step(critic):
         critic.zero_grad(set_to_none=True)
@@ -186,7 +185,7 @@ def test_r1_penalty(cbw_backend, request):
         r1 = g.pow(2).sum(dim=(1, 2, 3)).mean()
         (F.softplus(-d_real).mean() + 5 * r1).backward()
         return [g, r1, [p.grad for p in critic.parameters()], real.grad]
-    differential(build, step, captures=None)
+    differential(_critic, step, captures=None)
 
 
 def test_maml_inner_step():
