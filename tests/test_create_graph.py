@@ -19,8 +19,10 @@ D = torch.float64
 # compiled like any other.
 pytestmark = pytest.mark.both_backends
 # README Known deviations: strides of size-1 dimensions of a `.grad`.  The weight of a conv with
-# one input channel, (4, 1, 3, 3): its grad from ConvolutionBackwardBackward0, compiled by
-# Inductor, comes back as a permuted buffer, (9, 36, 3, 1) where eager's is (9, 9, 3, 1).
+# one input channel, (4, 1, 3, 3), gets two grads, summed: eager's `.grad` is (9, 9, 3, 1), the
+# layout the real kernels' outputs give that sum; the trace's meta kernels predict another
+# layout for one of them, the sum's predicted strides are (9, 36, 3, 1), and Inductor lays it
+# out as predicted (the eager backend computes it with the real kernels: eager's strides).
 SIZE_ONE_STRIDES = pytest.mark.xfail(
     strict=True, reason="Inductor: strides of a .grad's size-1 dims differ (README Known deviations)")
 
