@@ -108,8 +108,8 @@ FULL_CHECK_ONLY = {
     "test_dynamic_shapes.py::test_image_batch_height_and_width_through_a_conv_stem[inductor]",
     "test_gradient_edges.py::test_a_pipeline_stages_split_backward[inductor-True]",
     # create_graph on Inductor: CI keeps the PINN, double backprop, HVP / third order, MAML,
-    # dropout and the fallback cases (every eager variant stays); the strict xfails of the
-    # size-1 strides deviation (wgan_gp, r1) are here too
+    # dropout and the fallback cases (every eager variant stays; test_inductor.py has the
+    # size-1 strides of WGAN-GP's and R1's conv in a smaller test)
     *(f"test_create_graph.py::{t}[inductor]" for t in (
         "test_wgan_gp_gradient_penalty", "test_r1_penalty", "test_functional_hvp_and_hessian",
         "test_input_gradient_penalty_through_common_layers",

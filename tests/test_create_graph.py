@@ -18,13 +18,6 @@ D = torch.float64
 # (capture/differentiable.py Note [create_graph]); the backward through their results is
 # compiled like any other.
 pytestmark = pytest.mark.both_backends
-# README Known deviations: strides of size-1 dimensions of a `.grad`.  The weight of a conv with
-# one input channel, (4, 1, 3, 3), gets two grads, summed: eager's `.grad` is (9, 9, 3, 1), the
-# layout the real kernels' outputs give that sum; the trace's meta kernels predict another
-# layout for one of them, the sum's predicted strides are (9, 36, 3, 1), and Inductor lays it
-# out as predicted (the eager backend computes it with the real kernels: eager's strides).
-SIZE_ONE_STRIDES = pytest.mark.xfail(
-    strict=True, reason="Inductor: strides of a .grad's size-1 dims differ (README Known deviations)")
 
 
 def _history(ts) -> list:
@@ -154,14 +147,7 @@ def _critic():
         torch.nn.Flatten(), torch.nn.Linear(8 * 4 * 4, 1)).to(D)
 
 
-def _size_one_strides_on_inductor(backend, request) -> None:
-    if backend == "inductor":
-        request.applymarker(SIZE_ONE_STRIDES)
-
-
-def test_wgan_gp_gradient_penalty(cbw_backend, request):
-    _size_one_strides_on_inductor(cbw_backend, request)
-
+def test_wgan_gp_gradient_penalty():
     def step(critic):
         critic.zero_grad(set_to_none=True)
         real, fake = torch.randn(4, 1, 8, 8, dtype=D), torch.randn(4, 1, 8, 8, dtype=D)
@@ -176,9 +162,7 @@ def test_wgan_gp_gradient_penalty(cbw_backend, request):
     differential(_critic, step, captures=None)
 
 
-def test_r1_penalty(cbw_backend, request):
-    _size_one_strides_on_inductor(cbw_backend, request)
-
+def test_r1_penalty():
     def step(critic):
         critic.zero_grad(set_to_none=True)
         real = torch.randn(4, 1, 8, 8, dtype=D, requires_grad=True)

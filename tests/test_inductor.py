@@ -60,6 +60,25 @@ def test_grad_strides_follow_eagers_formulas():
     differential(build, step, backend="inductor")
 
 
+def test_size_one_strides_of_a_grad_are_eagers():
+    """runtime/real_strides.py Note [Real output strides] and backends/inductor.py Note
+    [Inductor: exact output strides]: a conv with one input channel, differentiated twice;
+    its weight, (4, 1, 3, 3), gets two grads, summed, whose traced strides are (9, 36, 3, 1)
+    where the real kernels give eager's (9, 9, 3, 1); `.grad` must have eager's strides."""
+    def build():
+        torch.manual_seed(0)
+        return torch.nn.Conv2d(1, 4, 3, padding=1).double()
+
+    def step(conv):
+        conv.zero_grad(set_to_none=True)
+        x = torch.randn(2, 1, 5, 5, dtype=torch.float64, requires_grad=True)
+        g, = torch.autograd.grad(conv(x).tanh().sum(), x, create_graph=True)
+        g.pow(2).sum().backward()
+        return [conv.weight.grad, conv.weight.grad.stride(), conv.bias.grad]
+    st = differential(build, step, backend="inductor", captures=None)
+    assert st.background_compiles >= 1, st
+
+
 class _Scale(torch.autograd.Function):
     compiled_bw_traceable = False   # the test is about an opaque call's output layout
 

@@ -156,7 +156,7 @@ from . import fresh_returns
 #    Inductor's schedule: Note [Inductor: call order]).  The C++ wrapper never holds our calls
 #    (Note [Inductor: C++ wrapper]).
 
-CODEGEN_VERSION = 14     # bump when the code Inductor generates for us changes (FX graph cache key)
+CODEGEN_VERSION = 15     # bump when the code Inductor generates for us changes (FX graph cache key)
 
 
 def _source_key() -> str:
@@ -491,6 +491,59 @@ def _intermediate_views(gm: torch.fx.GraphModule) -> list:
                         for u in n.users)]
 
 
+# Note [Inductor: exact output strides]
+# keep_output_stride makes Inductor lay out each output as the captured graph's output `val`
+# says (runtime/real_strides.py Note [Real output strides]: the real kernels' strides where a
+# first run showed them), but only as far as its strides are "significant": a size-1
+# dimension's stride follows the retraced graph's own prediction (ir.
+# try_match_insignificant_strides), and AccumulateGrad, whose layout contract ignores size-1
+# dimensions, stores such an output as `.grad`.  So each static-shaped output with a size-1
+# dimension goes through `compiled_bw::exact_strides`, lowered to require_exact_strides
+# (Note [Inductor: opaque input strides]): the same values, reinterpreted where only size-1
+# strides differ.  Only Inductor's graphs hold the op; its eager kernel is for completeness.
+_LIB = torch.library.Library("compiled_bw", "FRAGMENT")
+_LIB.define("exact_strides(Tensor x, int[] stride) -> Tensor")
+
+
+def _exact_strides_impl(x, stride):
+    return torch.empty_strided(x.shape, stride, dtype=x.dtype, device=x.device).copy_(x)
+
+
+_LIB.impl("exact_strides", _exact_strides_impl, "CompositeExplicitAutograd")
+torch.library.register_fake("compiled_bw::exact_strides", _exact_strides_impl, lib=_LIB)
+exact_strides = torch.ops.compiled_bw.exact_strides.default
+
+
+@lowering.register_lowering(exact_strides, type_promotion_kind=None)
+def _lower_exact_strides(x, stride):
+    return ir.ExternKernel.require_exact_strides(x, stride)
+
+
+def _exact_output_strides(gm: torch.fx.GraphModule, vals: list) -> None:
+    """Note [Inductor: exact output strides]: the outputs that may need it go through the op,
+    whose `val` has the strides Inductor must give them."""
+    out = gm.graph.find_nodes(op="output")[0]
+    args = list(out.args[0])
+    changed = False
+    for i, (a, v) in enumerate(zip(args, vals, strict=True)):
+        if not (isinstance(a, torch.fx.Node) and isinstance(v, torch.Tensor)) or 1 not in v.shape:
+            continue
+        val = a.meta.get("val")
+        if not all(isinstance(d, int) for d in (*v.shape, *v.stride())) or \
+                getattr(val, "fake_mode", None) is None:
+            continue
+        with gm.graph.inserting_before(out):
+            n = gm.graph.call_function(exact_strides, (a, list(v.stride())))
+        with val.fake_mode:
+            n.meta["val"] = torch.empty_strided(v.shape, v.stride(), dtype=val.dtype,
+                                                device=val.device)
+        args[i] = n
+        changed = True
+    if changed:
+        out.args = (tuple(args) if isinstance(out.args[0], tuple) else args, *out.args[1:])
+        gm.recompile()
+
+
 def compile_inductor(gm: torch.fx.GraphModule, example_inputs: list):
     with pool_sizes_without_parity_guards():   # the sizes as our trace saw them
         return _compile_inductor(gm, example_inputs)
@@ -517,6 +570,7 @@ def _compile_inductor(gm: torch.fx.GraphModule, example_inputs: list):
     retraced = make_fx(torch.func.functionalize(_tuple_outputs(gm)),
                        decomposition_table=select_decomp_table(),
                        tracing_mode="fake")(*example_inputs)
+    _exact_output_strides(retraced, vals)    # Note [Inductor: exact output strides]
     strides = _pin_output_strides(retraced, vals)
     _contiguous_unbatched_pool3d(retraced)
     # CODEGEN_VERSION, SOURCE_KEY: artefacts cached before a change of how we compile (e.g. Note

@@ -74,6 +74,10 @@ class Compiled:
     # backends/eager.py Note [Sparse grads from opaque calls]: a run's opaque call returned a
     # sparse grad (what did); its later backwards run eagerly
     went_sparse: str | None = None
+    # runtime/real_strides.py Note [Real output strides]: its first run's output strides, taken
+    # while `watch_strides` (the run before its background compile starts)
+    watch_strides: bool = False
+    out_strides: list | None = None
 
 
 @dataclasses.dataclass

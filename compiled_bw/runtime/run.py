@@ -98,7 +98,7 @@ from ..core import dispatch_tls
 from ..core.thread import THREAD, current_step
 from ..passes import run_passes
 from ..torchapi import autograd as torch_autograd
-from . import background, cudagraphs, dynamic, engine_state, streams
+from . import background, cudagraphs, dynamic, engine_state, real_strides, streams
 from .cache import CacheKey, Compiled, Fallback, OptionsKey, RootKey
 
 _ENGINE = torch_autograd.ENGINE
@@ -517,9 +517,13 @@ def _run_first_or_hit(state, entry: Compiled, w, opts, grad_tensors: list, slots
         return _run(state, entry, w, opts, grad_tensors, slots)
     entry.start_compile = None
     state.stats.inductor_compiles += 1
+    entry.watch_strides = True      # Note [Real output strides] (runtime/real_strides.py)
     try:
         return _run(state, entry, w, opts, grad_tensors, slots)
     finally:
+        entry.watch_strides = False
+        real_strides.adopt(entry.gm, entry.out_strides)
+        entry.out_strides = None
         with current_step(Step(w, entry.plan)):     # (_compile_here: fake impls read it)
             start()
 
@@ -835,6 +839,8 @@ def _run_direct(state, entry: Compiled, w, opts, box: list):
     finally:
         THREAD.nesting = was_running
         torch_autograd.set_grad_enabled(prev)
+    if entry.watch_strides:
+        entry.out_strides = real_strides.strides_of(outs)
     grads = _pick_outputs(plan, outs, opts.accumulate)
     del outs                            # grads holds the only references: AccumulateGrad steals
     if not opts.accumulate:
@@ -909,6 +915,8 @@ def _run_in_engine(state, entry: Compiled, w, opts, box: list, checks: dict | No
         step.tls = dispatch_tls.Restorer(dispatch_tls.snapshot())
         with current_step(step, running=True):
             outs = entry.fn(box)
+        if entry.watch_strides:
+            entry.out_strides = real_strides.strides_of(outs)
         picked = _pick_outputs(plan, outs, opts.accumulate, step)
         if step.real_layouts:
             _record_layouts(entry, step.real_layouts)
