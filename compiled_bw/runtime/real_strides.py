@@ -19,7 +19,6 @@ gets carries them).  Only static shapes; the eager backend's own code is unchang
 from __future__ import annotations
 
 import torch
-import torch.utils._pytree as pytree
 
 
 def strides_of(outs) -> list:
@@ -32,9 +31,8 @@ def adopt(gm: torch.fx.GraphModule, strides: list | None) -> int:
     """Note [Real output strides]: how many output `val`s took a run's strides."""
     if not strides:
         return 0
-    out = gm.graph.find_nodes(op="output")[0]
-    args = pytree.arg_tree_leaves(*out.args)
-    if len(args) != len(strides):
+    args = gm.graph.find_nodes(op="output")[0].args[0]     # the graph returns a flat list
+    if not isinstance(args, (list, tuple)) or len(args) != len(strides):
         return 0
     n = 0
     for a, s in zip(args, strides, strict=True):
