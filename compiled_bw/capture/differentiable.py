@@ -24,8 +24,9 @@ mode on, recording history, or raise eager's error for `once_differentiable`), d
 (AOTAutograd's compiled backward is not differentiable), checkpointed regions and other
 saved-tensor hooks (the C++ walk gives those up: fastwalk.walk), tensor subclasses, a backward
 that mutates its inputs, and anything the graph calls that is not an aten/prims op.  The
-graph runs on the eager backend (its ops one by one): Inductor's code for it would have to be
-compiled as a differentiable function (AOTAutograd's joint graph), not done yet.
+graph runs on the eager backend (its ops one by one): AOTAutograd's joint compile of it would
+make its results' backward AOT's, which raises at third order (a PINN needs it); compiling it
+needs a backward that is itself differentiable, not built (benchmarks/RESULTS.md).
 """
 from __future__ import annotations
 

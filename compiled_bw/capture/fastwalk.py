@@ -675,8 +675,9 @@ def walk(root_edges: list, history: bool = False):
     (also while traceable saved-tensor hooks hold packed objects: packed.py).  history: a
     create_graph=True backward's walk (Note [Saved tensors with history]): C++ only, else
     WalkUnsupported."""
+    in_cpp = _S.enabled and not packed.live() and (_S.ext is not None or load() is not None)
     if history:
-        if not (_S.enabled and not packed.live() and (_S.ext is not None or load() is not None)):
+        if not in_cpp:
             raise WalkUnsupported("create_graph=True needs the C++ walk, which is off or "
                                   "unavailable here, or traceable saved-tensor hooks are live")
         try:
@@ -686,7 +687,7 @@ def walk(root_edges: list, history: bool = False):
                                   f"({str(e).split(': ')[0]})") from None
         _S.fast_walks += 1
         return w
-    if _S.enabled and not packed.live() and (_S.ext is not None or load() is not None):
+    if in_cpp:
         rk = _root_key(root_edges)
         reason = _S.python_roots.get(rk)
         if reason is not None:          # Note [Remembered give-up]

@@ -589,9 +589,10 @@ def _traced_call(w, i: int, kind, node, buf: list, df, placeholders: dict):
                 raise NotDynamic(f"node {i} {name}: a grad that may be undefined")
             outs = formula(buf, placeholders)
         else:
-            with torch.set_grad_enabled(_FORMULA_GRAD_MODE[0]):     # Note [Formulas and grad
+            # Note [Formulas and grad mode]
+            with torch.set_grad_enabled(_FORMULA_GRAD_MODE[0]):
                 outs = custom.call_traced_backward(node, buf, _out_shapes(w, i)) \
-                    if kind.how == TRACE_CUSTOM else node(*buf)          # mode]
+                    if kind.how == TRACE_CUSTOM else node(*buf)
             if outs is None:        # it wrote its ctx: an opaque call (custom.py Note)
                 return None
         outs = as_list(outs)
