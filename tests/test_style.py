@@ -33,3 +33,20 @@ def test_clang_format_clean():
         "C++ sources differ from clang-format's output (run `clang-format -i "
         "compiled_bw/capture/_fastwalk*.h compiled_bw/capture/_fastwalk*.cpp`):\n"
         + (r.stdout + r.stderr)[-4000:])
+
+
+def test_no_iostreams_in_the_cpp_walk():
+    """Note [No iostreams in the walk] (_fastwalk.h): formatting into a std::ostream inside the
+    extension crashed a GPU image's torch 2.11 (built with GCC 13.3), so none may come back."""
+    files = sorted(glob.glob(os.path.join(ROOT, "compiled_bw", "**", "_fastwalk*.*"), recursive=True))
+    found = []
+    for f in files:
+        if not f.endswith((".cpp", ".h")):
+            continue
+        for n, line in enumerate(open(f), 1):
+            code = line.split("//", 1)[0]
+            if any(w in code for w in ("stringstream", "std::cout", "std::cerr", "<sstream>",
+                                       "<iostream>", "std::ostream")):
+                found.append(f"{os.path.relpath(f, ROOT)}:{n}: {line.strip()}")
+    assert len(files) >= 5, files
+    assert not found, "std::ostream use in the C++ walk:\n" + "\n".join(found)

@@ -52,7 +52,6 @@
 #include <memory>
 #include <optional>
 #include <set>
-#include <sstream>
 #include <string>
 #include <tuple>
 #include <typeinfo>
@@ -77,6 +76,11 @@ enum How : int8_t { H_TRACE = 0, H_OPAQUE = 1, H_LEAF = 2, H_PY = 3, H_UNSUPPORT
 extern PyObject* g_unsupported;  // WalkUnsupported: the fallback reason
 extern PyObject* g_giveup;       // GiveUp: the C++ walk cannot do this step; use Python's
 
+// Note [No iostreams in the walk]: on a GPU image whose torch 2.11 was built from source with
+// GCC 13.3 (Ubuntu 24.04, Python 3.12), formatting an integer into a std::ostringstream inside
+// this extension crashed the process (SIGSEGV in the std::ostream::_M_insert<long> instantiated
+// here, reached from the "modified by an inplace operation" message of slot_unpack); the same
+// source on PyPI's 2.11 wheel ran.  Messages are built with std::string and std::to_string.
 [[noreturn]] inline void raise(PyObject* cls, const std::string& msg) {
   PyErr_SetString(cls, msg.c_str());
   throw py::error_already_set();

@@ -93,14 +93,20 @@ at::Tensor slot_unpack(const SlotState& s) {
   TORCH_CHECK(!s.released, torch::autograd::ERR_BACKWARD_TWICE);
   const at::Tensor& t = s.value;
   if (t._version() != s.version) {
-    std::ostringstream m;
-    m << "one of the variables needed for gradient computation has been modified by an "
-         "inplace operation: ["
-      << type_str(t) << " " << t.sizes() << "]" << which_output(s, t) << " is at version "
-      << t._version() << "; expected version " << s.version
-      << " instead. Hint: enable anomaly detection to find the operation that failed to "
-         "compute its gradient, with torch.autograd.set_detect_anomaly(True, check_nan=False).";
-    TORCH_CHECK(false, m.str());
+    // Note [No iostreams in the walk]: the message is built without std::ostream
+    std::string sizes = "[";
+    for (size_t i = 0; i < t.sizes().size(); ++i)
+      sizes += (i ? ", " : "") + std::to_string(t.sizes()[i]);
+    sizes += "]";
+    TORCH_CHECK(false,
+                "one of the variables needed for gradient computation has been modified by an "
+                "inplace operation: [" +
+                    type_str(t) + " " + sizes + "]" + which_output(s, t) + " is at version " +
+                    std::to_string(t._version()) + "; expected version " +
+                    std::to_string(s.version) +
+                    " instead. Hint: enable anomaly detection to find the operation that failed "
+                    "to compute its gradient, with "
+                    "torch.autograd.set_detect_anomaly(True, check_nan=False).");
   }
   return t;
 }
