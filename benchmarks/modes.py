@@ -6,6 +6,9 @@ torch-ca      torch's compiled autograd, the anchor we must beat:
 cbw-eager     compiled_bw, eager backend (the reference: runs the captured FX graph)
 cbw-inductor  compiled_bw, Inductor backend (when this torch has Inductor), background compile
 cbw-inductor-cg  the same with enable(cudagraphs=True) (GPU only)
+cbw-inductor-verify  the same with every run verified against eager autograd (enable(verify=N),
+              N beyond any benchmark's steps: runtime/verify.py Note [Verify]); what a verified
+              step costs (`--modes eager,cbw-inductor,cbw-inductor-verify`; not in the defaults)
 """
 from __future__ import annotations
 
@@ -21,6 +24,9 @@ def _torch_compiled_autograd():
     return ca._enable(torch.compile(backend="inductor"))
 
 
+VERIFY_ALL = 10**9
+
+
 def available_modes(device: str = "cpu") -> dict:
     modes = {
         "eager": contextlib.nullcontext,
@@ -32,6 +38,8 @@ def available_modes(device: str = "cpu") -> dict:
         # after the first backward, and reports both times
         modes["cbw-inductor"] = lambda: compiled_bw.enable(backend="inductor",
                                                            background_compile=True)
+        modes["cbw-inductor-verify"] = lambda: compiled_bw.enable(
+            backend="inductor", background_compile=True, verify=VERIFY_ALL)
         if device == "cuda":
             modes["cbw-inductor-cg"] = lambda: compiled_bw.enable(
                 backend="inductor", background_compile=True, cudagraphs=True)

@@ -28,10 +28,11 @@ from .capture import custom as _custom
 from .capture import hooks as _hooks
 from .core.thread import THREAD
 from .errors import Unsupported
-from .runtime import background
+from .runtime import background, repro
 from .runtime import engine_state as _engine_state
 from .runtime.cache import Cache
 from .runtime.run import FallbackToEager, compiled_call
+from .runtime.verify import runs_from as verify_runs
 from .torchapi import autograd as torch_autograd
 from .torchapi import dynamo as torch_dynamo
 
@@ -61,6 +62,8 @@ class Stats:
     #                                         not opt in (Note [Guarded recomputation])
     recompute_guard_failures: int = 0       # steps where no such trace's guards held
     recompute_refused: int = 0              # regions Dynamo refused (side effect, graph break)
+    verified_runs: int = 0                  # runs checked against eager (enable(verify=...))
+    verify_mismatches: int = 0              # of those, graphs dropped for a difference
 
 
 class _Global:
@@ -88,6 +91,7 @@ class Settings(NamedTuple):
     background_compile: bool
     cudagraphs: bool
     dynamic: bool | None = None  # sizes symbolic: None after a size change, True always, False never
+    verify: int = 0              # runs verified per graph and callable (runtime/verify.py)
 
 
 def _in_background(backend, background_compile: bool) -> bool:
@@ -104,6 +108,7 @@ class _State:
         self.strict, self.cache_size_limit, self.cudagraphs = \
             cfg.strict, cfg.cache_size_limit, cfg.cudagraphs
         self.dynamic = cfg.dynamic
+        self.verify = cfg.verify
         self.backend_key = backend if isinstance(backend, str) else id(backend)
         self.background = _in_background(backend, cfg.background_compile)
         self.cache = _G.caches.setdefault(self.backend_key, Cache())
@@ -145,7 +150,8 @@ class _State:
         def done(seconds: float, error: str | None, fn) -> None:
             if error is not None:
                 self.compile_failed(f"{'background ' if background else ''}compile failed, "
-                                    f"this graph stays on the eager backend: {error}")
+                                    f"this graph stays on the eager backend: {error}"
+                                    + repro.after_compile_failure(entry.gm, self.backend, error))
                 return
             if background:
                 stats.background_compile_seconds += seconds
@@ -323,20 +329,26 @@ class enable(contextlib.ContextDecorator):
     sizes symbolic, reused for every later size its shape guards accept
     (capture/dynamic.py Note [Dynamic shapes]); True makes sizes symbolic from the first
     capture; False captures once per set of sizes.
+    verify: check each graph's first runs against eager autograd (True: 2 runs per graph and
+    compiled callable, an int: that many; default: COMPILED_BW_VERIFY, off when unset).  A
+    verified run costs eager's backward on top of the compiled one; a difference drops the
+    graph (its backwards run eager autograd), warns, writes a repro script and gives eager's
+    grads (runtime/verify.py Note [Verify]; stats().verified_runs / verify_mismatches).
     A class, not a generator: entering and leaving it is on every step's path (~1 µs).
     """
     __slots__ = ("_cfg",)
 
     def __init__(self, backend: str | Callable = "eager", *, strict: bool = False,
                  cache_size_limit: int = 8, background_compile: bool | None = None,
-                 cudagraphs: bool = False, dynamic: bool | None = None) -> None:
+                 cudagraphs: bool = False, dynamic: bool | None = None,
+                 verify: bool | int | None = None) -> None:
         if background_compile is None:
             background_compile = os.environ.get("COMPILED_BW_BACKGROUND_COMPILE", "1") not in (
                 "", "0")
         if dynamic not in (None, True, False):
             raise ValueError(f"enable(dynamic=...) takes None, True or False, not {dynamic!r}")
         cfg = Settings(backend, strict, cache_size_limit, bool(background_compile),
-                       bool(cudagraphs), dynamic)
+                       bool(cudagraphs), dynamic, verify_runs(verify))
         if not (isinstance(backend, str) and cfg in _G.states):
             lookup_backend(backend, load=not _in_background(backend, background_compile))
             _install()

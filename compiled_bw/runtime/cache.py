@@ -78,6 +78,11 @@ class Compiled:
     # while `watch_strides` (the run before its background compile starts)
     watch_strides: bool = False
     out_strides: list | None = None
+    # runtime/verify.py Note [Verify]: the callable whose runs are being verified, how many
+    # are left, and why this graph is not verified ("" : it is; None: not asked yet)
+    verify_fn: Callable | None = None
+    verify_left: int = 0
+    verify_skip: str | None = None
 
 
 @dataclasses.dataclass

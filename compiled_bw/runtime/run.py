@@ -98,7 +98,7 @@ from ..core import dispatch_tls
 from ..core.thread import THREAD, current_step
 from ..passes import run_passes
 from ..torchapi import autograd as torch_autograd
-from . import background, cudagraphs, dynamic, engine_state, real_strides, streams
+from . import background, cudagraphs, dynamic, engine_state, real_strides, repro, streams, verify
 from .cache import CacheKey, Compiled, Fallback, OptionsKey, RootKey
 
 _ENGINE = torch_autograd.ENGINE
@@ -300,7 +300,13 @@ def _call(state, t_outputs, grad_tensors, inputs, keep_graph: bool, allow_unused
     if slots is None and not opts.retain_graph and not w.frees_saved_itself:
         slots = _install(w)     # Python walk: Slots free the saved tensors after the run
     try:
-        result = _run_first_or_hit(state, entry, w, opts, list(grad_tensors), slots)
+        if state.verify and verify.due(state, entry, w, opts):      # Note [Verify]
+            result = verify.checked(
+                state, entry, w, opts, t_outputs, grad_tensors,
+                inputs if order is None else tuple(inputs[k] for k in order), key, root_key,
+                lambda: _run_first_or_hit(state, entry, w, opts, list(grad_tensors), slots))
+        else:
+            result = _run_first_or_hit(state, entry, w, opts, list(grad_tensors), slots)
     except NotDense as e:   # no leaf was touched; this graph runs eagerly from now on
         state.cache.put(root_key, key, Fallback(f"an opaque call returned a sparse grad: "
                                                 f"{str(e).split(' where ')[0]}"))
@@ -642,8 +648,10 @@ def _capture(state, w, opts, grad_tensors, slots, observed=False):
         except Exception as e:      # as a failed background compile: the eager backend
             if state.backend != "inductor":
                 raise
+            error = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
             state.compile_failed(f"Inductor failed to compile this graph, it runs on the eager "
-                                 f"backend: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
+                                 f"backend: {error}"
+                                 + repro.after_compile_failure(gm, state.backend, error))
             fn = compile_eager(gm, example)
     native = None
     if state.backend == "inductor":     # (Inductor is imported: it just compiled)

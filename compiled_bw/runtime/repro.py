@@ -1,0 +1,175 @@
+"""Repro scripts: one captured graph, written so that a fresh process can show what went wrong.
+
+Consumes a captured GraphModule (Compiled.gm), the backend it was compiled with and why it is
+written (a verify mismatch: runtime/verify.py; a failed backend compile: api.py); produces a
+standalone Python script in COMPILED_BW_REPRO_DIR (default <tmp>/compiled_bw_repros) and returns
+its path.  `check` is what the script calls.
+
+Note [Repro scripts]
+The script holds the graph's code (GraphModule.print_readable: aten ops, the formulas of the
+autograd nodes it was traced from), the metadata (shape, strides, dtype, device) of each input,
+and the backend by name (a registered one) or by the file and name of the function the user
+passed.  `python repro_N.py` makes random inputs of that metadata (a fixed seed; integer inputs
+zero, bool inputs False: indices and masks stay in range), runs the graph's code as it is -- the
+reference: the nodes' formulas, op by op -- and compiles it with the backend and runs that, then
+compares each output as verify does (runtime/verify.py TOL) and exits 1 naming the first
+difference, 2 if the backend's compile raises, 0 if both agree.  Not written: graphs holding
+calls back into user code (compiled_bw::opaque / deliver: they need the live autograd graph) or
+constants (get_attr), and graphs with symbolic sizes; write() then returns None and says why in
+the log.  Random inputs show a wrong kernel; a difference that needs the step's real values
+does not reproduce.
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import sys
+import tempfile
+
+import torch
+
+from .. import config
+
+_COUNTER = itertools.count()
+
+
+def repro_dir() -> str:
+    return os.environ.get("COMPILED_BW_REPRO_DIR") or os.path.join(tempfile.gettempdir(),
+                                                                    "compiled_bw_repros")
+
+
+def _why_not(gm) -> str | None:
+    for n in gm.graph.nodes:
+        if n.op == "get_attr":
+            return "it holds constants (get_attr)"
+        if n.op == "call_function" and getattr(n.target, "namespace", "") == "compiled_bw" and \
+                n.target._name.split("::")[-1].split(".")[0] not in ("exact_strides",):
+            return f"it calls back into the autograd graph ({n.target})"
+    return None
+
+
+def _specs(gm) -> list | None:
+    specs = []
+    for n in gm.graph.find_nodes(op="placeholder"):
+        v = n.meta.get("val")
+        if not isinstance(v, torch.Tensor):
+            return None
+        if any(not isinstance(s, int) for s in (*v.shape, *v.stride())):
+            return None
+        specs.append((tuple(v.shape), tuple(v.stride()), str(v.dtype).split(".")[-1],
+                      str(v.device)))
+    return specs
+
+
+def _backend_ref(backend) -> tuple:
+    """(name, file, qualname): a registered backend by name, else the user's function by file."""
+    if isinstance(backend, str):
+        return backend, None, None
+    mod = sys.modules.get(getattr(backend, "__module__", ""), None)
+    path = getattr(mod, "__file__", None)
+    return None, path, getattr(backend, "__qualname__", None)
+
+
+def write(gm, backend, why: str) -> str | None:
+    """The path of the script written for `gm` (Note [Repro scripts]); None when it cannot be."""
+    why_not = _why_not(gm)
+    specs = _specs(gm) if why_not is None else None
+    if why_not is None and specs is None:
+        why_not = "its inputs have symbolic sizes"
+    name, path, qualname = _backend_ref(backend)
+    if why_not is None and name is None and (path is None or qualname is None
+                                             or "<" in qualname):
+        why_not = "its backend is a function defined where a script cannot import it"
+    if why_not is not None:
+        config.emit("fallbacks", "no repro written for a graph: %s", why_not)
+        return None
+    code = gm.print_readable(False)
+    code = re.sub(r"^class [^(]*\(", "class Repro(", code, count=1)
+    d = repro_dir()
+    os.makedirs(d, exist_ok=True)
+    out = os.path.join(d, f"repro_{os.getpid()}_{next(_COUNTER)}.py")
+    text = f'''"""compiled_bw repro ({torch.__version__}): {why.replace('"""', "'")}
+
+Run: python {os.path.basename(out)}   (exit 1: the backend's outputs differ from the graph's
+own ops; 2: the backend's compile raised; 0: they agree)."""
+import torch
+import compiled_bw  # noqa: F401  (its ops)
+from compiled_bw.runtime.repro import check
+from torch import device, inf, nan  # noqa: F401  (names the graph's code may use)
+
+
+{code}
+
+SPECS = {specs!r}  # per input: shape, strides, dtype, device
+BACKEND = {name!r}  # a registered backend, or the function below
+BACKEND_FILE, BACKEND_NAME = {path!r}, {qualname!r}
+
+if __name__ == "__main__":
+    raise SystemExit(check(Repro, SPECS, BACKEND, BACKEND_FILE, BACKEND_NAME))
+'''
+    with open(out + ".tmp", "w") as f:
+        f.write(text)
+    os.replace(out + ".tmp", out)
+    return out
+
+
+def after_compile_failure(gm, backend, error: str) -> str:
+    """" (repro: PATH)" for a failed backend compile when COMPILED_BW_REPRO_DIR is set, else ""."""
+    if not os.environ.get("COMPILED_BW_REPRO_DIR"):
+        return ""
+    path = write(gm, backend, f"the backend's compile failed: {error}")
+    return f" (repro: {path})" if path else ""
+
+
+def _inputs(specs: list) -> list:
+    g = torch.Generator().manual_seed(0)
+    out = []
+    for shape, stride, dtype, dev in specs:
+        dt = getattr(torch, dtype)
+        t = torch.empty_strided(shape, stride, dtype=dt, device=dev)
+        if dt.is_floating_point or dt.is_complex:
+            n = t.untyped_storage().nbytes() // t.element_size()
+            base = torch.randn(n, generator=g, dtype=torch.float64).to(dt)
+            t = base.to(dev).as_strided(shape, stride)
+        else:
+            t.zero_()
+        out.append(t)
+    return out
+
+
+def _load_backend(name, path, qualname):
+    if name is not None:
+        from ..backends import lookup_backend
+        return lookup_backend(name)
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("_compiled_bw_repro_backend", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    fn = mod
+    for part in qualname.split("."):
+        fn = getattr(fn, part)
+    from ..backends import lookup_backend
+    return lookup_backend(fn)
+
+
+def check(module_cls, specs, name, path=None, qualname=None) -> int:
+    """What a repro script runs (Note [Repro scripts]): 0 same, 1 different, 2 compile raised."""
+    from .verify import _differs
+    mod = module_cls()
+    ref = list(mod(*_inputs(specs)))
+    gm = torch.fx.symbolic_trace(mod)
+    example = _inputs(specs)
+    try:
+        fn = _load_backend(name, path, qualname)(gm, example)
+    except Exception as e:  # noqa: BLE001 -- the failure is what the repro shows
+        print(f"the backend's compile raised {type(e).__name__}: {e}")
+        return 2
+    ours = list(fn(_inputs(specs)))
+    for i, (r, o) in enumerate(zip(ref, ours, strict=True)):
+        diff = _differs(r, o, f"output {i}", "the graph's own ops")
+        if diff is not None:
+            print(f"compiled by the backend, {diff}")
+            return 1
+    print(f"the backend's {len(ours)} outputs agree with the graph's own ops")
+    return 0

@@ -1,0 +1,191 @@
+"""enable(verify=...): a graph's first runs checked against eager autograd.
+
+Consumes one backward()/grad() call that runtime/run.py is about to run on a Compiled entry
+(the engine's arguments, the walk, the entry, a thunk that runs it); produces that call's
+result -- eager's whenever the two differ -- and, on a difference, drops the graph (its key
+becomes a Fallback naming the first differing grad) and writes a repro (runtime/repro.py).
+
+Note [Verify]
+With enable(verify=True) (or COMPILED_BW_VERIFY=1; an int N, or COMPILED_BW_VERIFY=N, sets the
+count), each graph's first N runs (default 2) with each callable it is run with -- the eager
+backend's while Inductor compiles in the background, then Inductor's -- are checked:
+1. The same backward first runs through eager autograd's engine, on the same autograd graph
+   (retain_graph=True, so the saved tensors stay for the compiled run).  backward(): the
+   `.grad` of every leaf the walk reached is copied before and restored after (eager may have
+   stolen a grad or accumulated into the old `.grad` in place), and what eager left there is
+   kept as the reference.  grad(): the returned grads are.  The RNG state (CPU, and CUDA once
+   initialised) is put back, so the compiled run draws what eager drew.
+2. The compiled graph runs as usual, and every reference grad is compared with ours: `None`-
+   ness, dtype, shape, strides and values within TOL of its dtype.
+3. Equal: the call's result is the compiled run's.  Different: the key is stored as a Fallback
+   ("verify: <the first difference> ...") so every later call of that graph runs eager
+   autograd, a repro script is written (COMPILED_BW_REPRO_DIR, default <tmp>/compiled_bw_repros),
+   a warning names both, and the user gets eager's grads (backward(): each leaf's `.grad` is
+   set to eager's values; a tensor of its own, where eager may have kept the old `.grad`
+   object).  stats(): verified_runs, verify_mismatches.
+Eager's run raising: that is eager's behaviour, so its error propagates and the compiled run is
+skipped (the autograd graph then stays alive, as retain_graph=True keeps it).
+Only graphs that run no user code are verified: no opaque call (hook, custom Function,
+untraceable node), no delivery point, no hook anywhere, no mutated input, no tensor subclass, not create_graph,
+no backward of a torch.compile'd forward (AOTAutograd's, with donated buffers, refuses to run
+twice); eager's run of anything else would run user code twice (a post-accumulate-grad optimizer
+step, a counter in a hook).  A custom Function traced into the graph is verified: its backward
+runs once, in eager's run (the graph holds its aten ops, not its Python).  A skipped graph gets a note once.  A checkpointed region that is traced
+is verified: eager's run recomputes its forward once more (a side effect in that forward, such
+as a BatchNorm's running statistics in a checkpointed region, happens twice).
+Cost of a verified run: eager's backward + the compiled one + the copies (the benchmark models:
+see RESULTS.md); nothing once a graph's N runs are done.
+"""
+from __future__ import annotations
+
+import os
+import warnings
+
+import torch
+
+from ..capture.nodes import AOT
+from ..torchapi import autograd as torch_autograd
+from . import repro
+from .cache import Fallback
+
+DEFAULT_RUNS = 2
+# values within rtol/atol of eager's, per dtype (other dtypes: equal)
+TOL = {torch.float64: (1e-7, 1e-7), torch.float32: (1e-4, 1e-5),
+       torch.bfloat16: (1.6e-2, 1e-2), torch.float16: (1e-3, 1e-3),
+       torch.complex64: (1e-4, 1e-5), torch.complex128: (1e-7, 1e-7)}
+
+
+def runs_from(verify) -> int:
+    """enable(verify=...) as a run count: None reads COMPILED_BW_VERIFY (unset/0: off; 1 or
+    true: DEFAULT_RUNS; N > 1: N), True is DEFAULT_RUNS, False 0, an int itself."""
+    if verify is None:
+        env = os.environ.get("COMPILED_BW_VERIFY", "").strip().lower()
+        if env in ("", "0", "false", "no", "off"):
+            return 0
+        if env in ("1", "true", "yes", "on"):
+            return DEFAULT_RUNS
+        try:
+            return max(0, int(env))
+        except ValueError:
+            raise ValueError(f"COMPILED_BW_VERIFY={env!r}: use 0, 1 or a run count") from None
+    if verify is True:
+        return DEFAULT_RUNS
+    if verify is False:
+        return 0
+    if isinstance(verify, int) and verify >= 0:
+        return verify
+    raise ValueError(f"enable(verify=...) takes True, False or a run count, not {verify!r}")
+
+
+def unverifiable(entry, w, opts) -> str | None:
+    """Why eager's reference run of this graph would run user code twice (Note [Verify]);
+    None: it would not."""
+    plan = entry.plan
+    if opts.create_graph:
+        return "a create_graph=True backward"
+    if plan.opaque_sites:
+        return f"user code runs inside ({', '.join(plan.opaque_names) or 'opaque calls'})"
+    if plan.delivers or w.hooks:
+        return "hooks observe it"
+    if plan.mutated_inputs:
+        return "it mutates an input"
+    if plan.in_layouts is not None or plan.out_layouts is not None:
+        return "tensor subclasses among its inputs or outputs"
+    if any(w.kinds[i].how == AOT for i in plan.executed):
+        # AOTAutograd's backward with donated buffers raises under retain_graph=True
+        return "it splices torch.compile'd backwards, which run only once"
+    return None
+
+
+def due(state, entry, w, opts) -> bool:
+    """Whether this run of `entry` is verified (counts per callable: Note [Verify])."""
+    if entry.verify_fn is not entry.fn:
+        entry.verify_fn, entry.verify_left = entry.fn, state.verify
+        if entry.verify_skip is None:
+            entry.verify_skip = unverifiable(entry, w, opts) or ""
+            if entry.verify_skip:
+                state.note(f"verify: a graph is not verified: {entry.verify_skip}")
+    return entry.verify_left > 0 and not entry.verify_skip
+
+
+def checked(state, entry, w, opts, t_outputs, grad_tensors, inputs, key, root_key, run):
+    """Run the call with eager's reference first and compare (Note [Verify])."""
+    entry.verify_left -= 1
+    leaves = list(w.leaves.values()) if opts.accumulate else []
+    before = [(v, v.grad, None if v.grad is None else (v.grad._version, _copy(v.grad)))
+              for v in leaves]
+    rng = _rng_state()
+    ref = torch_autograd.ENGINE.run_backward(
+        tuple(t_outputs), tuple(grad_tensors), True, False, tuple(inputs), opts.allow_unused,
+        opts.accumulate)
+    if opts.accumulate:
+        ref = [None if v.grad is None else _copy(v.grad) for v in leaves]
+        for v, g, old in before:
+            if g is not None and g._version != old[0]:
+                with torch.no_grad():
+                    g.copy_(old[1])
+            v.grad = g
+    _set_rng_state(rng)
+    result = run()
+    ours = [v.grad for v in leaves] if opts.accumulate else list(result)
+    what = "the .grad of leaf" if opts.accumulate else "grad() result"
+    diff = next(filter(None, (_differs(r, o, f"{what} {i}") for i, (r, o) in
+                              enumerate(zip(ref, ours, strict=True)))), None)
+    state.stats.verified_runs += 1
+    if diff is None:
+        return result
+    state.stats.verify_mismatches += 1
+    path = repro.write(entry.gm, state.backend, f"verify: {diff}")
+    reason = (f"verify: compiled, {diff}; this graph runs eager autograd from now on "
+              f"(repro: {path or 'not written, see the log'})")
+    state.cache.put(root_key, key, Fallback(reason))
+    state.note(reason)
+    warnings.warn(f"compiled_bw {reason}", stacklevel=6)
+    if not opts.accumulate:
+        return tuple(ref)
+    for v, r in zip(leaves, ref, strict=True):
+        v.grad = r
+    return result
+
+
+def _copy(t: torch.Tensor) -> torch.Tensor:
+    """A copy with t's strides (clone keeps them only for dense tensors)."""
+    if t.layout != torch.strided or type(t) is not torch.Tensor:
+        return t.clone()
+    out = torch.empty_strided(t.size(), t.stride(), dtype=t.dtype, device=t.device)
+    with torch.no_grad():
+        return out.copy_(t)
+
+
+def _differs(ref, ours, where: str, them: str = "eager autograd's") -> str | None:
+    """The first way `ours` differs from `ref` (a reference grad), in words; None: equal."""
+    if (ref is None) != (ours is None):
+        return (f"{where} is {'None' if ours is None else 'a tensor'}; {them} is "
+                f"{'None' if ref is None else 'a tensor'}")
+    if ref is None:
+        return None
+    where = f"{where} ({ref.dtype} {list(ref.shape)})"
+    for name in ("dtype", "shape", "layout"):
+        if getattr(ref, name) != getattr(ours, name):
+            return f"{where} has {name} {getattr(ours, name)}; {them} has {getattr(ref, name)}"
+    if ref.layout == torch.strided and ref.stride() != ours.stride():
+        return f"{where} has strides {ours.stride()}; {them} has {ref.stride()}"
+    a, b = (ref.to_dense(), ours.to_dense()) if ref.layout != torch.strided else (ref, ours)
+    rtol, atol = TOL.get(ref.dtype, (0.0, 0.0))
+    try:
+        torch.testing.assert_close(b, a, rtol=rtol, atol=atol, equal_nan=True)
+    except AssertionError as e:
+        lines = [ln.strip() for ln in str(e).splitlines() if "difference" in ln.lower()]
+        return f"{where} differs from {them} ({'; '.join(lines[:2]) or 'values'})"
+    return None
+
+
+def _rng_state() -> tuple:
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
+    return torch.get_rng_state(), cuda
+
+
+def _set_rng_state(state: tuple) -> None:
+    torch.set_rng_state(state[0])
+    if state[1] is not None:
+        torch.cuda.set_rng_state_all(state[1])

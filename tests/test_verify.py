@@ -1,0 +1,147 @@
+"""enable(verify=...) and repro scripts (runtime/verify.py Note [Verify], runtime/repro.py
+Note [Repro scripts]).  The user-visible contract: under verify, every backward gives eager's
+grads -- also when the compiled graph is wrong, which then is dropped with a warning and a repro
+script that shows the difference in a fresh process -- and hooks run once per backward."""
+import os
+import re
+import subprocess
+import sys
+import warnings
+
+import pytest
+import torch
+from differential import differential, grads
+from faulty_backend import off_by_a_bit, raises
+
+import compiled_bw
+
+
+def _python(*args, env=None) -> subprocess.CompletedProcess:
+    """A fresh process, with this one's import path (tests/ for faulty_backend)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), **(env or {})}
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env,
+                          timeout=600, check=False)
+
+
+def _mlp_build():
+    return torch.nn.Sequential(torch.nn.Linear(5, 7), torch.nn.Tanh(), torch.nn.Linear(7, 3))
+
+
+def _mlp_step(m):
+    m.zero_grad(set_to_none=False)      # eager accumulates into the existing .grad in place
+    x = torch.randn(4, 5)
+    m(x).square().sum().backward()
+    return grads(m)
+
+
+def test_verify_is_off_by_default(monkeypatch):
+    monkeypatch.delenv("COMPILED_BW_VERIFY", raising=False)
+    st = differential(_mlp_build, _mlp_step, steps=3)
+    assert st.verified_runs == 0
+
+
+@pytest.mark.both_backends
+def test_verified_runs_match_eager_and_stop_after_the_count():
+    """Each callable's first 2 runs are verified (Inductor: the eager backend's first run while
+    it compiles, then Inductor's); then none."""
+    st = differential(_mlp_build, _mlp_step, steps=6, options={"verify": True})
+    assert st.verify_mismatches == 0, st.notes
+    expected = 3 if os.environ.get("COMPILED_BW_TEST_BACKEND") == "inductor" \
+        and os.environ.get("COMPILED_BW_BACKGROUND_COMPILE", "1") != "0" else 2
+    assert st.verified_runs == expected
+
+
+def test_a_wrong_kernel_is_caught_dropped_and_eagers_grads_given(tmp_path, monkeypatch):
+    monkeypatch.setenv("COMPILED_BW_REPRO_DIR", str(tmp_path))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        st = differential(_mlp_build, _mlp_step, steps=3, backend=off_by_a_bit, fallbacks=2,
+                          options={"verify": True})
+    assert st.verify_mismatches == 1 and st.verified_runs == 1
+    said = [str(w.message) for w in caught if "verify" in str(w.message)]
+    assert len(said) == 1 and "differs from eager autograd's" in said[0], said
+    assert st.fallback_reasons[0].startswith("verify: compiled, the .grad of leaf")
+    path = re.search(r"repro: (\S+\.py)", said[0]).group(1)
+    assert os.path.dirname(path) == str(tmp_path)
+    # the repro shows the difference in a fresh process, without the test's state
+    r = _python(path)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "output 0" in r.stdout and "differs from the graph's own ops" in r.stdout, r.stdout
+
+
+def test_grad_api_gets_eagers_grads_from_a_wrong_kernel(tmp_path, monkeypatch):
+    monkeypatch.setenv("COMPILED_BW_REPRO_DIR", str(tmp_path))
+
+    def build():
+        return torch.randn(3, 4, requires_grad=True), torch.randn(4, 2, requires_grad=True)
+
+    def step(s):
+        a, b = s
+        return torch.autograd.grad((a @ b).sin().sum(), (b, a))
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        st = differential(build, step, steps=2, backend=off_by_a_bit, fallbacks=1,
+                          options={"verify": True})
+    assert st.verify_mismatches == 1
+    assert "grad() result" in st.fallback_reasons[0]
+
+
+def test_hooked_graph_is_not_verified_and_its_hooks_run_once():
+    log = []
+
+    def build():
+        m = _mlp_build()
+        m[0].weight.register_hook(lambda g: log.append(("w0", g.sum().item())))
+        m[2].register_full_backward_hook(lambda mod, gi, go: log.append(("m2", go[0].shape)))
+        return m
+
+    def step(m):
+        log.clear()
+        _mlp_step(m)
+        return grads(m), list(log)
+
+    st = differential(build, step, steps=3, options={"verify": True})
+    assert st.verified_runs == 0
+    assert any(n.startswith("verify: a graph is not verified") for n in st.notes), st.notes
+
+
+def test_verify_from_the_environment(tmp_path):
+    code = ("import torch, compiled_bw\n"
+            "w = torch.randn(3, 3, requires_grad=True)\n"
+            "with compiled_bw.enable(backend='eager'):\n"
+            "    for _ in range(4):\n"
+            "        (w.tanh() @ w).sum().backward()\n"
+            "print(compiled_bw.stats().verified_runs)\n")
+    r = _python("-c", code, env={"COMPILED_BW_VERIFY": "3"})
+    assert r.returncode == 0 and r.stdout.split()[-1] == "3", r.stdout + r.stderr
+
+
+def test_bad_verify_values_are_refused():
+    with pytest.raises(ValueError, match="verify"):
+        compiled_bw.enable(verify=-1)
+
+
+@pytest.mark.slow
+def test_repro_of_an_inductor_graph_runs_clean(tmp_path, monkeypatch):
+    """A repro script of a correct graph exits 0 with Inductor as its backend."""
+    from compiled_bw.runtime import repro
+    monkeypatch.setenv("COMPILED_BW_REPRO_DIR", str(tmp_path))
+    m = _mlp_build()
+    with compiled_bw.enable(backend="eager"):
+        _mlp_step(m)
+    path = repro.write(compiled_bw.last_graph(), "inductor", "a test")
+    r = _python(path)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_failed_compile_writes_a_repro_that_shows_it(tmp_path, monkeypatch):
+    from compiled_bw.runtime import repro
+    monkeypatch.setenv("COMPILED_BW_REPRO_DIR", str(tmp_path))
+    m = _mlp_build()
+    with compiled_bw.enable(backend="eager"):
+        _mlp_step(m)
+    note = repro.after_compile_failure(compiled_bw.last_graph(), raises, "RuntimeError: no")
+    path = re.search(r"repro: (\S+\.py)", note).group(1)
+    r = _python(path)
+    assert r.returncode == 2 and "cannot compile anything" in r.stdout, r.stdout + r.stderr
