@@ -64,6 +64,8 @@ class Stats:
     recompute_refused: int = 0              # regions Dynamo refused (side effect, graph break)
     verified_runs: int = 0                  # runs checked against eager (enable(verify=...))
     verify_mismatches: int = 0              # of those, graphs dropped for a difference
+    warm_loads: int = 0                     # graphs loaded from COMPILED_BW_CACHE_DIR, not
+    #                                         captured (runtime/warm.py Note [Warm start])
 
 
 class _Global:
@@ -170,7 +172,8 @@ class _State:
         _G.last_graph = entry.gm
         _G.last_plan = entry.plan
         _G.last_fn = entry.fn
-        config.emit("graph", "captured backward graph:\n%s", entry.gm.print_readable(False))
+        if config.wants("graph"):   # (print_readable imports torch.distributed.tensor: ~0.3 s)
+            config.emit("graph", "captured backward graph:\n%s", entry.gm.print_readable(False))
 
 
 _original_engine_run_backward = None
@@ -417,6 +420,8 @@ def explain() -> str:
             f"compile_seconds={s.compile_seconds:.2f}")
     if s.inductor_compiles:
         head += f" inductor_compiles={s.inductor_compiles}"
+    if s.warm_loads:
+        head += f" warm_loads={s.warm_loads}"
     if s.dynamic_captures:
         head += f" dynamic_captures={s.dynamic_captures} dynamic_hits={s.dynamic_hits}"
     if s.recompute_captures or s.recompute_refused:

@@ -28,6 +28,11 @@ def set_topics(spec: str) -> None:
         log.setLevel(logging.INFO)
 
 
+def wants(topic: str) -> bool:
+    """Whether emit(topic, ...) logs anything: build a costly message only then."""
+    return topic in enabled or log.isEnabledFor(logging.DEBUG)
+
+
 def emit(topic: str, msg: str, *args) -> None:
     if topic in enabled:
         log.info(msg, *args)

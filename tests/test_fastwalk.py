@@ -462,6 +462,7 @@ def test_unbuildable_extension_falls_back_with_a_log_message(monkeypatch, caplog
     def broken(*a, **k):
         raise RuntimeError("Error building extension 'compiled_bw_fastwalk'\nx.cpp:1: error: boom")
     monkeypatch.setattr(cpp, "load", broken)
+    monkeypatch.setattr(fastwalk, "_built", lambda d: None)    # not built yet: torch builds it
     monkeypatch.setattr(fastwalk, "_S", fastwalk._State())
     fastwalk._S.enabled = True
     with caplog.at_level(logging.WARNING, logger="compiled_bw"):
@@ -473,6 +474,17 @@ def test_unbuildable_extension_falls_back_with_a_log_message(monkeypatch, caplog
         (w.exp() * 2).sum().backward()
     assert compiled_bw.stats().captures == 1 and fastwalk._S.py_walks == 0
     assert isinstance(fastwalk.walk([gradient_edge(w.exp().sum())]).signature, tuple)
+
+
+def test_a_built_walk_loads_without_torchs_loader(monkeypatch):
+    """Note [Loading a built walk]: with the build's source stamp matching, the .so is imported
+    directly; a stamp of other sources sends it to torch's loader (which rebuilds)."""
+    if fastwalk.load() is None:
+        pytest.skip("the C++ walk is unavailable here")
+    d = fastwalk.build_dir()
+    assert fastwalk._built(d) is not None
+    monkeypatch.setattr(fastwalk, "source_hash", lambda: "other sources")
+    assert fastwalk._built(d) is None
 
 
 def test_suites_pass_with_python_walk():

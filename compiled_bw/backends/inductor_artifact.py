@@ -34,7 +34,7 @@ from ..torchapi.inductor import config as inductor_config
 _OPTIONS = Options(ops_filter=None)
 
 
-def _fake_mode() -> FakeTensorMode:
+def fake_mode() -> FakeTensorMode:
     return FakeTensorMode(allow_fallback_kernels=True, shape_env=ShapeEnv(), static_shapes=True)
 
 
@@ -46,7 +46,7 @@ def dump_graph(gm: torch.fx.GraphModule, sites: list) -> bytes:
 def load_graph(data: bytes) -> tuple:
     """-> (gm, fake example inputs, sites).  The inputs are the placeholders' fake vals: the
     capture traced them from the Box, so they carry its shapes, strides and dtypes."""
-    gm, sites = GraphPickler.loads(data, _fake_mode())
+    gm, sites = GraphPickler.loads(data, fake_mode())
     gm = torch.fx.GraphModule(gm, gm.graph)     # GraphPickler's module has no forward yet
     fakes = [n.meta["val"] for n in gm.graph.find_nodes(op="placeholder")]
     return gm, fakes, sites
@@ -64,7 +64,7 @@ def dump_compiled(fn: CompiledFxGraph) -> bytes:
 
 def load_compiled(data: bytes, example_inputs: list) -> CompiledFxGraph:
     """What an FX-graph-cache hit does: load the generated module, then post_compile."""
-    fn = GraphPickler.loads(data, _fake_mode())
+    fn = GraphPickler.loads(data, fake_mode())
     assert isinstance(fn, CompiledFxGraph), type(fn)
     constants = CompiledFxGraphConstants()
     fn.after_deserialization(constants)

@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib.util
 import itertools
 import logging
 import os
@@ -213,15 +214,45 @@ def _build_lock(d: str):
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
+_STAMP = "compiled_bw_source.txt"
+
+
+def _built(d: str):
+    """Note [Loading a built walk]: the extension built from these sources, imported directly,
+    or None (not built, or built from other sources: torch's loader builds it)."""
+    so = os.path.join(d, "compiled_bw_fastwalk.so")     # (torch's loader's name for it)
+    try:
+        with open(os.path.join(d, _STAMP)) as f:
+            if f.read() != source_hash() or not os.path.exists(so):
+                return None
+    except OSError:
+        return None
+    spec = importlib.util.spec_from_file_location("compiled_bw_fastwalk", so)
+    ext = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ext)
+    return ext
+
+
+# Note [Loading a built walk]
+# torch.utils.cpp_extension.load checks a build with ninja and imports setuptools on the way:
+# ~0.1 s of every process's first backward, also when nothing is to be built.  After a build
+# (same folder: build_key) the source hash it was built from is written beside it; a process
+# whose sources hash the same imports the .so directly.
+
+
 def _load_once(verbose: bool):
     t0 = time.perf_counter()
     try:
-        from torch.utils.cpp_extension import load as _load
         d = build_dir()
-        with _build_lock(d):
-            ext = _load("compiled_bw_fastwalk", _SRC, build_directory=d,
-                        extra_cflags=["-O2", f"-DCOMPILED_BW_FASTWALK_SOURCE={source_hash()}"],
-                        verbose=verbose)
+        ext = _built(d)
+        if ext is None:
+            from torch.utils.cpp_extension import load as _load
+            with _build_lock(d):
+                ext = _load("compiled_bw_fastwalk", _SRC, build_directory=d,
+                            extra_cflags=["-O2", f"-DCOMPILED_BW_FASTWALK_SOURCE={source_hash()}"],
+                            verbose=verbose)
+                with open(os.path.join(d, _STAMP), "w") as f:
+                    f.write(source_hash())
         ext.init(WalkUnsupported, GiveUp, _classify, _list_svs, _py_node)
         ext.set_strip_backward(torch_autograd.unpack_error_strips_backward())
         ext.memo_init((FWD_KEY, MATERIALIZE_KEY, SLOTS_KEY, torch.Size, torch.dtype,

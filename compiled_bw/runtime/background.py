@@ -174,10 +174,38 @@ def _compile(entry, gm, sites: list, cache_dir: str | None, threads: int, done,
         return
     entry.native = inductor_artifact.native_entry(fn)
     entry.fn = fn
+    if entry.warm is not None and status == "ok":   # runtime/warm.py Note [Warm start]
+        from . import warm
+        warm.store(entry, body)
     if oblivious:
         done(time.perf_counter() - t0, None, fn, shape_env=env)
     else:
         done(time.perf_counter() - t0, None, fn)
+
+
+def load_stored(entry, body: bytes, specs: list, done, cache, key) -> None:
+    """runtime/warm.py Note [Warm start]: on the job thread, load the compiled graph a former
+    process stored (Inductor's generated module, from its cache dir) and switch entry.fn to
+    it; if that fails, the stored file is removed and `key` leaves `cache`, so the next step
+    captures it afresh (and compiles it here)."""
+    def job() -> None:
+        t0 = time.perf_counter()
+        try:
+            from ..backends import inductor_artifact
+            from . import warm
+            with trace_lock():
+                fn = inductor_artifact.load_compiled(body, warm.fakes(specs))
+        except Exception as e:  # noqa: BLE001 -- a stale entry: recaptured
+            warm.forget(entry)
+            cache.entries.pop(key, None)
+            done(time.perf_counter() - t0, "a stored compiled graph did not load ("
+                 + traceback.format_exception_only(type(e), e)[-1].strip()[:200]
+                 + "); it is captured again", None)
+            return
+        entry.native = inductor_artifact.native_entry(fn)
+        entry.fn = fn
+        done(time.perf_counter() - t0, None, fn)
+    _submit(job)
 
 
 def _submit(job) -> None:

@@ -83,6 +83,9 @@ class Compiled:
     verify_fn: Callable | None = None
     verify_left: int = 0
     verify_skip: str | None = None
+    # runtime/warm.py Note [Warm start]: (file name, pickled key, input metadata) when it is
+    # kept on disk
+    warm: tuple | None = None
 
 
 @dataclasses.dataclass

@@ -98,7 +98,7 @@ from ..core import dispatch_tls
 from ..core.thread import THREAD, current_step
 from ..passes import run_passes
 from ..torchapi import autograd as torch_autograd
-from . import background, cudagraphs, dynamic, engine_state, real_strides, repro, streams, verify
+from . import background, cudagraphs, dynamic, engine_state, real_strides, repro, streams, verify, warm
 from .cache import CacheKey, Compiled, Fallback, OptionsKey, RootKey
 
 _ENGINE = torch_autograd.ENGINE
@@ -424,6 +424,12 @@ def _miss(state, w, opts, grad_tensors, key: CacheKey, root_key: RootKey, slots=
     if slots is None:
         slots = _install(w)
     t0 = time.perf_counter()
+    loaded = _warm_load(state, w, opts, grad_tensors, key)     # no trace: no trace lock
+    if loaded is not None:          # runtime/warm.py Note [Warm start]
+        state.cache.put(root_key, key, loaded, state.cache_size_limit)
+        state.stats.warm_loads += 1
+        state.record_capture(loaded)
+        return loaded, slots
     with background.trace_lock():   # one tracer at a time (runtime/background.py)
         entry = state.cache.get(key)    # another thread may have captured it meanwhile
         if entry is None:
@@ -432,6 +438,8 @@ def _miss(state, w, opts, grad_tensors, key: CacheKey, root_key: RootKey, slots=
             if isinstance(entry, Compiled) and entry.start_compile is not None and \
                     state.cache.dynamic.get(root_key):
                 entry.compile_on_repeat = True      # Note [Compile on repeat]
+            if isinstance(entry, Compiled):
+                warm.prepare(state, entry, w, opts, key, _example(w, grad_tensors))
             state.cache.put(root_key, key, entry, state.cache_size_limit)
             state.stats.compile_seconds += time.perf_counter() - t0
             fresh = True
@@ -443,6 +451,34 @@ def _miss(state, w, opts, grad_tensors, key: CacheKey, root_key: RootKey, slots=
     if fresh and isinstance(entry, Compiled):
         _counted(state, entry)
     return entry, slots
+
+
+def _example(w, grad_tensors) -> list:
+    """The graph's inputs for this step: the defined root grads, then the saved tensors."""
+    return [g for g in grad_tensors if g is not None] + list(w.saved)
+
+
+def _warm_load(state, w, opts, grad_tensors, key: CacheKey) -> Compiled | None:
+    """runtime/warm.py Note [Warm start]: the graph stored under `key`, as a capture would
+    have made it (on the eager backend until Inductor's stored compile is loaded), or None."""
+    example = _example(w, grad_tensors)
+    data = warm.load(state, key, w, opts, example)
+    if data is None:
+        return None
+    gm, plan = data["graph"], data["plan"]
+    owned = _box_owned(w, plan)
+    entry = Compiled(compile_eager(gm, example), plan, gm, owned,
+                     tuple(sorted({w.saved_node[k][0] for k in owned})), n_inputs=len(example),
+                     devices=streams.device_types([*example, *w.leaves.values()]))
+    entry.warm = (data["name"], data["blob"], data["specs"])
+    if state.backend == "inductor":
+        if data["compiled"] is None:
+            return None
+        background.load_stored(entry, data["compiled"], data["specs"],
+                               state.compiled_in_background(entry), state.cache, key)
+    elif state.backend != "eager":
+        entry.fn = state.compile_fn(gm, example)
+    return entry
 
 
 def _counted(state, entry: Compiled) -> None:
@@ -614,7 +650,7 @@ def _capture(state, w, opts, grad_tensors, slots, observed=False):
             return Fallback(f"create_graph=True: {why}")
     gm = run_passes(gm, opts.create_graph)
     mark_stealing(gm, plan.opaque_sites)
-    example = [g for g in grad_tensors if g is not None] + list(w.saved)
+    example = _example(w, grad_tensors)
     if plan.in_layouts is not None:
         example = flatten(example)
     owned = _box_owned(w, plan)

@@ -1,0 +1,242 @@
+"""Warm start: captured graphs kept on disk, so a new process skips their capture and compile.
+
+Consumes a fresh capture (runtime/run.py: its CacheKey, the Compiled entry, the walk) and, for
+Inductor, the compiled graph's bytes from the background compile (runtime/background.py);
+produces one file per graph under COMPILED_BW_CACHE_DIR, and, on a later process's cache miss
+with the same key, a Compiled entry built from it (`load`) instead of a capture.
+
+Note [Warm start]
+On only when COMPILED_BW_CACHE_DIR is set (a folder; several processes and ranks may share
+it).  Entries live in <dir>/<release>/, <release> naming the torch version and a hash of
+compiled_bw's own source files, so another torch release or a changed compiled_bw never
+reads them, and `pip install -e .` of an unchanged package keeps them.  A file is named by a
+hash of the pickled CacheKey (the walk's signature: each node's compiled_args bytes, sizes,
+the options, the backend), the torch thread count (Inductor's CPU kernels are generated for
+it) and the backend's name, and holds that pickled key again (compared on load: a hash
+collision is a miss), the graph (its FX code, traced again on load), its Plan, each input's
+metadata and, for Inductor, the compiled graph's bytes.  Written to a temporary name and
+renamed: a reader sees a whole file or none.  The folder is kept under
+COMPILED_BW_CACHE_MB (default 1024): the least recently used files go first.
+Which graphs are stored: static graphs (no symbolic size) of named backends whose every node
+is a built-in traced node or a leaf -- no custom Function, hook, checkpointed region,
+saved-tensor hook, opaque call, delivery point, subclass, mutated input or create_graph.  Their
+keys hold no identity of a Python object, so a key read from disk means the same graph in any
+process.  Others are captured as before.
+Loading runs every check a hit makes (the walk, the key, each step's version checks and
+guards are those of the entry); the trace's own refusals that do not depend on the key (a
+leaf whose requires_grad changed) are repeated.  A file that does not load (corrupt, written
+by another release, an op no longer registered) is ignored with a note in stats().notes.
+An Inductor entry first runs on the eager backend while the job thread loads the compiled
+module from Inductor's cache dir (Note [Background compile]: no compile, ~2 s of Inductor's
+first-load costs); if that module is gone, the graph compiles in the background as usual.
+stats().warm_loads counts loaded graphs (they are not captures).
+`python -m compiled_bw.cache ls|size|clear` lists, sizes or empties the folder.
+The folder must be as trusted as the code: a stored graph is Python code and pickles, run on
+load (as Inductor's own cache dir is).
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import math
+import operator
+import os
+import pickle
+import tempfile
+
+import torch
+
+from ..capture.nodes import LEAF, TRACE
+
+FORMAT = 1
+
+
+def root() -> str | None:
+    """COMPILED_BW_CACHE_DIR, or None: warm start off."""
+    return os.environ.get("COMPILED_BW_CACHE_DIR") or None
+
+
+_RELEASE: list = []
+
+
+def release() -> str:
+    """The folder name of this torch release and compiled_bw source (Note [Warm start])."""
+    if not _RELEASE:
+        pkg = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        h = hashlib.sha256()
+        for d, dirs, files in sorted(os.walk(pkg)):
+            dirs.sort()
+            for f in sorted(files):
+                if f.endswith((".py", ".cpp", ".h")):
+                    h.update(os.path.relpath(os.path.join(d, f), pkg).encode())
+                    with open(os.path.join(d, f), "rb") as fh:
+                        h.update(fh.read())
+        _RELEASE.append(f"torch{torch.__version__}-{h.hexdigest()[:16]}-f{FORMAT}")
+    return _RELEASE[0]
+
+
+def folder() -> str:
+    return os.path.join(root(), release())
+
+
+def storable(state, entry, w, opts, key) -> bool:
+    """Note [Warm start]: which graphs are kept (C++ walk signatures only: the Python walk's
+    are not checked for process-free contents)."""
+    plan = entry.plan
+    return (isinstance(state.backend, str) and not isinstance(key.signature, tuple)
+            and not opts.create_graph and not plan.opaque_sites
+            and not plan.delivers and not plan.auto_traced and not plan.mutated_inputs
+            and plan.in_layouts is None and plan.out_layouts is None and not w.hooks
+            and all(w.kinds[i].how in (TRACE, LEAF) and not w.kinds[i].hooked
+                    for i in range(len(w.kinds)))
+            and not entry.native_tail)
+
+
+def _name(key, backend: str) -> tuple:
+    """(file name, pickled key) or (None, None) if the key does not pickle."""
+    try:
+        blob = pickle.dumps(key, protocol=4)
+    except Exception:  # noqa: BLE001 -- an unpicklable key: not stored
+        return None, None
+    h = hashlib.sha256(blob + f"|{backend}|{torch.get_num_threads()}".encode()).hexdigest()
+    return f"{h[:40]}.graph", blob
+
+
+def _specs(example: list) -> list:
+    return [(tuple(t.shape), tuple(t.stride()), t.dtype, t.device.type, t.device.index)
+            for t in example]
+
+
+def prepare(state, entry, w, opts, key, example: list) -> None:
+    """A fresh capture: if it is storable, remember where it goes (entry.warm) and, for a
+    backend compiled here, store it now; Inductor's background compile stores it when done."""
+    if root() is None or not storable(state, entry, w, opts, key):
+        return
+    name, blob = _name(key, state.backend)
+    if name is None:
+        return
+    entry.warm = (name, blob, _specs(example))
+    if not state.background:
+        store(entry, None)
+
+
+def store(entry, compiled: bytes | None) -> None:
+    """Write entry's file (Note [Warm start]); any failure leaves the folder as it was."""
+    name, blob, specs = entry.warm
+    d = folder()
+    try:
+        os.makedirs(d, exist_ok=True)
+        data = pickle.dumps({"format": FORMAT, "key": blob, "graph": entry.gm.code,
+                             "plan": entry.plan, "specs": specs, "compiled": compiled},
+                            protocol=4)
+        fd, tmp = tempfile.mkstemp(dir=d, suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, os.path.join(d, name))
+    except Exception:  # noqa: BLE001 -- a cache that cannot be written is only slower
+        with contextlib.suppress(Exception):
+            os.remove(tmp)
+        return
+    trim()
+
+
+def load(state, key, w, opts, example: list) -> dict | None:
+    """What is stored under `key` ({"graph", "plan", "specs", "compiled", "name", "blob"}), or
+    None: not stored, not for this step, or ignored with a note (Note [Warm start])."""
+    if root() is None or not isinstance(state.backend, str) or opts.create_graph or \
+            isinstance(key.signature, tuple):
+        return None
+    name, blob = _name(key, state.backend)
+    if name is None:
+        return None
+    path = os.path.join(folder(), name)
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except OSError:
+        return None
+    try:
+        data = pickle.loads(raw)
+        if data.get("format") != FORMAT:
+            raise ValueError(f"format {data.get('format')}, expected {FORMAT}")
+        if data["key"] != blob or _specs(example) != data["specs"]:
+            raise ValueError("its key or input metadata is not the one its name hashes")
+        if any(not w.leaves[i].requires_grad for i, _ in data["plan"].leaf_outputs):
+            return None     # the capture would refuse it: capture, and let it say why
+        data["graph"] = _module(data["graph"])
+    except Exception as e:  # noqa: BLE001 -- never trusted: captured instead
+        state.note(f"warm start: ignored the stored graph {path} ({type(e).__name__}: "
+                   f"{str(e).splitlines()[0][:160] if str(e) else ''})")
+        return None
+    with contextlib.suppress(OSError):
+        os.utime(path)      # recently used (trim)
+    data.update(name=name, blob=blob)
+    return data
+
+
+def _module(code: str) -> torch.fx.GraphModule:
+    """The GraphModule of a graph's Python code (GraphModule.code), traced again with FX (what
+    unpickling a GraphModule does, without pickling its tracer's state)."""
+    ns = {"torch": torch, "device": torch.device, "inf": math.inf, "nan": math.nan,
+          "NoneType": type(None), "operator": operator}
+    exec(compile(code, "<compiled_bw stored graph>", "exec"), ns)   # (a trusted folder: see Note)
+
+    class Stored(torch.nn.Module):
+        forward = ns["forward"]
+    return torch.fx.symbolic_trace(Stored())
+
+
+def forget(entry) -> None:
+    """Remove entry's file (its compiled module could not be loaded)."""
+    with contextlib.suppress(OSError, TypeError):
+        os.remove(os.path.join(folder(), entry.warm[0]))
+
+
+def fakes(specs: list) -> list:
+    """Fake tensors of the stored input metadata (for loading Inductor's compiled graph)."""
+    from ..backends.inductor_artifact import fake_mode
+    with fake_mode():
+        return [torch.empty_strided(s, st, dtype=dt, device=torch.device(dev, idx)
+                                    if idx is not None else torch.device(dev))
+                for s, st, dt, dev, idx in specs]
+
+
+def limit_bytes() -> int:
+    return int(float(os.environ.get("COMPILED_BW_CACHE_MB", "1024")) * 2**20)
+
+
+def entries(d: str | None = None) -> list:
+    """(path, size, mtime) of every stored graph under the cache root (all releases)."""
+    d = d or root()
+    out = []
+    if d is None or not os.path.isdir(d):
+        return out
+    for sub, _, files in os.walk(d):
+        for f in files:
+            if f.endswith(".graph"):
+                p = os.path.join(sub, f)
+                with contextlib.suppress(OSError):
+                    st = os.stat(p)
+                    out.append((p, st.st_size, st.st_mtime))
+    return out
+
+
+def trim() -> None:
+    """Remove the least recently used files until the folder fits COMPILED_BW_CACHE_MB."""
+    files = sorted(entries(), key=lambda e: e[2])
+    total, cap = sum(e[1] for e in files), limit_bytes()
+    for p, size, _ in files:
+        if total <= cap:
+            break
+        with contextlib.suppress(OSError):
+            os.remove(p)
+            total -= size
+
+
+def clear() -> int:
+    n = 0
+    for p, _, _ in entries():
+        with contextlib.suppress(OSError):
+            os.remove(p)
+            n += 1
+    return n

@@ -1,0 +1,161 @@
+"""Warm start (runtime/warm.py Note [Warm start]): a second process loads the graphs a first one
+stored under COMPILED_BW_CACHE_DIR instead of capturing them, and still gives eager's grads;
+entries it cannot trust are ignored.  Each case runs real processes, as users' restarts do."""
+import glob
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+# One training step of a small MLP, under compiled_bw, compared with eager autograd in the same
+# process (values, dtype, strides, None-ness); prints the stats that say how the graph came.
+STEP = r'''
+import json, sys, torch, compiled_bw
+backend, hook = sys.argv[1], sys.argv[2] == "hook"
+torch.manual_seed(0)
+m = torch.nn.Sequential(torch.nn.Linear(5, 7), torch.nn.Tanh(), torch.nn.Linear(7, 3))
+if hook:
+    m[0].weight.register_hook(lambda g: g * 2)
+x = torch.randn(4, 5)
+def step():
+    m.zero_grad(set_to_none=True)
+    m(x).square().sum().backward()
+    return [p.grad for p in m.parameters()]
+ref = [g.clone() for g in step()]
+bad = []
+with compiled_bw.enable(backend=backend):
+    for i in range(3):
+        got = step()
+        for r, g in zip(ref, got):
+            if g is None or g.dtype != r.dtype or g.stride() != r.stride() or \
+                    not torch.allclose(g, r, rtol=1e-5, atol=1e-6):
+                bad.append(i)
+        compiled_bw.wait_for_compiles()
+s = compiled_bw.stats()
+print(json.dumps({"bad": bad, "captures": s.captures, "warm_loads": s.warm_loads,
+                  "inductor_compiles": s.inductor_compiles, "fallbacks": s.fallbacks,
+                  "reasons": s.fallback_reasons, "notes": s.notes}))
+'''
+
+
+def _run(cache, backend="eager", hook=False, inductor_dir=None, wait=True):
+    env = {**os.environ, "COMPILED_BW_CACHE_DIR": str(cache),
+           "PYTHONPATH": os.pathsep.join(sys.path)}
+    if inductor_dir is not None:
+        env["TORCHINDUCTOR_CACHE_DIR"] = str(inductor_dir)
+    p = subprocess.Popen([sys.executable, "-c", STEP, backend, "hook" if hook else "-"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    if not wait:
+        return p
+    return _result(p)
+
+
+def _result(p) -> dict:
+    out, err = p.communicate(timeout=600)
+    assert p.returncode == 0, out + err
+    r = json.loads(out.strip().splitlines()[-1])
+    assert r["bad"] == [], r
+    return r
+
+
+def _files(cache) -> list:
+    return glob.glob(os.path.join(str(cache), "*", "*.graph"))
+
+
+@pytest.mark.parametrize("backend", ["eager", pytest.param("inductor", marks=pytest.mark.slow)])
+def test_second_process_loads_instead_of_capturing(tmp_path, backend):
+    first = _run(tmp_path / "c", backend, inductor_dir=tmp_path / "i")
+    assert first["captures"] == 1 and first["warm_loads"] == 0, first
+    assert len(_files(tmp_path / "c")) == 1
+    second = _run(tmp_path / "c", backend, inductor_dir=tmp_path / "i")
+    assert second["captures"] == 0 and second["warm_loads"] == 1, second
+    assert second["fallbacks"] == 0, second
+    if backend == "inductor":
+        assert first["inductor_compiles"] == 1 and second["inductor_compiles"] == 0, second
+
+
+def test_warm_start_is_off_without_the_variable(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "COMPILED_BW_CACHE_DIR"}
+    env["PYTHONPATH"] = os.pathsep.join(sys.path)
+    env["HOME"] = str(tmp_path)     # nothing lands under a default folder either
+    r = subprocess.run([sys.executable, "-c", STEP, "eager", "-"], capture_output=True,
+                       text=True, env=env, timeout=600, check=False)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout.splitlines()[-1])["warm_loads"] == 0
+    assert not glob.glob(str(tmp_path / "**" / "*.graph"), recursive=True)
+
+
+def test_a_corrupted_entry_is_ignored_with_a_note(tmp_path):
+    _run(tmp_path)
+    (path,) = _files(tmp_path)
+    with open(path, "r+b") as f:
+        f.seek(40)
+        f.write(b"\x00garbage\x00" * 8)
+    second = _run(tmp_path)
+    assert second["captures"] == 1 and second["warm_loads"] == 0, second
+    assert any(n.startswith("warm start: ignored the stored graph") for n in second["notes"])
+
+
+def test_another_releases_entry_is_not_read(tmp_path):
+    _run(tmp_path)
+    (path,) = _files(tmp_path)
+    folder = os.path.dirname(path)
+    os.rename(folder, folder.replace("torch", "torch0.0.1-", 1))  # as another release wrote it
+    second = _run(tmp_path)
+    assert second["captures"] == 1 and second["warm_loads"] == 0, second
+    assert len(_files(tmp_path)) == 2
+
+
+def test_graphs_with_hooks_are_not_stored(tmp_path):
+    r = _run(tmp_path, hook=True)
+    assert r["captures"] == 1
+    assert _files(tmp_path) == []
+
+
+def test_two_processes_write_one_cache_at_once(tmp_path):
+    procs = [_run(tmp_path, wait=False) for _ in range(2)]
+    for p in procs:
+        assert _result(p)["captures"] == 1
+    assert len(_files(tmp_path)) == 1
+    assert not glob.glob(str(tmp_path / "*" / "*.tmp"))
+    third = _run(tmp_path)
+    assert third["warm_loads"] == 1 and third["captures"] == 0, third
+
+
+@pytest.mark.slow
+def test_inductor_cache_dir_cleaned_between_runs(tmp_path):
+    """The stored compiled graph carries its generated code: it loads without a compile."""
+    import shutil
+    _run(tmp_path / "c", "inductor", inductor_dir=tmp_path / "i")
+    shutil.rmtree(tmp_path / "i")
+    second = _run(tmp_path / "c", "inductor", inductor_dir=tmp_path / "i")
+    assert second["warm_loads"] == 1 and second["captures"] == 0, second
+    assert second["inductor_compiles"] == 0 and second["fallbacks"] == 0, second
+
+
+@pytest.mark.slow
+def test_a_compiled_graph_that_does_not_load_is_captured_again(tmp_path):
+    import pickle
+    _run(tmp_path / "c", "inductor", inductor_dir=tmp_path / "i")
+    (path,) = _files(tmp_path / "c")
+    with open(path, "rb") as f:
+        data = pickle.load(f)
+    data["compiled"] = b"not a compiled graph"
+    with open(path, "wb") as f:
+        pickle.dump(data, f)
+    second = _run(tmp_path / "c", "inductor", inductor_dir=tmp_path / "i")
+    assert second["warm_loads"] == 1 and second["captures"] == 1, second
+    assert any("did not load" in r for r in second["reasons"]), second
+
+
+def test_cache_command(tmp_path):
+    _run(tmp_path)
+    env = {**os.environ, "COMPILED_BW_CACHE_DIR": str(tmp_path)}
+    ls = subprocess.run([sys.executable, "-m", "compiled_bw.cache", "ls"], capture_output=True,
+                        text=True, env=env, timeout=300, check=False)
+    assert ls.returncode == 0 and "1 stored graphs" in ls.stdout, ls.stdout + ls.stderr
+    clear = subprocess.run([sys.executable, "-m", "compiled_bw.cache", "clear"],
+                           capture_output=True, text=True, env=env, timeout=300, check=False)
+    assert "removed 1 stored graphs" in clear.stdout and _files(tmp_path) == []
