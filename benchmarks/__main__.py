@@ -9,7 +9,9 @@ shapes, its own table; the Hugging Face models (CPU: hf_gpt2, hf_llama, hf_llama
 hf_mixtral; in the full run where `transformers` is installed) by benchmarks/hf_step.py: a full
 training step per mode (eager, compiled_bw, torch.compile, both, torch.compile + torch's
 compiled autograd), a table each; the higher-order steps (pinn, gradient_penalty: grads taken
-with create_graph=True; in the full run) by benchmarks/higher_order.py, a table each.
+with create_graph=True; in the full run) by benchmarks/higher_order.py, a table each; the
+first backward of a second process with a warm COMPILED_BW_CACHE_DIR (warm_start, in the full
+run) by benchmarks/warm_start.py, a table.
 """
 from __future__ import annotations
 
@@ -28,7 +30,7 @@ import torch
 
 from compiled_bw.capture import fastwalk
 
-from . import hf_step, higher_order
+from . import hf_step, higher_order, warm_start
 from . import modes as modes_mod
 from .measure import bench_model
 from .models import GPU_MODELS, MODELS, on_device
@@ -44,7 +46,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
     ap.add_argument("--models", help=f"comma list of "
                     f"{sorted(MODELS) + list(VARYING) + list(hf_step.BENCH_MODELS)}"
-                    f"{list(higher_order.MODELS)}")
+                    f"{list(higher_order.MODELS)} warm_start")
     ap.add_argument("--modes", help="comma list of eager,torch-ca,cbw-eager,cbw-inductor")
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--quick", action="store_true",
@@ -77,13 +79,13 @@ def main(argv=None) -> int:
     models = a.models.split(",") if a.models else list(
         (GPU_QUICK_MODELS if gpu else QUICK_MODELS) if a.quick else
         (list(catalog) + ([] if gpu else list(VARYING) + _hf_models() +
-                          list(higher_order.MODELS))))
+                          list(higher_order.MODELS) + ["warm_start"])))
     steps = 5 if a.quick else a.steps
     t0 = time.perf_counter()        # the C++ walk: built once per machine, not part of a cell
     ok = fastwalk.in_use()
     print(f"C++ walk {'ready' if ok else 'UNAVAILABLE (Python walk)'} in "
           f"{time.perf_counter() - t0:.1f} s", file=sys.stderr)
-    results, hf, ho = {}, {}, {}
+    results, hf, ho, warm = {}, {}, {}, {}
     tmp_root = tempfile.mkdtemp(prefix="compiled_bw_bench_")   # the cold Inductor caches
     t_start = time.perf_counter()
     try:
@@ -97,6 +99,10 @@ def main(argv=None) -> int:
             print(f"[{k}/{len(models)} {name}] {n_modes} modes x {n_steps} steps ...",
                   end="", file=sys.stderr, flush=True)
             t_model = time.perf_counter()
+            if name == "warm_start":        # fresh processes of their own: a table
+                warm = warm_start.run(warm_start.MODELS)
+                print(f" {time.perf_counter() - t_model:.0f} s", file=sys.stderr, flush=True)
+                continue
             step_rows = hf if name in hf_step.BENCH_MODELS else \
                 ho if name in higher_order.MODELS else None
             if step_rows is not None:       # a full training step per mode, a table each
@@ -125,6 +131,8 @@ def main(argv=None) -> int:
     for name, r in ho.items():
         lines += ["", higher_order.header(name, r["steps"], r, r["seconds"]), "",
                   *higher_order.table(r, list(higher_order.MODES))]
+    if warm:
+        lines += ["", *warm_start.table(warm, "inductor")]
     for line in lines:
         print(line)
     os.makedirs(a.out, exist_ok=True)
@@ -135,7 +143,7 @@ def main(argv=None) -> int:
             "seconds": round(time.perf_counter() - t_start), "cpp_walk": ok}
     with open(os.path.join(a.out, "latest.json"), "w") as f:
         json.dump({"meta": meta, "modes": names, "results": results, "hf_step": hf,
-                   "higher_order": ho}, f, indent=1)
+                   "higher_order": ho, "warm_start": warm}, f, indent=1)
     with open(os.path.join(a.out, "latest.md"), "w") as f:
         on = f"{meta['gpu']} + " if gpu else ""
         f.write(f"{meta['date']}, torch {meta['torch']}, {on}{meta['cpu']} ({meta['cpus']} CPUs, "

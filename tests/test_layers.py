@@ -11,7 +11,7 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent / "compiled_bw"
 LAYERS = ["torchapi", "errors", "config", "core", "capture", "passes", "backends", "runtime",
-          "api", "compress", "build", "doctor", "__init__"]
+          "api", "compress", "build", "doctor", "cache", "__init__"]
 RANK = {name: k for k, name in enumerate(LAYERS)}
 RANK.update(errors=RANK["torchapi"], config=RANK["torchapi"], compress=RANK["api"],
             build=RANK["api"])  # leaves (compress uses capture's traceable hooks)

@@ -159,3 +159,13 @@ def test_cache_command(tmp_path):
     clear = subprocess.run([sys.executable, "-m", "compiled_bw.cache", "clear"],
                            capture_output=True, text=True, env=env, timeout=300, check=False)
     assert "removed 1 stored graphs" in clear.stdout and _files(tmp_path) == []
+
+
+def test_benchmark_rows_come_from_a_warm_second_process():
+    """`python -m benchmarks.warm_start`'s rows: the second process loaded, captured nothing."""
+    from benchmarks import warm_start
+    res = warm_start.run(["overhead"], "eager")
+    cold, warm = res["overhead"]
+    assert (cold["captures"], cold["warm_loads"]) == (1, 0), cold
+    assert (warm["captures"], warm["warm_loads"]) == (0, 1), warm
+    assert "| overhead |" in "\n".join(warm_start.table(res, "eager"))
