@@ -51,11 +51,19 @@ def test_verified_runs_match_eager_and_stop_after_the_count():
     assert st.verified_runs == expected
 
 
-def test_a_wrong_kernel_is_caught_dropped_and_eagers_grads_given(tmp_path, monkeypatch):
+@pytest.mark.parametrize("set_to_none", [False, True])   # accumulated in place / stolen
+def test_a_wrong_kernel_is_caught_dropped_and_eagers_grads_given(tmp_path, monkeypatch,
+                                                                  set_to_none):
     monkeypatch.setenv("COMPILED_BW_REPRO_DIR", str(tmp_path))
+
+    def step(m):
+        m.zero_grad(set_to_none=set_to_none)
+        m(torch.randn(4, 5)).square().sum().backward()
+        return [p.grad for p in m.parameters()]     # the objects: strides as left
+
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        st = differential(_mlp_build, _mlp_step, steps=3, backend=off_by_a_bit, fallbacks=2,
+        st = differential(_mlp_build, step, steps=3, backend=off_by_a_bit, fallbacks=2,
                           options={"verify": True})
     assert st.verify_mismatches == 1 and st.verified_runs == 1
     said = [str(w.message) for w in caught if "verify" in str(w.message)]
