@@ -2,8 +2,10 @@
 stored under COMPILED_BW_CACHE_DIR instead of capturing them, and still gives eager's grads;
 entries it cannot trust are ignored.  Each case runs real processes, as users' restarts do."""
 import glob
+import hashlib
 import json
 import os
+import pickle
 import subprocess
 import sys
 
@@ -58,6 +60,19 @@ def _result(p) -> dict:
     r = json.loads(out.strip().splitlines()[-1])
     assert r["bad"] == [], r
     return r
+
+
+def _rewrite(path: str, change) -> None:
+    """Rewrite a stored graph's contents with change(data), checksum recomputed: a file that
+    loads, holding something else (runtime/warm.py's format, read as a test must)."""
+    with open(path, "rb") as f:
+        outer = pickle.load(f)
+    data = pickle.loads(outer["payload"])
+    change(data)
+    outer["payload"] = pickle.dumps(data)
+    outer["sha256"] = hashlib.sha256(outer["payload"]).hexdigest()
+    with open(path, "wb") as f:
+        pickle.dump(outer, f)
 
 
 def _files(cache) -> list:
@@ -137,14 +152,9 @@ def test_inductor_cache_dir_cleaned_between_runs(tmp_path):
 
 @pytest.mark.slow
 def test_a_compiled_graph_that_does_not_load_is_captured_again(tmp_path):
-    import pickle
     _run(tmp_path / "c", "inductor", inductor_dir=tmp_path / "i")
     (path,) = _files(tmp_path / "c")
-    with open(path, "rb") as f:
-        data = pickle.load(f)
-    data["compiled"] = b"not a compiled graph"
-    with open(path, "wb") as f:
-        pickle.dump(data, f)
+    _rewrite(path, lambda data: data.update(compiled=b"not a compiled graph"))
     second = _run(tmp_path / "c", "inductor", inductor_dir=tmp_path / "i")
     assert second["warm_loads"] == 1 and second["captures"] == 1, second
     assert any("did not load" in r for r in second["reasons"]), second
@@ -169,3 +179,43 @@ def test_benchmark_rows_come_from_a_warm_second_process():
     assert (cold["captures"], cold["warm_loads"]) == (1, 0), cold
     assert (warm["captures"], warm["warm_loads"]) == (0, 1), warm
     assert "| overhead |" in "\n".join(warm_start.table(res, "eager"))
+
+
+VERIFY = r'''
+import sys, warnings, torch, compiled_bw
+torch.manual_seed(0)
+w = torch.randn(4, 3, requires_grad=True)
+x = torch.randn(5, 4)
+(x @ w).tanh().sum().backward()
+ref, w.grad = w.grad.clone(), None
+warnings.simplefilter("ignore")
+with compiled_bw.enable(backend="eager", verify=sys.argv[1] == "verify"):
+    (x @ w).tanh().sum().backward()
+s = compiled_bw.stats()
+print(s.warm_loads, s.verify_mismatches, bool(torch.allclose(w.grad, ref)))
+'''
+
+
+def test_a_stored_graph_verify_rejects_leaves_the_cache(tmp_path):
+    """A stored graph that computes something else (here: its file rewritten, checksum and
+    all, with another op) is caught by verify, and removed: no later process loads it."""
+    env = {**os.environ, "COMPILED_BW_CACHE_DIR": str(tmp_path),
+           "PYTHONPATH": os.pathsep.join(sys.path)}
+
+    def run(mode):
+        r = subprocess.run([sys.executable, "-c", VERIFY, mode], capture_output=True,
+                           text=True, env=env, timeout=600, check=False)
+        assert r.returncode == 0, r.stdout + r.stderr
+        return r.stdout.split()
+
+    assert run("-") == ["0", "0", "True"]
+    (path,) = _files(tmp_path)
+
+    def other_op(data):
+        assert "aten.tanh_backward.default(" in data["graph"]
+        data["graph"] = data["graph"].replace("aten.tanh_backward.default(", "aten.mul.Tensor(")
+    _rewrite(path, other_op)
+    assert run("-") == ["1", "0", "False"]          # loaded and wrong: what verify is for
+    assert run("verify") == ["1", "1", "True"]      # loaded, caught: eager's grads
+    assert _files(tmp_path) == []
+    assert run("-") == ["0", "0", "True"]           # captured afresh

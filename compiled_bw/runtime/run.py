@@ -476,8 +476,6 @@ def _warm_load(state, w, opts, grad_tensors, key: CacheKey) -> Compiled | None:
             return None
         background.load_stored(entry, data["compiled"], data["specs"],
                                state.compiled_in_background(entry), state.cache, key)
-    elif state.backend != "eager":
-        entry.fn = state.compile_fn(gm, example)
     return entry
 
 

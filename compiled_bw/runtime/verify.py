@@ -19,7 +19,8 @@ backend's while Inductor compiles in the background, then Inductor's -- are chec
    ness, dtype, shape, strides and values within TOL of its dtype.
 3. Equal: the call's result is the compiled run's.  Different: the key is stored as a Fallback
    ("verify: <the first difference> ...") so every later call of that graph runs eager
-   autograd, a repro script is written (COMPILED_BW_REPRO_DIR, default <tmp>/compiled_bw_repros),
+   autograd, its file leaves COMPILED_BW_CACHE_DIR (runtime/warm.py), a repro script is
+   written (COMPILED_BW_REPRO_DIR, default <tmp>/compiled_bw_repros),
    a warning names both, and the user gets eager's grads (backward(): each leaf's `.grad` is
    set to eager's values; a tensor of its own, where eager may have kept the old `.grad`
    object).  stats(): verified_runs, verify_mismatches.
@@ -45,7 +46,7 @@ import torch
 
 from ..capture.nodes import AOT
 from ..torchapi import autograd as torch_autograd
-from . import repro
+from . import repro, warm
 from .cache import Fallback
 
 DEFAULT_RUNS = 2
@@ -143,6 +144,8 @@ def checked(state, entry, w, opts, t_outputs, grad_tensors, inputs, key, root_ke
     reason = (f"verify: compiled, {diff}; this graph runs eager autograd from now on "
               f"(repro: {path or 'not written, see the log'})")
     state.cache.put(root_key, key, Fallback(reason))
+    if entry.warm is not None:      # nor does a later process load it (runtime/warm.py)
+        warm.forget(entry)
     state.note(reason)
     warnings.warn(f"compiled_bw {reason}", stacklevel=6)
     if not opts.accumulate:

@@ -14,10 +14,13 @@ hash of the pickled CacheKey (the walk's signature: each node's compiled_args by
 the options, the backend), the torch thread count (Inductor's CPU kernels are generated for
 it) and the backend's name, and holds that pickled key again (compared on load: a hash
 collision is a miss), the graph (its FX code, traced again on load), its Plan, each input's
-metadata and, for Inductor, the compiled graph's bytes.  Written to a temporary name and
+metadata and, for Inductor, the compiled graph's bytes, under a SHA-256 of them (checked on
+load: a damaged file is ignored).  Written to a temporary name and
 renamed: a reader sees a whole file or none.  The folder is kept under
 COMPILED_BW_CACHE_MB (default 1024): the least recently used files go first.
-Which graphs are stored: static graphs (no symbolic size) of named backends whose every node
+Which graphs are stored: static graphs (no symbolic size) of the "eager" and "inductor"
+backends (another backend might call the graph with its own convention, which the graph traced
+again on load need not keep) whose every node
 is a built-in traced node or a leaf -- no custom Function, hook, checkpointed region,
 saved-tensor hook, opaque call, delivery point, subclass, mutated input or create_graph.  Their
 keys hold no identity of a Python object, so a key read from disk means the same graph in any
@@ -83,7 +86,7 @@ def storable(state, entry, w, opts, key) -> bool:
     """Note [Warm start]: which graphs are kept (C++ walk signatures only: the Python walk's
     are not checked for process-free contents)."""
     plan = entry.plan
-    return (isinstance(state.backend, str) and not isinstance(key.signature, tuple)
+    return (state.backend in ("eager", "inductor") and not isinstance(key.signature, tuple)
             and not opts.create_graph and not plan.opaque_sites
             and not plan.delivers and not plan.auto_traced and not plan.mutated_inputs
             and plan.in_layouts is None and plan.out_layouts is None and not w.hooks
@@ -126,9 +129,10 @@ def store(entry, compiled: bytes | None) -> None:
     d = folder()
     try:
         os.makedirs(d, exist_ok=True)
-        data = pickle.dumps({"format": FORMAT, "key": blob, "graph": entry.gm.code,
-                             "plan": entry.plan, "specs": specs, "compiled": compiled},
-                            protocol=4)
+        payload = pickle.dumps({"key": blob, "graph": entry.gm.code, "plan": entry.plan,
+                                "specs": specs, "compiled": compiled}, protocol=4)
+        data = pickle.dumps({"format": FORMAT, "sha256": hashlib.sha256(payload).hexdigest(),
+                             "payload": payload}, protocol=4)
         fd, tmp = tempfile.mkstemp(dir=d, suffix=".tmp")
         with os.fdopen(fd, "wb") as f:
             f.write(data)
@@ -143,7 +147,7 @@ def store(entry, compiled: bytes | None) -> None:
 def load(state, key, w, opts, example: list) -> dict | None:
     """What is stored under `key` ({"graph", "plan", "specs", "compiled", "name", "blob"}), or
     None: not stored, not for this step, or ignored with a note (Note [Warm start])."""
-    if root() is None or not isinstance(state.backend, str) or opts.create_graph or \
+    if root() is None or state.backend not in ("eager", "inductor") or opts.create_graph or \
             isinstance(key.signature, tuple):
         return None
     name, blob = _name(key, state.backend)
@@ -156,9 +160,12 @@ def load(state, key, w, opts, example: list) -> dict | None:
     except OSError:
         return None
     try:
-        data = pickle.loads(raw)
-        if data.get("format") != FORMAT:
-            raise ValueError(f"format {data.get('format')}, expected {FORMAT}")
+        outer = pickle.loads(raw)
+        if outer.get("format") != FORMAT:
+            raise ValueError(f"format {outer.get('format')}, expected {FORMAT}")
+        if hashlib.sha256(outer["payload"]).hexdigest() != outer["sha256"]:
+            raise ValueError("its checksum does not match its contents")
+        data = pickle.loads(outer["payload"])
         if data["key"] != blob or _specs(example) != data["specs"]:
             raise ValueError("its key or input metadata is not the one its name hashes")
         if any(not w.leaves[i].requires_grad for i, _ in data["plan"].leaf_outputs):
