@@ -153,3 +153,21 @@ def test_failed_compile_writes_a_repro_that_shows_it(tmp_path, monkeypatch):
     path = re.search(r"repro: (\S+\.py)", note).group(1)
     r = _python(path)
     assert r.returncode == 2 and "cannot compile anything" in r.stdout, r.stdout + r.stderr
+
+
+def test_repro_with_the_steps_real_inputs(tmp_path, monkeypatch):
+    """COMPILED_BW_REPRO_INPUTS=full: the repro carries the step's inputs (repro_N.pt) and
+    shows the difference on them."""
+    monkeypatch.setenv("COMPILED_BW_REPRO_DIR", str(tmp_path))
+    monkeypatch.setenv("COMPILED_BW_REPRO_INPUTS", "full")
+    w = torch.randn(4, 3, requires_grad=True)
+    x = torch.randn(5, 4)
+    with warnings.catch_warnings(), compiled_bw.enable(backend=off_by_a_bit, verify=True):
+        warnings.simplefilter("ignore")
+        (x @ w).tanh().sum().backward()
+    assert compiled_bw.stats().verify_mismatches == 1
+    (script,) = tmp_path.glob("*.py")
+    saved = torch.load(script.with_suffix(".pt"))
+    assert any(t.shape == x.shape and torch.equal(t, x) for t in saved)  # mm saved x
+    r = _python(str(script))
+    assert r.returncode == 1 and "output 0" in r.stdout, r.stdout + r.stderr

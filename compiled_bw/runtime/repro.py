@@ -10,7 +10,9 @@ The script holds the graph's code (GraphModule.print_readable: aten ops, the for
 autograd nodes it was traced from), the metadata (shape, strides, dtype, device) of each input,
 and the backend by name (a registered one) or by the file and name of the function the user
 passed.  `python repro_N.py` makes random inputs of that metadata (a fixed seed; integer inputs
-zero, bool inputs False: indices and masks stay in range), runs the graph's code as it is -- the
+zero, bool inputs False: indices and masks stay in range; with COMPILED_BW_REPRO_INPUTS=full,
+verify's repros use the step's real inputs instead, saved beside the script as repro_N.pt),
+runs the graph's code as it is -- the
 reference: the nodes' formulas, op by op -- and compiles it with the backend and runs that, then
 compares each output as verify does (runtime/verify.py TOL) and exits 1 naming the first
 difference, 2 if the backend's compile raises, 0 if both agree.  Not written: graphs holding
@@ -71,8 +73,15 @@ def _backend_ref(backend) -> tuple:
     return None, path, getattr(backend, "__qualname__", None)
 
 
-def write(gm, backend, why: str) -> str | None:
-    """The path of the script written for `gm` (Note [Repro scripts]); None when it cannot be."""
+def full() -> bool:
+    """COMPILED_BW_REPRO_INPUTS=full: verify's repros carry the step's real inputs."""
+    return os.environ.get("COMPILED_BW_REPRO_INPUTS", "") == "full"
+
+
+def write(gm, backend, why: str, inputs: list | None = None) -> str | None:
+    """The path of the script written for `gm` (Note [Repro scripts]); None when it cannot be.
+    inputs: the step's real graph inputs, saved beside the script (`repro_N.pt`) and used
+    instead of random ones."""
     why_not = _why_not(gm)
     specs = _specs(gm) if why_not is None else None
     if why_not is None and specs is None:
@@ -106,8 +115,10 @@ BACKEND = {name!r}  # a registered backend, or the function below
 BACKEND_FILE, BACKEND_NAME = {path!r}, {qualname!r}
 
 if __name__ == "__main__":
-    raise SystemExit(check(Repro, SPECS, BACKEND, BACKEND_FILE, BACKEND_NAME))
+    raise SystemExit(check(Repro, SPECS, BACKEND, BACKEND_FILE, BACKEND_NAME, __file__))
 '''
+    if inputs is not None:
+        torch.save([t.detach().cpu() for t in inputs], out[:-3] + ".pt")
     with open(out + ".tmp", "w") as f:
         f.write(text)
     os.replace(out + ".tmp", out)
@@ -153,19 +164,30 @@ def _load_backend(name, path, qualname):
     return lookup_backend(fn)
 
 
-def check(module_cls, specs, name, path=None, qualname=None) -> int:
-    """What a repro script runs (Note [Repro scripts]): 0 same, 1 different, 2 compile raised."""
+def check(module_cls, specs, name, path=None, qualname=None, script=None) -> int:
+    """What a repro script runs (Note [Repro scripts]): 0 same, 1 different, 2 compile raised.
+    The inputs: the real ones saved beside `script` (repro_N.pt) if there, else random ones."""
     from .verify import _differs
+    saved = None if script is None else os.path.splitext(script)[0] + ".pt"
+    if saved is not None and os.path.exists(saved):
+        real = torch.load(saved)
+        specs = [(tuple(t.shape), tuple(t.stride()), str(t.dtype).split(".")[-1], dev)
+                 for t, (*_, dev) in zip(real, specs, strict=True)]
+
+        def make_inputs(_specs):
+            return [t.to(dev).clone() for t, (*_, dev) in zip(real, specs, strict=True)]
+    else:
+        make_inputs = _inputs
     mod = module_cls()
-    ref = list(mod(*_inputs(specs)))
+    ref = list(mod(*make_inputs(specs)))
     gm = torch.fx.symbolic_trace(mod)
-    example = _inputs(specs)
+    example = make_inputs(specs)
     try:
         fn = _load_backend(name, path, qualname)(gm, example)
     except Exception as e:  # noqa: BLE001 -- the failure is what the repro shows
         print(f"the backend's compile raised {type(e).__name__}: {e}")
         return 2
-    ours = list(fn(_inputs(specs)))
+    ours = list(fn(make_inputs(specs)))
     for i, (r, o) in enumerate(zip(ref, ours, strict=True)):
         diff = _differs(r, o, f"output {i}", "the graph's own ops")
         if diff is not None:

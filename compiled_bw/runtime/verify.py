@@ -20,7 +20,8 @@ backend's while Inductor compiles in the background, then Inductor's -- are chec
 3. Equal: the call's result is the compiled run's.  Different: the key is stored as a Fallback
    ("verify: <the first difference> ...") so every later call of that graph runs eager
    autograd, its file leaves COMPILED_BW_CACHE_DIR (runtime/warm.py), a repro script is
-   written (COMPILED_BW_REPRO_DIR, default <tmp>/compiled_bw_repros),
+   written (COMPILED_BW_REPRO_DIR, default <tmp>/compiled_bw_repros; with the step's real
+   inputs beside it under COMPILED_BW_REPRO_INPUTS=full, which keeps them alive through the run),
    a warning names both, and the user gets eager's grads (backward(): each leaf's `.grad` is
    set to eager's values; a tensor of its own, where eager may have kept the old `.grad`
    object).  stats(): verified_runs, verify_mismatches.
@@ -132,6 +133,7 @@ def checked(state, entry, w, opts, t_outputs, grad_tensors, inputs, key, root_ke
     else:
         ref = _Values(list(ref), only=[False] * len(ref))
     _set_rng_state(rng)
+    real = ([g for g in grad_tensors if g is not None] + list(w.saved)) if repro.full() else None
     result = run()
     ours = [v.grad for v in leaves] if opts.accumulate else list(result)
     what = "the .grad of leaf" if opts.accumulate else "grad() result"
@@ -140,7 +142,7 @@ def checked(state, entry, w, opts, t_outputs, grad_tensors, inputs, key, root_ke
     if diff is None:
         return result
     state.stats.verify_mismatches += 1
-    path = repro.write(entry.gm, state.backend, f"verify: {diff}")
+    path = repro.write(entry.gm, state.backend, f"verify: {diff}", real)
     reason = (f"verify: compiled, {diff}; this graph runs eager autograd from now on "
               f"(repro: {path or 'not written, see the log'})")
     state.cache.put(root_key, key, Fallback(reason))
