@@ -40,7 +40,8 @@ def pytest_configure(config):
 # newest supported ones, the quick tests of the files below: the ones that touch what differs
 # between releases (private APIs and node tables, doctor's feature table, graph snapshots,
 # Dynamo, checkpointing and selective checkpointing, AOT splicing, custom Functions and ops,
-# hooks, the engine's core semantics, distributed, a real model).  A test that needs a feature
+# hooks, the engine's core semantics, distributed, a real model, verify and warm starts: what
+# Inductor stores and loads).  A test that needs a feature
 # some release turns off (doctor's table) says so with @pytest.mark.needs_feature(name): it is
 # skipped there with that feature's reason, and tests/test_release_features.py checks the
 # named fallback on that release instead.  `tools/release_check.sh V
@@ -50,7 +51,8 @@ RELEASE_FILES = {
     "test_core.py", "test_checkpoint.py", "test_recompute.py", "test_hooks.py",
     "test_custom_functions.py", "test_custom_op_traced.py", "test_saved_hooks.py",
     "test_api.py", "test_layers.py", "test_signature.py", "test_distributed.py",
-    "test_real_models.py", "test_aot.py", "test_subclass.py",
+    "test_real_models.py", "test_aot.py", "test_subclass.py", "test_verify.py",
+    "test_warm_start.py",
 }
 # slow tests that are release tests all the same: distributed, real models, AOT splicing
 RELEASE_SLOW = {
@@ -62,6 +64,8 @@ RELEASE_SLOW = {
     "test_aot.py::test_compiled_mlp_is_spliced[aot_eager]",
     "test_aot.py::test_graph_break_mixes_aot_and_eager_nodes",
     "test_aot.py::test_snapshot_of_spliced_mlp",
+    # Inductor's compiled graph stored by one process and loaded by another (runtime/warm.py)
+    "test_warm_start.py::test_second_process_loads_instead_of_capturing[inductor]",
 }
 
 
