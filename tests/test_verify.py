@@ -160,6 +160,7 @@ def test_repro_with_the_steps_real_inputs(tmp_path, monkeypatch):
     shows the difference on them."""
     monkeypatch.setenv("COMPILED_BW_REPRO_DIR", str(tmp_path))
     monkeypatch.setenv("COMPILED_BW_REPRO_INPUTS", "full")
+    compiled_bw.reset()
     w = torch.randn(4, 3, requires_grad=True)
     x = torch.randn(5, 4)
     with warnings.catch_warnings(), compiled_bw.enable(backend=off_by_a_bit, verify=True):
