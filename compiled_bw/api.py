@@ -422,6 +422,8 @@ def explain() -> str:
         head += f" inductor_compiles={s.inductor_compiles}"
     if s.warm_loads:
         head += f" warm_loads={s.warm_loads}"
+    if s.verified_runs:
+        head += f" verified_runs={s.verified_runs} verify_mismatches={s.verify_mismatches}"
     if s.dynamic_captures:
         head += f" dynamic_captures={s.dynamic_captures} dynamic_hits={s.dynamic_hits}"
     if s.recompute_captures or s.recompute_refused:

@@ -66,6 +66,7 @@ def test_a_wrong_kernel_is_caught_dropped_and_eagers_grads_given(tmp_path, monke
         st = differential(_mlp_build, step, steps=3, backend=off_by_a_bit, fallbacks=2,
                           options={"verify": True})
     assert st.verify_mismatches == 1 and st.verified_runs == 1
+    assert "verified_runs=1 verify_mismatches=1" in compiled_bw.explain().splitlines()[0]
     said = [str(w.message) for w in caught if "verify" in str(w.message)]
     assert len(said) == 1 and "differs from eager autograd's" in said[0], said
     assert st.fallback_reasons[0].startswith("verify: compiled, the .grad of leaf")
