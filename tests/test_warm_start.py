@@ -37,6 +37,7 @@ with compiled_bw.enable(backend=backend):
         compiled_bw.wait_for_compiles()
 s = compiled_bw.stats()
 print(json.dumps({"bad": bad, "captures": s.captures, "warm_loads": s.warm_loads,
+                  "native": s.native_runs,
                   "inductor_compiles": s.inductor_compiles, "fallbacks": s.fallbacks,
                   "reasons": s.fallback_reasons, "notes": s.notes}))
 '''
@@ -89,6 +90,8 @@ def test_second_process_loads_instead_of_capturing(tmp_path, backend):
     assert second["fallbacks"] == 0, second
     if backend == "inductor":
         assert first["inductor_compiles"] == 1 and second["inductor_compiles"] == 0, second
+        # Note [Native first runs]: compiled code from the first backward on (3 of 3 steps)
+        assert first["native"] == 2 and second["native"] == 3, (first, second)
 
 
 def test_warm_start_is_off_without_the_variable(tmp_path):

@@ -421,15 +421,15 @@ def _miss(state, w, opts, grad_tensors, key: CacheKey, root_key: RootKey, slots=
             f"{state.cache.hits.get(root_key, 0)} hits; cache_size_limit "
             f"{state.cache_size_limit} kept at a time); last change: {reason}. Raise "
             "enable(cache_size_limit=...) or make the graph stable")
-    if slots is None:
-        slots = _install(w)
-    t0 = time.perf_counter()
-    loaded = _warm_load(state, w, opts, grad_tensors, key)     # no trace: no trace lock
-    if loaded is not None:          # runtime/warm.py Note [Warm start]
+    loaded = _warm_load(state, w, opts, key)     # no trace: no trace lock, no Slots
+    if loaded is not None:          # runtime/warm.py Note [Warm start]: run as a hit runs
         state.cache.put(root_key, key, loaded, state.cache_size_limit)
         state.stats.warm_loads += 1
         state.record_capture(loaded)
         return loaded, slots
+    if slots is None:
+        slots = _install(w)
+    t0 = time.perf_counter()
     with background.trace_lock():   # one tracer at a time (runtime/background.py)
         entry = state.cache.get(key)    # another thread may have captured it meanwhile
         if entry is None:
@@ -458,23 +458,31 @@ def _example(w, grad_tensors) -> list:
     return [g for g in grad_tensors if g is not None] + list(w.saved)
 
 
-def _warm_load(state, w, opts, grad_tensors, key: CacheKey) -> Compiled | None:
+def _warm_load(state, w, opts, key: CacheKey) -> Compiled | None:
     """runtime/warm.py Note [Warm start]: the graph stored under `key`, as a capture would
-    have made it (on the eager backend until Inductor's stored compile is loaded), or None."""
-    example = _example(w, grad_tensors)
-    data = warm.load(state, key, w, opts, example)
+    have made it (Inductor: its C entry point imported at once, Note [Native first runs], and
+    the whole compiled graph loaded on the job thread; the eager backend's fn meanwhile), or
+    None.  The walk's saved tensors stay in C++ (w.saved is not read): the C++ hit path takes
+    them."""
+    data = warm.load(state, key, w, opts)
     if data is None:
         return None
-    gm, plan = data["graph"], data["plan"]
+    gm, plan, specs = data["graph"], data["plan"], data["specs"]
+    if state.backend == "inductor" and data["compiled"] is None:
+        return None
     owned = _box_owned(w, plan)
-    entry = Compiled(compile_eager(gm, example), plan, gm, owned,
-                     tuple(sorted({w.saved_node[k][0] for k in owned})), n_inputs=len(example),
-                     devices=streams.device_types([*example, *w.leaves.values()]))
-    entry.warm = (data["name"], data["blob"], data["specs"])
+    entry = Compiled(compile_eager(gm, []), plan, gm, owned,
+                     tuple(sorted({w.saved_node[k][0] for k in owned})), n_inputs=len(specs),
+                     devices=frozenset(s[3] for s in specs if s[3] not in ("cpu", "meta"))
+                     | streams.device_types(w.leaves.values()))
+    entry.warm = (data["name"], data["blob"], specs)
     if state.backend == "inductor":
-        if data["compiled"] is None:
-            return None
-        background.load_stored(entry, data["compiled"], data["specs"],
+        try:
+            entry.native = warm.native_entry(data)
+        except Exception as e:  # noqa: BLE001 -- the Python path runs it meanwhile
+            state.note(f"warm start: a stored compiled module did not import ({type(e).__name__}: "
+                       f"{str(e).splitlines()[0][:160] if str(e) else ''})")
+        background.load_stored(entry, data["compiled"], specs,
                                state.compiled_in_background(entry), state.cache, key)
     return entry
 

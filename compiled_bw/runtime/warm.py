@@ -130,7 +130,8 @@ def store(entry, compiled: bytes | None) -> None:
     try:
         os.makedirs(d, exist_ok=True)
         payload = pickle.dumps({"key": blob, "graph": entry.gm.code, "plan": entry.plan,
-                                "specs": specs, "compiled": compiled}, protocol=4)
+                                "specs": specs, "compiled": compiled,
+                                "native": _native_module(entry.native)}, protocol=4)
         data = pickle.dumps({"format": FORMAT, "sha256": hashlib.sha256(payload).hexdigest(),
                              "payload": payload}, protocol=4)
         fd, tmp = tempfile.mkstemp(dir=d, suffix=".tmp")
@@ -144,7 +145,7 @@ def store(entry, compiled: bytes | None) -> None:
     trim()
 
 
-def load(state, key, w, opts, example: list) -> dict | None:
+def load(state, key, w, opts) -> dict | None:
     """What is stored under `key` ({"graph", "plan", "specs", "compiled", "name", "blob"}), or
     None: not stored, not for this step, or ignored with a note (Note [Warm start])."""
     if root() is None or state.backend not in ("eager", "inductor") or opts.create_graph or \
@@ -166,8 +167,8 @@ def load(state, key, w, opts, example: list) -> dict | None:
         if hashlib.sha256(outer["payload"]).hexdigest() != outer["sha256"]:
             raise ValueError("its checksum does not match its contents")
         data = pickle.loads(outer["payload"])
-        if data["key"] != blob or _specs(example) != data["specs"]:
-            raise ValueError("its key or input metadata is not the one its name hashes")
+        if data["key"] != blob:
+            raise ValueError("its key is not the one its name hashes")
         if any(not w.leaves[i].requires_grad for i, _ in data["plan"].leaf_outputs):
             return None     # the capture would refuse it: capture, and let it say why
         data["graph"] = _module(data["graph"])
@@ -193,10 +194,65 @@ def _module(code: str) -> torch.fx.GraphModule:
     return torch.fx.symbolic_trace(Stored())
 
 
+def _native_module(native) -> tuple | None:
+    """(module name, function name, the .so's bytes) of a C entry point (Note [Inductor: C entry
+    point]: an Inductor C++-wrapper module's function), or None."""
+    mod = getattr(native, "__self__", None)
+    path = getattr(mod, "__file__", None)
+    if native is None or path is None or not path.endswith(".so"):
+        return None
+    with open(path, "rb") as f:
+        return mod.__name__, native.__name__, f.read()
+
+
+def native_entry(data: dict):
+    """The C entry point stored with a graph, imported from its .so (written beside the stored
+    graph) without importing Inductor (Note [Native first runs]); None if there is none or it
+    does not import."""
+    stored = data.get("native")
+    if stored is None:
+        return None
+    module_name, fn_name, so = stored
+    import importlib.util
+    import sys
+
+    from ..torchapi.autograd import inductor_module_env
+    mod = sys.modules.get(module_name)
+    if mod is None:
+        path = os.path.join(folder(), f"{data['name'][:-len('.graph')]}.so")
+        if not os.path.exists(path) or os.path.getsize(path) != len(so):
+            fd, tmp = tempfile.mkstemp(dir=folder(), suffix=".so.tmp")
+            with os.fdopen(fd, "wb") as f:
+                f.write(so)
+            os.replace(tmp, path)
+        os.environ.update(inductor_module_env())
+        spec = importlib.util.spec_from_file_location(module_name, path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        sys.modules[module_name] = mod
+    return getattr(mod, fn_name)
+
+
+# Note [Native first runs]
+# A stored Inductor graph whose compiled callable had a C entry point (the C++ wrapper's module,
+# backends/inductor.py Note [Inductor: C entry point]) keeps that module's .so too.  A later
+# process that loads the graph imports the .so directly (it is a CPython extension module: what
+# Inductor's CppPythonBindingsCodeCache does, without importing Inductor) and sets it as the
+# entry's `native`: the first backward already takes the C++ hit path (runtime/run.py Note
+# [C++ hit path]), whose conditions it meets like any hit: the loaded entry is installed
+# without Slots, as a hit runs.  The full compiled graph (for the Python path) still loads on
+# the job thread.  The .so is written next to the stored graph (`<name>.so`).
+
+
 def forget(entry) -> None:
-    """Remove entry's file (its compiled module could not be loaded)."""
-    with contextlib.suppress(OSError, TypeError):
-        os.remove(os.path.join(folder(), entry.warm[0]))
+    """Remove entry's file and its .so (it did not load, or verify found it wrong)."""
+    _remove(os.path.join(folder(), entry.warm[0]))
+
+
+def _remove(graph_path: str) -> None:
+    for p in (graph_path, graph_path[:-len(".graph")] + ".so"):
+        with contextlib.suppress(OSError, TypeError):
+            os.remove(p)
 
 
 def fakes(specs: list) -> list:
@@ -235,15 +291,13 @@ def trim() -> None:
     for p, size, _ in files:
         if total <= cap:
             break
-        with contextlib.suppress(OSError):
-            os.remove(p)
-            total -= size
+        _remove(p)
+        total -= size
 
 
 def clear() -> int:
     n = 0
     for p, _, _ in entries():
-        with contextlib.suppress(OSError):
-            os.remove(p)
-            n += 1
+        _remove(p)
+        n += 1
     return n

@@ -78,6 +78,8 @@ def is_custom_op_function(cls) -> bool:
             and fn.__qualname__ == "make_autograd_impl.<locals>.backward")
 
 USED = {
+    "torch._C._dynamo.guards._torchinductor_pyobject_tensor_data_ptr":
+        "runtime/warm.py (importing a stored Inductor C++-wrapper module)",
     "torch._C._current_autograd_node": "runtime/engine_state.py",
     "torch._C._will_engine_execute_node": "runtime/engine_state.py",
     "torch._C._current_graph_task_execution_order": "runtime/engine_state.py",
@@ -158,3 +160,10 @@ def unpack_error_strips_backward() -> bool:
             msg = str(e)
         _NODE_NAME_STYLE.append("of MulBackward0," not in msg)
     return _NODE_NAME_STYLE[0]
+
+
+def inductor_module_env() -> dict:
+    """The environment an Inductor C++-wrapper module reads when it is imported (Inductor's
+    CppPythonBindingsCodeCache._load_library_inner sets it before importing one)."""
+    return {"_TORCHINDUCTOR_PYOBJECT_TENSOR_DATA_PTR":
+            str(torch._C._dynamo.guards._torchinductor_pyobject_tensor_data_ptr)}
