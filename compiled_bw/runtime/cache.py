@@ -86,6 +86,7 @@ class Compiled:
     # runtime/warm.py Note [Warm start]: (file name, pickled key, input metadata) when it is
     # kept on disk
     warm: tuple | None = None
+    after_first_run: Callable | None = None     # called once its first run is over (run.py)
 
 
 @dataclasses.dataclass

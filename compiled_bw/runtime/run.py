@@ -482,8 +482,11 @@ def _warm_load(state, w, opts, key: CacheKey) -> Compiled | None:
         except Exception as e:  # noqa: BLE001 -- the Python path runs it meanwhile
             state.note(f"warm start: a stored compiled module did not import ({type(e).__name__}: "
                        f"{str(e).splitlines()[0][:160] if str(e) else ''})")
-        background.load_stored(entry, data["compiled"], specs,
-                               state.compiled_in_background(entry), state.cache, key)
+        # after the first run: the job thread's Inductor import (~1.4 s, mostly holding the
+        # GIL) slowed a first backward running at the same time 3x (cnn: 63 -> 181 ms)
+        entry.after_first_run = lambda: background.load_stored(
+            entry, data["compiled"], specs, state.compiled_in_background(entry), state.cache,
+            key)
     return entry
 
 
@@ -559,7 +562,13 @@ def _run_first_or_hit(state, entry: Compiled, w, opts, grad_tensors: list, slots
     does not slow that run down (GIL)."""
     start = entry.start_compile
     if start is None:
-        return _run(state, entry, w, opts, grad_tensors, slots)
+        after, entry.after_first_run = entry.after_first_run, None
+        if after is None:
+            return _run(state, entry, w, opts, grad_tensors, slots)
+        try:
+            return _run(state, entry, w, opts, grad_tensors, slots)
+        finally:
+            after()
     if entry.compile_on_repeat:     # Note [Compile on repeat]: at its first hit
         entry.compile_on_repeat = False
         return _run(state, entry, w, opts, grad_tensors, slots)
