@@ -29,9 +29,11 @@ Loading runs every check a hit makes (the walk, the key, each step's version che
 guards are those of the entry); the trace's own refusals that do not depend on the key (a
 leaf whose requires_grad changed) are repeated.  A file that does not load (corrupt, written
 by another release, an op no longer registered) is ignored with a note in stats().notes.
-An Inductor entry first runs on the eager backend while the job thread loads the compiled
-module from Inductor's cache dir (Note [Background compile]: no compile, ~2 s of Inductor's
-first-load costs); if that module is gone, the graph compiles in the background as usual.
+An Inductor entry runs its compiled code from its first backward when the compiled graph had
+a C entry point (Note [Native first runs]); else its first runs take the eager backend.  After
+the first run the job thread loads the whole compiled graph (no compile, ~2.5 s of Inductor's
+import and first-load costs; it carries its generated code, so a cleaned Inductor cache dir
+does not matter); if that fails, the file is removed and the graph is captured again.
 stats().warm_loads counts loaded graphs (they are not captures).
 `python -m compiled_bw.cache ls|size|clear` lists, sizes or empties the folder.
 The folder must be as trusted as the code: a stored graph is Python code and pickles, run on
