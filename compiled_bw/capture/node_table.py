@@ -51,7 +51,7 @@ def module_name(rel: tuple[int, int]) -> str:
 
 def _generated_here() -> dict:
     """This torch's table, generated once and cached (Note [A node table for every release])."""
-    from ..core.paths import build_base
+    from ..core.paths import build_base, write_atomic
     git = str(torch.version.git_version)[:12]
     path = os.path.join(build_base(), f"node_table-{torch.__version__}-{git}.txt")
     try:
@@ -62,11 +62,7 @@ def _generated_here() -> dict:
     from .node_table_gen import build_table
     t0 = time.perf_counter()
     table = build_table()
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(repr(table))
-    os.replace(tmp, path)       # several processes may generate it at once: last one wins
+    write_atomic(path, repr(table).encode("utf-8"))   # several processes may generate it
     log.info("compiled_bw: generated the node table of torch %s in %.1f s (%s)",
              torch.__version__, time.perf_counter() - t0, path)
     return table

@@ -185,8 +185,7 @@ def _compile(entry, gm, sites: list, cache_dir: str | None, threads: int, done,
 
 def load_stored(entry, body: bytes, specs: list, done, cache, key) -> None:
     """runtime/warm.py Note [Warm start]: on the job thread, load the compiled graph a former
-    process stored (Inductor's generated module, from its cache dir) and switch entry.fn to
-    it; if that fails, the stored file is removed and `key` leaves `cache`, so the next step
+    process stored (it carries its generated code) and switch entry.fn to it; if that fails, the stored file is removed and `key` leaves `cache`, so the next step
     captures it afresh (and compiles it here)."""
     def job() -> None:
         t0 = time.perf_counter()

@@ -32,6 +32,7 @@ import tempfile
 import torch
 
 from .. import config
+from ..core.paths import write_atomic
 
 _COUNTER = itertools.count()
 
@@ -119,9 +120,7 @@ if __name__ == "__main__":
 '''
     if inputs is not None:
         torch.save([t.detach().cpu() for t in inputs], out[:-3] + ".pt")
-    with open(out + ".tmp", "w") as f:
-        f.write(text)
-    os.replace(out + ".tmp", out)
+    write_atomic(out, text.encode())
     return out
 
 

@@ -47,11 +47,11 @@ import math
 import operator
 import os
 import pickle
-import tempfile
 
 import torch
 
 from ..capture.nodes import LEAF, TRACE
+from ..core.paths import write_atomic
 
 FORMAT = 1
 
@@ -84,12 +84,18 @@ def folder() -> str:
     return os.path.join(root(), release())
 
 
+def _keyed(state, opts, key) -> bool:
+    """Whether a graph of this call could be kept at all, before its Plan is known: a built-in
+    backend, a C++ walk signature (the Python walk's are not checked for process-free
+    contents), no create_graph, warm start on."""
+    return (root() is not None and state.backend in ("eager", "inductor")
+            and not isinstance(key.signature, tuple) and not opts.create_graph)
+
+
 def storable(state, entry, w, opts, key) -> bool:
-    """Note [Warm start]: which graphs are kept (C++ walk signatures only: the Python walk's
-    are not checked for process-free contents)."""
+    """Note [Warm start]: which graphs are kept."""
     plan = entry.plan
-    return (state.backend in ("eager", "inductor") and not isinstance(key.signature, tuple)
-            and not opts.create_graph and not plan.opaque_sites
+    return (_keyed(state, opts, key) and not plan.opaque_sites
             and not plan.delivers and not plan.auto_traced and not plan.mutated_inputs
             and plan.in_layouts is None and plan.out_layouts is None and not w.hooks
             and all(w.kinds[i].how in (TRACE, LEAF) and not w.kinds[i].hooked
@@ -115,7 +121,7 @@ def _specs(example: list) -> list:
 def prepare(state, entry, w, opts, key, example: list) -> None:
     """A fresh capture: if it is storable, remember where it goes (entry.warm) and, for a
     backend compiled here, store it now; Inductor's background compile stores it when done."""
-    if root() is None or not storable(state, entry, w, opts, key):
+    if not storable(state, entry, w, opts, key):
         return
     name, blob = _name(key, state.backend)
     if name is None:
@@ -128,21 +134,14 @@ def prepare(state, entry, w, opts, key, example: list) -> None:
 def store(entry, compiled: bytes | None) -> None:
     """Write entry's file (Note [Warm start]); any failure leaves the folder as it was."""
     name, blob, specs = entry.warm
-    d = folder()
     try:
-        os.makedirs(d, exist_ok=True)
         payload = pickle.dumps({"key": blob, "graph": entry.gm.code, "plan": entry.plan,
                                 "specs": specs, "compiled": compiled,
                                 "native": _native_module(entry.native)}, protocol=4)
-        data = pickle.dumps({"format": FORMAT, "sha256": hashlib.sha256(payload).hexdigest(),
-                             "payload": payload}, protocol=4)
-        fd, tmp = tempfile.mkstemp(dir=d, suffix=".tmp")
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, os.path.join(d, name))
+        write_atomic(os.path.join(folder(), name), pickle.dumps(
+            {"format": FORMAT, "sha256": hashlib.sha256(payload).hexdigest(),
+             "payload": payload}, protocol=4))
     except Exception:  # noqa: BLE001 -- a cache that cannot be written is only slower
-        with contextlib.suppress(Exception):
-            os.remove(tmp)
         return
     trim()
 
@@ -150,8 +149,7 @@ def store(entry, compiled: bytes | None) -> None:
 def load(state, key, w, opts) -> dict | None:
     """What is stored under `key` ({"graph", "plan", "specs", "compiled", "name", "blob"}), or
     None: not stored, not for this step, or ignored with a note (Note [Warm start])."""
-    if root() is None or state.backend not in ("eager", "inductor") or opts.create_graph or \
-            isinstance(key.signature, tuple):
+    if not _keyed(state, opts, key):
         return None
     name, blob = _name(key, state.backend)
     if name is None:
@@ -209,8 +207,8 @@ def _native_module(native) -> tuple | None:
 
 def native_entry(data: dict):
     """The C entry point stored with a graph, imported from its .so (written beside the stored
-    graph) without importing Inductor (Note [Native first runs]); None if there is none or it
-    does not import."""
+    graph) without importing Inductor (Note [Native first runs]); None if there is none.
+    Raises what importing it raises."""
     stored = data.get("native")
     if stored is None:
         return None
@@ -223,10 +221,7 @@ def native_entry(data: dict):
     if mod is None:
         path = os.path.join(folder(), f"{data['name'][:-len('.graph')]}.so")
         if not os.path.exists(path) or os.path.getsize(path) != len(so):
-            fd, tmp = tempfile.mkstemp(dir=folder(), suffix=".so.tmp")
-            with os.fdopen(fd, "wb") as f:
-                f.write(so)
-            os.replace(tmp, path)
+            write_atomic(path, so)
         os.environ.update(inductor_module_env())
         spec = importlib.util.spec_from_file_location(module_name, path)
         mod = importlib.util.module_from_spec(spec)
@@ -270,9 +265,9 @@ def limit_bytes() -> int:
     return int(float(os.environ.get("COMPILED_BW_CACHE_MB", "1024")) * 2**20)
 
 
-def entries(d: str | None = None) -> list:
+def entries() -> list:
     """(path, size, mtime) of every stored graph under the cache root (all releases)."""
-    d = d or root()
+    d = root()
     out = []
     if d is None or not os.path.isdir(d):
         return out
