@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import importlib.util
 import itertools
 import logging
 import os
@@ -62,7 +61,7 @@ import time
 
 import torch
 
-from ..core.paths import build_base
+from ..core.paths import build_base, import_extension, write_atomic
 from ..torchapi import autograd as torch_autograd
 from . import packed
 from . import walk as _walk_module
@@ -227,10 +226,7 @@ def _built(d: str):
                 return None
     except OSError:
         return None
-    spec = importlib.util.spec_from_file_location("compiled_bw_fastwalk", so)
-    ext = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(ext)
-    return ext
+    return import_extension("compiled_bw_fastwalk", so)
 
 
 # Note [Loading a built walk]
@@ -251,8 +247,7 @@ def _load_once(verbose: bool):
                 ext = _load("compiled_bw_fastwalk", _SRC, build_directory=d,
                             extra_cflags=["-O2", f"-DCOMPILED_BW_FASTWALK_SOURCE={source_hash()}"],
                             verbose=verbose)
-                with open(os.path.join(d, _STAMP), "w") as f:
-                    f.write(source_hash())
+                write_atomic(os.path.join(d, _STAMP), source_hash().encode())
         ext.init(WalkUnsupported, GiveUp, _classify, _list_svs, _py_node)
         ext.set_strip_backward(torch_autograd.unpack_error_strips_backward())
         ext.memo_init((FWD_KEY, MATERIALIZE_KEY, SLOTS_KEY, torch.Size, torch.dtype,

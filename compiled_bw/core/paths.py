@@ -1,13 +1,16 @@
 """Where compiled_bw keeps what it builds per machine (the C++ walk, generated node tables),
-and how it writes files other processes may read at the same time.
+how it writes files other processes may read at the same time, and how it imports a built
+extension module by its path.
 
 Consumes $COMPILED_BW_BUILD_DIR, else $XDG_CACHE_HOME or ~/.cache; produces the base folder.
 """
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import tempfile
+from types import ModuleType
 
 
 def build_base() -> str:
@@ -30,3 +33,12 @@ def write_atomic(path: str, data: bytes) -> None:
         with contextlib.suppress(OSError):
             os.remove(tmp)
         raise
+
+
+def import_extension(name: str, path: str) -> ModuleType:
+    """The CPython extension module at `path` (its init function: PyInit_<last part of name>),
+    imported under `name` as importlib imports a file, without torch's build machinery."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod

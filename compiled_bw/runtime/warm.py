@@ -51,7 +51,7 @@ import pickle
 import torch
 
 from ..capture.nodes import LEAF, TRACE
-from ..core.paths import write_atomic
+from ..core.paths import import_extension, write_atomic
 
 FORMAT = 1
 
@@ -213,7 +213,6 @@ def native_entry(data: dict):
     if stored is None:
         return None
     module_name, fn_name, so = stored
-    import importlib.util
     import sys
 
     from ..torchapi.autograd import inductor_module_env
@@ -223,10 +222,7 @@ def native_entry(data: dict):
         if not os.path.exists(path) or os.path.getsize(path) != len(so):
             write_atomic(path, so)
         os.environ.update(inductor_module_env())
-        spec = importlib.util.spec_from_file_location(module_name, path)
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        sys.modules[module_name] = mod
+        mod = sys.modules[module_name] = import_extension(module_name, path)
     return getattr(mod, fn_name)
 
 
