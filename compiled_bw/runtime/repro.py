@@ -168,25 +168,25 @@ def check(module_cls, specs, name, path=None, qualname=None, script=None) -> int
     The inputs: the real ones saved beside `script` (repro_N.pt) if there, else random ones."""
     from .verify import _differs
     saved = None if script is None else os.path.splitext(script)[0] + ".pt"
-    if saved is not None and os.path.exists(saved):
-        real = torch.load(saved)
-        specs = [(tuple(t.shape), tuple(t.stride()), str(t.dtype).split(".")[-1], dev)
-                 for t, (*_, dev) in zip(real, specs, strict=True)]
+    real = torch.load(saved) if saved is not None and os.path.exists(saved) else None
 
-        def make_inputs(_specs):
-            return [t.to(dev).clone() for t, (*_, dev) in zip(real, specs, strict=True)]
-    else:
-        make_inputs = _inputs
+    def make_inputs() -> list:
+        """Fresh inputs for each run (the compiled call may free them): copies of the real ones,
+        with their strides, or random ones of the recorded metadata."""
+        if real is None:
+            return _inputs(specs)
+        return [torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=dev).copy_(t)
+                for t, (*_, dev) in zip(real, specs, strict=True)]
     mod = module_cls()
-    ref = list(mod(*make_inputs(specs)))
+    ref = list(mod(*make_inputs()))
     gm = torch.fx.symbolic_trace(mod)
-    example = make_inputs(specs)
+    example = make_inputs()
     try:
         fn = _load_backend(name, path, qualname)(gm, example)
     except Exception as e:  # noqa: BLE001 -- the failure is what the repro shows
         print(f"the backend's compile raised {type(e).__name__}: {e}")
         return 2
-    ours = list(fn(make_inputs(specs)))
+    ours = list(fn(make_inputs()))
     for i, (r, o) in enumerate(zip(ref, ours, strict=True)):
         diff = _differs(r, o, f"output {i}", "the graph's own ops")
         if diff is not None:
