@@ -74,7 +74,7 @@ class _Global:
     def __init__(self) -> None:
         self.caches: dict = {}
         self.stats = Stats()
-        self.last_graph = None
+        self.last_entry = None      # the last capture's Compiled (its graph built when asked)
         self.last_plan = None
         self.last_fn = None
         self.lock = threading.Lock()
@@ -153,7 +153,7 @@ class _State:
             if error is not None:
                 self.compile_failed(f"{'background ' if background else ''}compile failed, "
                                     f"this graph stays on the eager backend: {error}"
-                                    + repro.after_compile_failure(entry.gm, self.backend, error))
+                                    + repro.after_compile_failure(entry.graph_module(), self.backend, error))
                 return
             if background:
                 stats.background_compile_seconds += seconds
@@ -169,11 +169,11 @@ class _State:
         config.emit("fallbacks", "%s", reason)
 
     def record_capture(self, entry) -> None:
-        _G.last_graph = entry.gm
+        _G.last_entry = entry
         _G.last_plan = entry.plan
         _G.last_fn = entry.fn
         if config.wants("graph"):   # (print_readable imports torch.distributed.tensor: ~0.3 s)
-            config.emit("graph", "captured backward graph:\n%s", entry.gm.print_readable(False))
+            config.emit("graph", "captured backward graph:\n%s", entry.graph_module().print_readable(False))
 
 
 _original_engine_run_backward = None
@@ -397,14 +397,14 @@ def reset() -> None:
     guarded.reset()
     custom.reset()
     unpacked.reset()
-    _G.last_graph = None
+    _G.last_entry = None
     _G.last_plan = None
     _G.last_fn = None
 
 
 def last_graph() -> torch.fx.GraphModule | None:
     """The FX GraphModule of the most recent capture."""
-    return _G.last_graph
+    return None if _G.last_entry is None else _G.last_entry.graph_module()
 
 
 def last_compiled() -> Callable | None:
@@ -439,6 +439,6 @@ def explain() -> str:
         lines.append(f"  opaque nodes: {', '.join(_G.last_plan.opaque_names)}")
     if (compression := compress.last_report()) is not None:
         lines.append(f"  {compression}")
-    if _G.last_graph is not None:
-        lines.append(_G.last_graph.print_readable(False))
+    if (graph := last_graph()) is not None:
+        lines.append(graph.print_readable(False))
     return "\n".join(lines)

@@ -11,6 +11,8 @@ import sys
 
 import pytest
 
+from compiled_bw.runtime import warm
+
 # One training step of a small MLP, under compiled_bw, compared with eager autograd in the same
 # process (values, dtype, strides, None-ness); prints the stats that say how the graph came.
 STEP = r'''
@@ -21,6 +23,8 @@ m = torch.nn.Sequential(torch.nn.Linear(5, 7), torch.nn.Tanh(), torch.nn.Linear(
 if hook:
     m[0].weight.register_hook(lambda g: g * 2)
 x = torch.randn(4, 5)
+traces, real_trace = [], torch.fx.symbolic_trace
+torch.fx.symbolic_trace = lambda *a, **k: traces.append(1) or real_trace(*a, **k)
 def step():
     m.zero_grad(set_to_none=True)
     m(x).square().sum().backward()
@@ -36,7 +40,10 @@ with compiled_bw.enable(backend=backend):
                 bad.append(i)
         compiled_bw.wait_for_compiles()
 s = compiled_bw.stats()
+fx_traces = len(traces)
+graph = compiled_bw.last_graph()
 print(json.dumps({"bad": bad, "captures": s.captures, "warm_loads": s.warm_loads,
+                  "fx_traces": fx_traces, "graph": "tanh_backward" in graph.code,
                   "native": s.native_runs,
                   "inductor_compiles": s.inductor_compiles, "fallbacks": s.fallbacks,
                   "reasons": s.fallback_reasons, "notes": s.notes}))
@@ -88,6 +95,8 @@ def test_second_process_loads_instead_of_capturing(tmp_path, backend):
     second = _run(tmp_path / "c", backend, inductor_dir=tmp_path / "i")
     assert second["captures"] == 0 and second["warm_loads"] == 1, second
     assert second["fallbacks"] == 0, second
+    # Note [Lazy stored graphs]: no FX trace until the graph is asked for, and then it is there
+    assert second["fx_traces"] == 0 and second["graph"] and first["graph"], second
     if backend == "inductor":
         assert first["inductor_compiles"] == 1 and second["inductor_compiles"] == 0, second
         # Note [Native first runs]: compiled code from the first backward on (3 of 3 steps)
@@ -217,8 +226,32 @@ def test_a_stored_graph_verify_rejects_leaves_the_cache(tmp_path):
     def other_op(data):
         assert "aten.tanh_backward.default(" in data["graph"]
         data["graph"] = data["graph"].replace("aten.tanh_backward.default(", "aten.mul.Tensor(")
+        # what runs on load is the eager backend's code stored with it (Note [Lazy stored
+        # graphs]): made again from the rewritten graph
+        data["eager"] = warm._eager_code(warm.graph_module(data["graph"]))
     _rewrite(path, other_op)
     assert run("-") == ["1", "0", "False"]          # loaded and wrong: what verify is for
     assert run("verify") == ["1", "1", "True"]      # loaded, caught: eager's grads
     assert _files(tmp_path) == []
     assert run("-") == ["0", "0", "True"]           # captured afresh
+
+
+def test_source_hash_follows_contents_not_times(tmp_path, monkeypatch):
+    """Note [Source hash memo]: the release folder's source hash changes with a file's
+    contents, not with its modification time (a reinstall or checkout that rewrites unchanged
+    files keeps the stored graphs), and a remembered hash is read, not recomputed."""
+    monkeypatch.setenv("COMPILED_BW_CACHE_DIR", str(tmp_path / "cache"))
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "a.py").write_text("x = 1\n")
+    (pkg / "sub" / "b.cpp").write_text("int f();\n")
+    first = warm._source_hash(str(pkg))
+    st = os.stat(pkg / "a.py")
+    os.utime(pkg / "a.py", ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))     # touched only
+    assert warm._source_hash(str(pkg)) == first
+    (pkg / "sub" / "b.cpp").write_text("int g();\n")                        # changed
+    changed = warm._source_hash(str(pkg))
+    assert changed != first
+    (memo,) = [m for m in (tmp_path / "cache" / "sources").iterdir() if m.read_text() == changed]
+    memo.write_text("remembered")
+    assert warm._source_hash(str(pkg)) == "remembered"

@@ -87,6 +87,14 @@ class Compiled:
     # kept on disk
     warm: tuple | None = None
     after_first_run: Callable | None = None     # called once its first run is over (run.py)
+    # runtime/warm.py Note [Lazy stored graphs]: builds gm when it is None (a loaded graph)
+    make_gm: Callable | None = None
+
+    def graph_module(self):
+        """The captured GraphModule (built now if this entry was loaded from disk)."""
+        if self.gm is None and self.make_gm is not None:
+            self.gm, self.make_gm = self.make_gm(), None
+        return self.gm
 
 
 @dataclasses.dataclass

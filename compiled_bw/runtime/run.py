@@ -467,15 +467,17 @@ def _warm_load(state, w, opts, key: CacheKey) -> Compiled | None:
     data = warm.load(state, key, w, opts)
     if data is None:
         return None
-    gm, plan, specs = data["graph"], data["plan"], data["specs"]
+    code, plan, specs = data["graph"], data["plan"], data["specs"]
     if state.backend == "inductor" and data["compiled"] is None:
         return None
+    gm = None if data["eager"] is not None else warm.graph_module(code)
     owned = _box_owned(w, plan)
-    entry = Compiled(compile_eager(gm, []), plan, gm, owned,
+    entry = Compiled(data["eager"] or compile_eager(gm, []), plan, gm, owned,
                      tuple(sorted({w.saved_node[k][0] for k in owned})), n_inputs=len(specs),
                      devices=frozenset(s[3] for s in specs if s[3] not in ("cpu", "meta"))
                      | streams.device_types(w.leaves.values()))
     entry.warm = (data["name"], data["blob"], specs)
+    entry.make_gm = lambda: warm.graph_module(code)     # runtime/warm.py Note [Lazy stored graphs]
     if state.backend == "inductor":
         try:
             entry.native = warm.native_entry(data)
@@ -579,7 +581,7 @@ def _run_first_or_hit(state, entry: Compiled, w, opts, grad_tensors: list, slots
         return _run(state, entry, w, opts, grad_tensors, slots)
     finally:
         entry.watch_strides = False
-        real_strides.adopt(entry.gm, entry.out_strides)
+        real_strides.adopt(entry.graph_module(), entry.out_strides)
         entry.out_strides = None
         with current_step(Step(w, entry.plan)):     # (_compile_here: fake impls read it)
             start()

@@ -142,7 +142,7 @@ def checked(state, entry, w, opts, t_outputs, grad_tensors, inputs, key, root_ke
     if diff is None:
         return result
     state.stats.verify_mismatches += 1
-    path = repro.write(entry.gm, state.backend, f"verify: {diff}", real)
+    path = repro.write(entry.graph_module(), state.backend, f"verify: {diff}", real)
     reason = (f"verify: compiled, {diff}; this graph runs eager autograd from now on "
               f"(repro: {path or 'not written, see the log'})")
     state.cache.put(root_key, key, Fallback(reason))

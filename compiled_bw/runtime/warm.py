@@ -7,14 +7,14 @@ with the same key, a Compiled entry built from it (`load`) instead of a capture.
 
 Note [Warm start]
 On only when COMPILED_BW_CACHE_DIR is set (a folder; several processes and ranks may share
-it).  Entries live in <dir>/<release>/, <release> naming the torch version and a hash of
-compiled_bw's own source files, so another torch release or a changed compiled_bw never
-reads them, and `pip install -e .` of an unchanged package keeps them.  A file is named by a
+it).  Entries live in <dir>/<release>/, <release> naming the torch version, the Python version
+and a hash of compiled_bw's own source files, so another torch release or a changed
+compiled_bw never reads them, and `pip install -e .` of an unchanged package keeps them.  A file is named by a
 hash of the pickled CacheKey (the walk's signature: each node's compiled_args bytes, sizes,
 the options, the backend), the torch thread count (Inductor's CPU kernels are generated for
 it) and the backend's name, and holds that pickled key again (compared on load: a hash
-collision is a miss), the graph (its FX code, traced again on load), its Plan, each input's
-metadata and, for Inductor, the compiled graph's bytes, under a SHA-256 of them (checked on
+collision is a miss), the graph (its FX code, and the eager backend's code of it: Note [Lazy
+stored graphs]), its Plan, each input's metadata and, for Inductor, the compiled graph's bytes, under a SHA-256 of them (checked on
 load: a damaged file is ignored).  Written to a temporary name and
 renamed: a reader sees a whole file or none.  The folder is kept under
 COMPILED_BW_CACHE_MB (default 1024): the least recently used files go first.
@@ -43,17 +43,21 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import marshal
 import math
 import operator
 import os
 import pickle
+import re
+import shutil
+import sys
 
 import torch
 
 from ..capture.nodes import LEAF, TRACE
 from ..core.paths import import_extension, write_atomic
 
-FORMAT = 1
+FORMAT = 2
 
 
 def root() -> str | None:
@@ -65,19 +69,48 @@ _RELEASE: list = []
 
 
 def release() -> str:
-    """The folder name of this torch release and compiled_bw source (Note [Warm start])."""
+    """The folder name of this torch release, Python version and compiled_bw source (Note
+    [Warm start])."""
     if not _RELEASE:
-        pkg = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        h = hashlib.sha256()
-        for d, dirs, files in sorted(os.walk(pkg)):
-            dirs.sort()
-            for f in sorted(files):
-                if f.endswith((".py", ".cpp", ".h")):
-                    h.update(os.path.relpath(os.path.join(d, f), pkg).encode())
-                    with open(os.path.join(d, f), "rb") as fh:
-                        h.update(fh.read())
-        _RELEASE.append(f"torch{torch.__version__}-{h.hexdigest()[:16]}-f{FORMAT}")
+        py = f"py{sys.version_info[0]}{sys.version_info[1]}"
+        _RELEASE.append(f"torch{torch.__version__}-{py}-{_source_hash()}-f{FORMAT}")
     return _RELEASE[0]
+
+
+def _source_hash(pkg: str | None = None) -> str:
+    """A hash of compiled_bw's source files' contents (those under pkg), remembered in the
+    cache root under a hash of their names, sizes and modification times (Note [Source hash
+    memo])."""
+    pkg = pkg or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    files = [os.path.join(d, f) for d, dirs, names in sorted(os.walk(pkg)) if not dirs.sort()
+             for f in sorted(names) if f.endswith((".py", ".cpp", ".h"))]
+    stats = hashlib.sha256()
+    for path in files:
+        st = os.stat(path)
+        stats.update(f"{os.path.relpath(path, pkg)}|{st.st_size}|{st.st_mtime_ns}|".encode())
+    memo = os.path.join(root(), "sources", stats.hexdigest()[:32])
+    with contextlib.suppress(OSError):
+        with open(memo) as f:
+            return f.read()
+    h = hashlib.sha256()
+    for path in files:
+        h.update(os.path.relpath(path, pkg).encode())
+        with open(path, "rb") as fh:
+            h.update(fh.read())
+    digest = h.hexdigest()[:16]
+    with contextlib.suppress(OSError):
+        os.makedirs(os.path.dirname(memo), exist_ok=True)
+        write_atomic(memo, digest.encode())
+    return digest
+
+
+# Note [Source hash memo]
+# Reading and hashing the package's ~75 source files costs ~2.5 ms of every process's first
+# backward; stat()ing them costs ~0.4 ms.  So the content hash is kept in
+# <COMPILED_BW_CACHE_DIR>/sources/<hash of each file's name, size and mtime>: a file changed in
+# place gets a new mtime (a new memo, its content hashed again), and a file touched without a
+# change gets a new memo with the same content hash (so `pip install -e .` or a checkout that
+# rewrites unchanged files still finds its graphs).  A memo is 16 bytes; `clear` removes them.
 
 
 def folder() -> str:
@@ -135,8 +168,9 @@ def store(entry, compiled: bytes | None) -> None:
     """Write entry's file (Note [Warm start]); any failure leaves the folder as it was."""
     name, blob, specs = entry.warm
     try:
-        payload = pickle.dumps({"key": blob, "graph": entry.gm.code, "plan": entry.plan,
-                                "specs": specs, "compiled": compiled,
+        gm = entry.graph_module()
+        payload = pickle.dumps({"key": blob, "graph": gm.code, "eager": _eager_code(gm),
+                                "plan": entry.plan, "specs": specs, "compiled": compiled,
                                 "native": _native_module(entry.native)}, protocol=4)
         write_atomic(os.path.join(folder(), name), pickle.dumps(
             {"format": FORMAT, "sha256": hashlib.sha256(payload).hexdigest(),
@@ -171,7 +205,7 @@ def load(state, key, w, opts) -> dict | None:
             raise ValueError("its key is not the one its name hashes")
         if any(not w.leaves[i].requires_grad for i, _ in data["plan"].leaf_outputs):
             return None     # the capture would refuse it: capture, and let it say why
-        data["graph"] = _module(data["graph"])
+        data["eager"] = _eager_fn(data.get("eager"))
     except Exception as e:  # noqa: BLE001 -- never trusted: captured instead
         state.note(f"warm start: ignored the stored graph {path} ({type(e).__name__}: "
                    f"{str(e).splitlines()[0][:160] if str(e) else ''})")
@@ -182,16 +216,76 @@ def load(state, key, w, opts) -> dict | None:
     return data
 
 
-def _module(code: str) -> torch.fx.GraphModule:
-    """The GraphModule of a graph's Python code (GraphModule.code), traced again with FX (what
-    unpickling a GraphModule does, without pickling its tracer's state)."""
-    ns = {"torch": torch, "device": torch.device, "inf": math.inf, "nan": math.nan,
-          "NoneType": type(None), "operator": operator}
-    exec(compile(code, "<compiled_bw stored graph>", "exec"), ns)   # (a trusted folder: see Note)
+def _namespace() -> dict:
+    """The globals a stored graph's code may name: those FX's code generation gives any graph
+    (torch, device, inf, pytree, ...) and `operator`."""
+    return {**torch.fx.Graph().python_code(root_module="self").globals, "torch": torch,
+            "device": torch.device, "inf": math.inf, "nan": math.nan,
+            "NoneType": type(None), "operator": operator}
 
+
+def _exec(code: str):
+    """The `forward` function a stored graph's code defines (a trusted folder: see Note)."""
+    ns = _namespace()
+    exec(compile(code, "<compiled_bw stored graph>", "exec"), ns)
+    return ns["forward"]
+
+
+def graph_module(code: str) -> torch.fx.GraphModule:
+    """The GraphModule of a graph's Python code (GraphModule.code), traced again with FX (what
+    unpickling a GraphModule does, without pickling its tracer's state).  Note [Lazy stored
+    graphs]: built when something asks for the graph, not on load."""
     class Stored(torch.nn.Module):
-        forward = ns["forward"]
+        forward = _exec(code)
     return torch.fx.symbolic_trace(Stored())
+
+
+def _eager_code(gm: torch.fx.GraphModule) -> tuple | None:
+    """(the names of the operators it calls, the marshalled code object) of the eager
+    backend's code of gm (backends/eager.py: boxed, values dropped after their last use), if
+    it runs with the stored graph's globals alone and reads nothing of its module (Note [Lazy
+    stored graphs]); else None."""
+    from ..backends.eager import compile_eager
+    boxed = compile_eager(gm, []).__self__
+    names = boxed.graph.python_code(root_module="self").globals
+    if not set(names) <= set(_namespace()) or "self." in boxed.code:
+        return None
+    return (sorted(set(_OPS.findall(boxed.code))),
+            marshal.dumps(compile(boxed.code, "<compiled_bw stored graph>", "exec")))
+
+
+def _eager_fn(stored: tuple | None):
+    """The eager backend's callable (`fn(box)`) of stored eager code, or None.  Raises if the
+    code calls an operator this process does not have (the file is then ignored)."""
+    if stored is None:
+        return None
+    ops, code = stored
+    for name in ops:
+        target = torch
+        for part in name.split(".")[1:]:
+            target = getattr(target, part)
+    ns = _namespace()
+    exec(marshal.loads(code), ns)       # (a trusted folder: see Note [Warm start])
+    forward = ns["forward"]
+    return lambda box: forward(None, box)
+
+
+_OPS = re.compile(r"\btorch\.ops(?:\.\w+)+")
+
+
+# Note [Lazy stored graphs]
+# Loading a stored graph builds no FX GraphModule: tracing its code again (symbolic_trace) and
+# the eager backend's copy of it cost ~140 ms for a graph of ~180 ops, 20x eager autograd's
+# whole first backward of that model.  The file also keeps the eager backend's generated code
+# (backends/eager.py: the boxed copy, which drops each value after its last use), executed on
+# load as the entry's fn: plain torch calls, as compile_eager's module would run them.  It is
+# kept compiled (marshal: ~7 ms less than compiling its source; the folder is per Python
+# version), with the operators it calls, which are looked up on load: one this process lacks
+# makes the file ignored, as a trace of its code would.  The
+# GraphModule is built only when asked for (Compiled.graph_module(): last_graph(), explain(),
+# a repro), from the stored graph code.  Inductor's first runs take the stored C entry point
+# (Note [Native first runs]) and its later ones the compiled graph the job thread loads; none
+# of these needs the GraphModule.
 
 
 def _native_module(native) -> tuple | None:
@@ -293,4 +387,6 @@ def clear() -> int:
     for p, _, _ in entries():
         _remove(p)
         n += 1
+    if root() is not None:      # Note [Source hash memo]
+        shutil.rmtree(os.path.join(root(), "sources"), ignore_errors=True)
     return n
