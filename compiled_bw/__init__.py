@@ -19,8 +19,8 @@ from .api import (
     wait_for_compiles,
 )
 from .backends import register_backend
-from .capture.hooks import HookRegisteredDuringBackward
 from .capture.packed import traceable_saved_tensors_hooks
+from .capture.run_hooks import HookRegisteredDuringBackward
 from .compress import compress_activations
 from .errors import CompiledBwError, Unsupported
 from .runtime.run import profile_compiled

@@ -22,7 +22,7 @@ import pytest
 import torch
 
 import compiled_bw
-from compiled_bw.capture import fastwalk
+from compiled_bw.capture import fastwalk, native
 from compiled_bw.capture.nodes import OPAQUE
 from compiled_bw.capture.saved import gradient_edge
 from compiled_bw.capture.walk import WalkUnsupported, walk_graph
@@ -463,7 +463,9 @@ def test_unbuildable_extension_falls_back_with_a_log_message(monkeypatch, caplog
         raise RuntimeError("Error building extension 'compiled_bw_fastwalk'\nx.cpp:1: error: boom")
     monkeypatch.setattr(cpp, "load", broken)
     monkeypatch.setattr(fastwalk, "_built", lambda d: None)    # not built yet: torch builds it
-    monkeypatch.setattr(fastwalk, "_S", fastwalk._State())
+    fresh = fastwalk._State()       # (capture/native.py's: the modules below the walk read it)
+    monkeypatch.setattr(fastwalk, "_S", fresh)
+    monkeypatch.setattr(native, "_S", fresh)
     fastwalk._S.enabled = True
     with caplog.at_level(logging.WARNING, logger="compiled_bw"):
         assert not fastwalk.in_use()

@@ -5,7 +5,7 @@ AccumulateGrad (capture/trace.py); produces a call to the custom op `compiled_bw
 which returns nothing and is marked side-effectful, so that no pass and no backend removes it
 (Inductor keeps it as an extern call, in graph order with the other opaque calls).  At run
 time it runs this step's real AccumulateGrad node with the grad as the engine runs it
-(fastwalk.run_leaf: tensor pre-hooks, node pre-hooks, the accumulation and post-accumulate-grad
+(native.run_leaf: tensor pre-hooks, node pre-hooks, the accumulation and post-accumulate-grad
 hooks, node post-hooks, C++ ones such as DDP's and FSDP's included), inside the running
 backward's graph task, with `_current_autograd_node()` answering that node
 (runtime/run.py Note [Delivery points]).
@@ -19,7 +19,8 @@ import torch
 from ..core import dispatch_tls
 from ..core.thread import THREAD
 from ..torchapi.dynamo import OpOverload
-from . import defined, fastwalk, hooks
+from . import defined, run_hooks
+from .native import hook_dicts, run_leaf
 from .opaque import originals
 from .saved import check_after_call
 
@@ -60,11 +61,11 @@ def deliver_direct(site: int, grad, label: str, owned: bool = False) -> None:
     prev = step.current
     step.current = s.node_index
     try:
-        fastwalk.run_leaf(node, grad, steal)
+        run_leaf(node, grad, steal)
     finally:
         step.current = prev
     if step.hooks_changed:      # hooks.py Note [Hooks registered during the backward]
-        hooks.check_registered(step, s, fastwalk.hook_dicts())
+        run_hooks.check_registered(step, s, hook_dicts())
     if step.checks:     # capture/trace.py Note [Saved tensors modified during the backward]
         check_after_call(step.checks, site)
 

@@ -80,11 +80,11 @@ from .hooks import (
     TENSOR_HOOKS_KEY,
     NodeHooks,
     _ident,
-    check_single,
     hooks_and_signature,
     leaf_hooks,
     retained_by_node,
 )
+from .native import _S, _State, hook_dicts, release_node, run_leaf  # noqa: F401  (re-exported)
 from .nodes import (
     AOT,
     CUSTOM,
@@ -98,7 +98,9 @@ from .nodes import (
 )
 from .nodes import node_kind as _node_kind
 from .recompute import is_checkpointed
-from .saved import SLOTS_KEY, input_meta, input_metadata, install_slots, raise_modified, raw_saved
+from .run_hooks import check_single
+from .saved import SLOTS_KEY, input_meta, input_metadata, raise_modified, raw_saved
+from .saved_slots import install_slots
 from .unpacked import eligible_attrs
 from .walk import WalkUnsupported, _as_opaque, _custom_entry, class_info, values_entry, walk_graph
 
@@ -115,29 +117,7 @@ class GiveUp(Exception):
     """The C++ walk cannot do this step (the Python walk does it)."""
 
 
-class _State:
-    def __init__(self) -> None:
-        self.ext = None            # the loaded module
-        self.tried = False
-        self.error = ""            # why it is unavailable
-        self.enabled = os.environ.get("COMPILED_BW_FASTWALK", "1") not in ("", "0")
-        self.build_seconds = 0.0
-        self.gave_up: dict = {}    # reason -> count
-        self.fast_walks = 0        # steps walked in C++
-        self.py_walks = 0          # steps walked in Python while enabled (gave up)
-        self.python_roots: dict = {}   # root key -> why its graph needs the Python walk
-
-
 _MAX_PYTHON_ROOTS = 64
-
-
-_S = _State()
-
-
-def hook_dicts():
-    """The C++ reader of a node's (pre-hook, post-hook) dicts (hooks.node_hooks' `dicts`),
-    None without the extension."""
-    return _S.ext.hook_dicts if _S.ext is not None else None
 
 
 def build_key() -> str:
@@ -798,21 +778,3 @@ def describe(old: CSig, new: CSig) -> str:
     if old.extra != new.extra:
         return "custom Function / hook state changed"
     return "signature changed"
-
-
-# ---- delivery points (runtime/run.py Note [Delivery points]) --------------------------------
-
-def release_node(node) -> None:
-    """What eager's engine does after a node ran with retain_graph=False: free its saved
-    variables (with their hooks and packed objects).  Without the extension nothing is freed
-    here (the autograd graph frees them when it dies)."""
-    ext = _S.ext
-    if ext is not None:
-        ext.release_node(node)
-
-
-def run_leaf(node, grad, steal: bool = False) -> None:
-    """Run an AccumulateGrad node as the engine does (hooks of every kind, the accumulation);
-    only called where leaf_observed answered (the extension is loaded).  steal: runtime/run.py
-    Note [Stealing at delivery points]."""
-    _S.ext.run_leaf(node, grad, steal)

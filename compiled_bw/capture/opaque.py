@@ -31,8 +31,8 @@ from ..core import dispatch_tls
 from ..core.thread import THREAD
 from ..torchapi import autograd as torch_autograd
 from ..torchapi.dynamo import OpOverload
-from . import custom, defined, fastwalk, hooks
-from .fastwalk import release_node
+from . import custom, defined, hooks, run_hooks
+from .native import hook_dicts, release_node
 from .saved import check_after_call
 from .subclass import python_dispatch
 from .validate import ValidateError, validate_metas, validate_outputs
@@ -271,7 +271,7 @@ def _late_post_hooks(s: OpaqueSite, step, node, outs: list) -> list:
         return outs
     late = hooks.NodeHooks()
     late.post = post
-    return hooks.run_post(late, outs, [])
+    return run_hooks.run_post(late, outs, [])
 
 
 def _run(s: OpaqueSite, step, grads: list) -> list:
@@ -294,10 +294,10 @@ def _run(s: OpaqueSite, step, grads: list) -> list:
     else:
         h = step.hooks[s.node_index]
         if s.kind == "pre":
-            return hooks.run_pre(h, grads)
+            return run_hooks.run_pre(h, grads)
         if s.kind == "pre-capture":
-            return hooks.run_pre(h, grads, node_hooks=False)
-        outs = hooks.run_post(h, grads[:s.n_first], grads[s.n_first:])
+            return run_hooks.run_pre(h, grads, node_hooks=False)
+        outs = run_hooks.run_post(h, grads[:s.n_first], grads[s.n_first:])
     if s.release:       # eager (retain_graph=False): after the node and its post-hooks ran
         release_node(node)
     return outs
@@ -456,7 +456,7 @@ def originals(step, grads: list) -> list:
 def _after_user_code(step, s: OpaqueSite, site: int) -> None:
     """The checks once user code returned: hooks it registered, saved tensors it modified."""
     if step.hooks_changed:      # hooks.py Note [Hooks registered during the backward]
-        hooks.check_registered(step, s, fastwalk.hook_dicts())
+        run_hooks.check_registered(step, s, hook_dicts())
     if step.checks:     # capture/trace.py Note [Saved tensors modified during the backward]
         check_after_call(step.checks, site)
 
@@ -465,7 +465,7 @@ def _after_user_code(step, s: OpaqueSite, site: int) -> None:
 # Note [One-grad tensor hook calls]
 # The commonest hook call runs the tensor hooks of a one-output node (`y.register_hook`): this
 # step's grad is defined and the node has no retains_grad and no node pre-hooks.  The call then
-# does only what eager's engine does for it (hooks.run_tensor_hooks: each hook of each dict, in
+# does only what eager's engine does for it (run_hooks.run_tensor_hooks: each hook of each dict, in
 # order, on a snapshot of the dict; a result other than the grad itself is checked as eager
 # checks it: hooks.py Note [Cheap result checks]), then the checks after user code ran.  Every
 # call's outputs (`_outputs`) are handed on in one pass when each is the very grad given for its
@@ -482,7 +482,7 @@ def _after_user_code(step, s: OpaqueSite, site: int) -> None:
 # order: step.current set (and put back however the hooks end), each hook of each of this
 # step's dicts on a snapshot of it, in the dict's own order (eager's PyDict_Next), a result
 # other than None or the grad itself kept when it is a plain tensor of the grad's dtype,
-# layout, device and size and otherwise handed to hooks.check_single (eager's errors), then
+# layout, device and size and otherwise handed to run_hooks.check_single (eager's errors), then
 # the checks after user code (hooks registered meanwhile: `_after_user_code`; saved tensors
 # modified: the VersionChecks of saved.py Note [Version checks in C++], its error raised by
 # saved.raise_modified), then the grad itself when it is the one given, in the promised
@@ -536,7 +536,7 @@ def _tensor_hooks_call(step, s: OpaqueSite, site: int, h, grads: list, label: st
             for hook in list(d.values()):     # snapshot: hooks may remove themselves
                 res = hook(g)
                 if res is not None and res is not g:
-                    g = hooks.check_single(g, res, hook)
+                    g = run_hooks.check_single(g, res, hook)
     finally:
         step.current = prev
     if step.hooks_changed or step.checks:
@@ -553,7 +553,7 @@ def _tensor_hooks_call(step, s: OpaqueSite, site: int, h, grads: list, label: st
 # pre-hooks, no saved tensors to release after the post-hooks): each hook of this step's dict,
 # on a snapshot of it, called with a tuple of the grads (post: grad_inputs, grad_outputs); a
 # result other than None replaces the tuple after eager's checks (python_hook.cpp check_result:
-# a tuple, as many values, each value's check_single_result: hooks._check_tuple), then the
+# a tuple, as many values, each value's check_single_result: run_hooks._check_tuple), then the
 # checks after user code ran and the one-pass hand-on of `_outputs`.  The general path
 # (`_run`) does the same through run_pre / run_post with copies of the lists.
 
@@ -569,7 +569,7 @@ def _node_hooks_call(step, s: OpaqueSite, site: int, d, grads: list, label: str,
             for hook in list(d.values()):     # snapshot: hooks may remove themselves
                 res = hook(outs, ins) if post else hook(outs)
                 if res is not None and res is not outs:
-                    outs = hooks._check_tuple(outs, res, hook)
+                    outs = run_hooks._check_tuple(outs, res, hook)
     finally:
         step.current = prev
     if step.hooks_changed or step.checks:

@@ -90,6 +90,7 @@ from ..torchapi import checkpoint as ckpt
 from ..torchapi.dynamo import OpOverload, pytree
 from . import guarded, rng
 from .custom import NOT_PLAIN, plain_key
+from .native import release_node
 from .saved import raw_saved
 
 ATTR = "ckpt"       # saved_node keys of region inputs: (node index, ATTR, (region, j, name))
@@ -584,7 +585,6 @@ def release_regions(w, plan) -> None:
     regions = getattr(w, "regions", None)
     if not regions:
         return
-    from .fastwalk import release_node  # fastwalk imports this module
     computed = set(plan.executed) - {s.node_index for s in plan.opaque_sites}
     for reg in regions.values():
         if reg is None:

@@ -26,7 +26,7 @@ from torch.fx.experimental.symbolic_shapes import (
 from ..core.dispatch_tls import kept as kept_dispatch_state
 from ..core.thread import THREAD, current_step
 from ..torchapi.dynamo import FakeTensor, fake_tensor, pool_sizes_without_parity_guards
-from . import custom, defined, recompute, unpacked
+from . import custom, defined, recompute, unpack_probes
 from .aot import SpliceFailed, aot_plan, trace_aot
 from .deliver import deliver
 from .dynamic import NotDynamic, own_formula
@@ -414,7 +414,7 @@ class _Engine:
         """unpacked.py Note [Unpack calls]: the formula traced on its unpack calls' outputs."""
         if getattr(self.w, "formulas", None):
             raise TraceFailed(f"{kind.name}: unpack calls in a dynamic graph", eager_error=False)
-        with unpacked.Probes(self.w, i, kind, buf, self.df) as probes:
+        with unpack_probes.Probes(self.w, i, kind, buf, self.df) as probes:
             outs = _traced_call(self.w, i, kind, node, buf, self.df, self.placeholders)
         if outs is None or not probes.sites:
             raise TraceFailed(f"{kind.name}: its formula, traced on its saved tensors' unpack "

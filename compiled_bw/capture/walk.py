@@ -44,9 +44,9 @@ from .saved import (
     foreign_saved_hooks,
     input_meta,
     input_metadata,
-    install_slots,
     sequence_nr,
 )
+from .saved_slots import PySlots, install_slots
 from .subclass import PLAIN, SubclassUnsupported, layout_of
 
 # Note [What the signature holds]
@@ -140,8 +140,7 @@ class Walk:
         return self.released_nodes
 
     def install(self):
-        """Slots on the saved tensors the graph reads (saved.py PySlots)."""
-        from .saved import PySlots
+        """Slots on the saved tensors the graph reads (saved_slots.py PySlots)."""
         ext = extension(always=True)
         if ext is None:     # no way to free them but Slots (README: known deviations)
             keys = self.saved_node + self.slot_only

@@ -97,6 +97,16 @@ class Compiled:
         return self.gm
 
 
+class FallbackToEager(Exception):
+    """This step runs eager autograd (reason: why; is_error: eager raises, the step re-raises
+    eager's error)."""
+
+    def __init__(self, reason: str, is_error: bool = False) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.is_error = is_error
+
+
 @dataclasses.dataclass
 class Fallback:
     reason: str

@@ -41,6 +41,7 @@ from ..passes import run_passes
 from ..torchapi.dynamo import size_oblivious, symbolic_fakes, symint
 from . import background
 from .cache import Compiled
+from .slots import box_owned, slots_of
 
 # Note [Dynamic graphs compile in the background]; False: Inductor compiles a dynamic graph
 # in the step that captured it
@@ -245,9 +246,8 @@ def _same_structure(masked: tuple, sig: tuple) -> bool:
 
 
 def _capture(state, w, pw, opts, grad_tensors, key, root_key, spec, base, prev):
-    from .run import _install  # (run.py imports this module)
     t0 = time.perf_counter()
-    slots = _install(w)     # the step's own walk's Slots (C++ ones for the C++ walk)
+    slots = slots_of(w)     # the step's own walk's Slots (C++ ones for the C++ walk)
     old = _old_values(pw, spec, prev)
     with background.trace_lock():
         try:
@@ -411,8 +411,7 @@ def _trace_and_compile(state, pw, opts, grad_tensors, spec: DynSpec, slots, base
     gm = run_passes(gm)
     example = fakes + ints
     fn = compile_eager(gm, example)
-    from .run import _box_owned
-    owned = _box_owned(pw, plan)
+    owned = box_owned(pw, plan)
     box_nodes = tuple(sorted({pw.saved_node[k][0] for k in owned}))
     if state.backend == "inductor" and state.background and COMPILE_IN_BACKGROUND and \
             not foreign_ops(gm):

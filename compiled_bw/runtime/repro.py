@@ -14,7 +14,7 @@ zero, bool inputs False: indices and masks stay in range; with COMPILED_BW_REPRO
 verify's repros use the step's real inputs instead, saved beside the script as repro_N.pt),
 runs the graph's code as it is -- the
 reference: the nodes' formulas, op by op -- and compiles it with the backend and runs that, then
-compares each output as verify does (runtime/verify.py TOL) and exits 1 naming the first
+compares each output as verify does (runtime/compare.py TOL) and exits 1 naming the first
 difference, 2 if the backend's compile raises, 0 if both agree.  Not written: graphs holding
 calls back into user code (compiled_bw::opaque / deliver: they need the live autograd graph) or
 constants (get_attr), and graphs with symbolic sizes; write() then returns None and says why in
@@ -33,6 +33,7 @@ import torch
 
 from .. import config
 from ..core.paths import write_atomic
+from .compare import differs
 
 _COUNTER = itertools.count()
 
@@ -166,7 +167,6 @@ def _load_backend(name, path, qualname):
 def check(module_cls, specs, name, path=None, qualname=None, script=None) -> int:
     """What a repro script runs (Note [Repro scripts]): 0 same, 1 different, 2 compile raised.
     The inputs: the real ones saved beside `script` (repro_N.pt) if there, else random ones."""
-    from .verify import _differs
     saved = None if script is None else os.path.splitext(script)[0] + ".pt"
     real = torch.load(saved) if saved is not None and os.path.exists(saved) else None
 
@@ -188,7 +188,7 @@ def check(module_cls, specs, name, path=None, qualname=None, script=None) -> int
         return 2
     ours = list(fn(make_inputs()))
     for i, (r, o) in enumerate(zip(ref, ours, strict=True)):
-        diff = _differs(r, o, f"output {i}", "the graph's own ops")
+        diff = differs(r, o, f"output {i}", "the graph's own ops")
         if diff is not None:
             print(f"compiled by the backend, {diff}")
             return 1

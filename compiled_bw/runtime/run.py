@@ -86,11 +86,11 @@ from ..capture import fastwalk
 from ..capture.custom import _orig_apply as _raw_apply
 from ..capture.defined import evaluate
 from ..capture.differentiable import not_differentiable
-from ..capture.hooks import HookRegisteredDuringBackward
 from ..capture.nodes import CUSTOM
 from ..capture.opaque import LAYOUT_HINTS, NotDense, found_layouts, relayout
 from ..capture.recompute import consume_saved, release_regions
-from ..capture.saved import ERR_BACKWARD_TWICE, SavedHooksInUse, gradient_edge
+from ..capture.run_hooks import HookRegisteredDuringBackward
+from ..capture.saved import ERR_BACKWARD_TWICE, gradient_edge
 from ..capture.subclass import flatten, rebuild
 from ..capture.trace import REJECTED, Options, TraceFailed, needed_and_captured, trace_backward
 from ..capture.walk import WalkUnsupported, tensor_meta
@@ -99,7 +99,8 @@ from ..core.thread import THREAD, current_step
 from ..passes import run_passes
 from ..torchapi import autograd as torch_autograd
 from . import background, cudagraphs, dynamic, engine_state, real_strides, repro, streams, verify, warm
-from .cache import CacheKey, Compiled, Fallback, OptionsKey, RootKey
+from .cache import CacheKey, Compiled, Fallback, FallbackToEager, OptionsKey, RootKey
+from .slots import box_owned, slots_of
 
 _ENGINE = torch_autograd.ENGINE
 # eager's error (python_engine.cpp) for a grad() input with no grad and allow_unused=False;
@@ -109,13 +110,6 @@ ERR_UNUSED = (("The differentiated Tensor at index {} appears" if torch_autograd
               " to not have been used in the graph. Set allow_unused=True if this is the desired "
               "behavior.")
 _ANCHOR = torch.empty(0, requires_grad=True)
-
-
-class FallbackToEager(Exception):
-    def __init__(self, reason: str, is_error: bool = False) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.is_error = is_error
 
 
 class _Deliver(torch.autograd.Function):
@@ -298,7 +292,7 @@ def _call(state, t_outputs, grad_tensors, inputs, keep_graph: bool, allow_unused
         entry, slots = _lookup_or_capture(state, w, opts, grad_tensors, key, root_key, slots,
                                           hit)
     if slots is None and not opts.retain_graph and not w.frees_saved_itself:
-        slots = _install(w)     # Python walk: Slots free the saved tensors after the run
+        slots = slots_of(w)     # Python walk: Slots free the saved tensors after the run
     try:
         if state.verify and verify.due(state, entry, w, opts):      # Note [Verify]
             result = verify.checked(
@@ -428,7 +422,7 @@ def _miss(state, w, opts, grad_tensors, key: CacheKey, root_key: RootKey, slots=
         state.record_capture(loaded)
         return loaded, slots
     if slots is None:
-        slots = _install(w)
+        slots = slots_of(w)
     t0 = time.perf_counter()
     with background.trace_lock():   # one tracer at a time (runtime/background.py)
         entry = state.cache.get(key)    # another thread may have captured it meanwhile
@@ -471,7 +465,7 @@ def _warm_load(state, w, opts, key: CacheKey) -> Compiled | None:
     if state.backend == "inductor" and data["compiled"] is None:
         return None
     gm = None if data["eager"] is not None else warm.graph_module(code)
-    owned = _box_owned(w, plan)
+    owned = box_owned(w, plan)
     entry = Compiled(data["eager"] or compile_eager(gm, []), plan, gm, owned,
                      tuple(sorted({w.saved_node[k][0] for k in owned})), n_inputs=len(specs),
                      devices=frozenset(s[3] for s in specs if s[3] not in ("cpu", "meta"))
@@ -519,7 +513,7 @@ def _relayout_recapture(state, w, opts, grad_tensors, key: CacheKey, root_key: R
     hints, old.layout_found = old.layout_found, None
     state.cache.last[root_key] = key
     if slots is None:
-        slots = _install(w)
+        slots = slots_of(w)
     t0 = time.perf_counter()
     with background.trace_lock():
         state.log_recompile(f"an opaque call returned another layout than its graph promised "
@@ -607,13 +601,6 @@ def _compile_here(state, entry: Compiled, gm):
     return start
 
 
-def _install(w):
-    try:
-        return w.install()
-    except SavedHooksInUse as e:
-        raise FallbackToEager(f"saved tensors already carry hooks (saved_tensors_hooks?): {e}") from None
-
-
 def _user_code_inside(w) -> bool:
     """A guess, before the trace, that the graph will hold opaque calls (hooks on interior
     nodes, custom Functions); the trace says for sure (_trace)."""
@@ -670,7 +657,7 @@ def _capture(state, w, opts, grad_tensors, slots, observed=False):
     example = _example(w, grad_tensors)
     if plan.in_layouts is not None:
         example = flatten(example)
-    owned = _box_owned(w, plan)
+    owned = box_owned(w, plan)
     box_nodes = tuple(sorted({w.saved_node[k][0] for k in owned}))
     devices = streams.device_types([*example, *w.leaves.values()])
     if opts.create_graph:
@@ -778,12 +765,6 @@ def mark_stealing(gm, sites: list) -> None:
             changed = True
     if changed:
         gm.recompile()
-
-
-def _box_owned(w, plan) -> tuple:
-    """Positions in w.saved whose Slots can be emptied before the run (Note [Box ownership])."""
-    computed = set(plan.executed) - {s.node_index for s in plan.opaque_sites}
-    return tuple(k for k, (i, _, _) in enumerate(w.saved_node) if i in computed)
 
 
 def _run(state, entry: Compiled, w, opts, grad_tensors, slots):

@@ -13,8 +13,8 @@ import torch._library.autograd as _library_autograd
 import torch.nn.modules._functions as _nn_functions
 from torch.autograd import function as function_mod
 
-from . import original as _original
-from . import patch as _patch
+from .patching import original as _original
+from .patching import patch as _patch
 
 C = torch._C
 

@@ -18,9 +18,9 @@ from torch._inductor.utils import BoxedBool, clear_caches
 from torch._inductor.virtualized import V
 from torch.fx._graph_pickler import GraphPickler, Options
 
-from . import is_patched
-from . import original as _original
-from . import patch as _patch
+from .patching import is_patched
+from .patching import original as _original
+from .patching import patch as _patch
 
 force_stride_order = inductor_prims.force_stride_order
 
