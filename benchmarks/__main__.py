@@ -28,7 +28,7 @@ import warnings
 
 import torch
 
-from compiled_bw.capture import fastwalk
+from compiled_bw.walk import fastwalk
 
 from . import hf_step, higher_order, warm_start
 from . import modes as modes_mod

@@ -25,7 +25,7 @@ from torch import nn
 import compiled_bw
 
 FORMATS = {"fp8": torch.float8_e4m3fn, "int8": torch.int8, "bf16": torch.bfloat16}
-# The stated bounds (README "Compressed activations"), per parameter, every activation compressed;
+# The stated bounds (docs/guide.md "Compressed activations"), per parameter, every activation compressed;
 # a CNN's int8 rows are short (a row is an image row: 16 values here) -- its own bound.
 GRAD_BOUND = {torch.float8_e4m3fn: 4e-2, torch.int8: 1.5e-2, torch.bfloat16: 4e-3}
 CNN_GRAD_BOUND = {**GRAD_BOUND, torch.int8: 3e-2}
@@ -50,7 +50,7 @@ def small_transformer():
 
 def small_cnn(batchnorm: bool = False):
     """benchmarks/models.cnn at 8/16 channels and 16x16 images; without its BatchNorms unless
-    asked (see README: training-mode BatchNorm amplifies the saved input's error)."""
+    asked (see docs/guide.md: training-mode BatchNorm amplifies the saved input's error)."""
     bn = nn.BatchNorm2d if batchnorm else (lambda c: nn.Identity())
     m = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), bn(8), nn.ReLU(), nn.MaxPool2d(2),
                       nn.Conv2d(8, 16, 3, padding=1), bn(16), nn.ReLU(),

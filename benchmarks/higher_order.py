@@ -5,7 +5,7 @@ model (`python -m benchmarks` prints it in its full run).  Each step: forward, t
 with create_graph=True, the loss built from them, loss.backward(), Adam's step.  Modes: eager
 autograd; torch's compiled autograd (compiled_autograd._enable around every backward of the
 step); compiled_bw on the eager backend; compiled_bw on Inductor (background compile; the
-create_graph graphs themselves run on the eager backend there: capture/differentiable.py Note
+create_graph graphs themselves run on the eager backend there: trace/differentiable.py Note
 [create_graph]).  Each mode trains its own copy from the same weights on the same batches;
 one torch thread, thread CPU time, the median over steps of each mode's time / eager's.
 

@@ -19,8 +19,8 @@ import time
 import torch
 
 import compiled_bw
-from compiled_bw.capture import fastwalk
-from compiled_bw.capture.saved import gradient_edge
+from compiled_bw.graph.saved import gradient_edge
+from compiled_bw.walk import fastwalk
 
 from .memory import peak_backward_bytes, peak_backward_bytes_cuda
 

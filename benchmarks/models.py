@@ -306,7 +306,7 @@ class Checkpointed(nn.Module):
 
 
 class TracedPreNormLayer(PreNormLayer):
-    """PreNormLayer opted in to traced recomputation (capture/recompute.py): its forward reads
+    """PreNormLayer opted in to traced recomputation (checkpoint/recompute.py): its forward reads
     only its input, parameters and plain attributes."""
     compiled_bw_traceable = True
 

@@ -3,7 +3,7 @@
 Consumes nothing; prints, for a 12-layer nn.TransformerEncoder (d=256) by default, the number
 of autograd nodes, the median cost of each part in µs and µs/node, and that cost as a % of
 the eager backward time measured in the same process (interleaved, median of N) -- for the
-Python walk and, if it can be built, the C++ walk (capture/fastwalk.py), interleaved step by
+Python walk and, if it can be built, the C++ walk (walk/fastwalk.py), interleaved step by
 step on fresh graphs of the same model, so their ratio is measured under the same load.
 Parts are wall-clock medians; "thread CPU time" (time.thread_time of the three parts) is
 less disturbed by other jobs on a shared machine.
@@ -18,9 +18,9 @@ import time
 import torch
 
 import compiled_bw
-from compiled_bw.capture import fastwalk
-from compiled_bw.capture.saved import gradient_edge
-from compiled_bw.capture.walk import walk_graph
+from compiled_bw.graph.saved import gradient_edge
+from compiled_bw.walk import fastwalk
+from compiled_bw.walk.walk import walk_graph
 
 
 def build(layers: int, d: int):

@@ -4,7 +4,8 @@
     with compiled_bw.enable(backend="eager"):
         loss.backward()
 
-See README.md and shared DESIGN.md for the pipeline: capture/ -> passes/ -> backends/ -> runtime/.
+See docs/ARCHITECTURE.md for the pipeline: walk/ -> trace/ -> passes/ -> backends/ -> runtime/,
+over graph/, checkpoint/ and calls/.
 """
 from .api import (
     Stats,
@@ -19,14 +20,14 @@ from .api import (
     wait_for_compiles,
 )
 from .backends import register_backend
-from .capture.packed import traceable_saved_tensors_hooks
-from .capture.run_hooks import HookRegisteredDuringBackward
+from .calls.run_hooks import HookRegisteredDuringBackward
 from .compress import compress_activations
 from .errors import CompiledBwError, Unsupported
+from .graph.packed import traceable_saved_tensors_hooks
 from .runtime.run import profile_compiled
 
 # Registration entry points are wrapped at import: hooks and custom Functions created before
-# this line are not seen (capture/hooks.py, capture/custom.py).  uninstall() undoes it.
+# this line are not seen (graph/hooks.py, graph/custom.py).  uninstall() undoes it.
 install()
 
 __all__ = [

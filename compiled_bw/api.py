@@ -24,10 +24,10 @@ import torch.autograd
 
 from . import compress, config, torchapi
 from .backends import lookup_backend
-from .capture import custom as _custom
-from .capture import hooks as _hooks
 from .core.thread import THREAD
 from .errors import Unsupported
+from .graph import custom as _custom
+from .graph import hooks as _hooks
 from .runtime import background, repro
 from .runtime import engine_state as _engine_state
 from .runtime.cache import Cache
@@ -330,7 +330,7 @@ class enable(contextlib.ContextDecorator):
     dynamic (backends "eager" and "inductor"): None (default) captures a graph with static
     sizes first and, when a later backward differs from it only in sizes, once more with those
     sizes symbolic, reused for every later size its shape guards accept
-    (capture/dynamic.py Note [Dynamic shapes]); True makes sizes symbolic from the first
+    (trace/dynamic.py Note [Dynamic shapes]); True makes sizes symbolic from the first
     capture; False captures once per set of sizes.
     verify: check each graph's first runs against eager autograd (True: 2 runs per graph and
     compiled callable, an int: that many; default: COMPILED_BW_VERIFY, off when unset).  A
@@ -376,7 +376,7 @@ def wait_for_compiles(timeout: float | None = None) -> bool:
 
 def stats() -> Stats:
     """Counters since the last reset(): captures, cache_hits, fallbacks (+ reasons), compile time."""
-    from .capture import guarded
+    from .checkpoint import guarded
     s = _G.stats
     s.recompute_captures = guarded.COUNTS["captures"]
     s.recompute_guard_failures = guarded.COUNTS["guard_failures"]
@@ -392,7 +392,10 @@ def reset() -> None:
     _G.states.clear()       # they hold the caches and stats
     _G.stopped.clear()
     _G.stats = Stats()
-    from .capture import custom, fastwalk, guarded, unpacked
+    from .calls import unpacked
+    from .checkpoint import guarded
+    from .graph import custom
+    from .walk import fastwalk
     fastwalk.forget_roots()
     guarded.reset()
     custom.reset()

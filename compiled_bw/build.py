@@ -1,6 +1,6 @@
 """`python -m compiled_bw.build`: compile the C++ walk now instead of on the first backward.
 
-Consumes nothing; produces the extension in the build dir (capture/fastwalk.py build_dir(),
+Consumes nothing; produces the extension in the build dir (walk/fastwalk.py build_dir(),
 once per machine, torch version and source) and prints where it is and how long it took, or
 why it could not be built (compiled_bw then uses the Python walk).
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 import time
 
-from .capture import fastwalk
+from .walk import fastwalk
 
 
 def main() -> int:

@@ -22,7 +22,7 @@ subclasses, non-strided tensors and devices other than CPU and CUDA.
 
 The hooks are compiled_bw's `traceable_saved_tensors_hooks` (torch's `saved_tensors_hooks`
 with the unpack declared a pure tensor function: Note [Traceable saved-tensor hooks] in
-capture/packed.py).  Outside compiled_bw they behave as torch's; under `compiled_bw.enable()`
+graph/packed.py).  Outside compiled_bw they behave as torch's; under `compiled_bw.enable()`
 a node's formula is traced with the dequantize in front of it, where Inductor fuses it into
 its consumer: the full-precision tensor is never stored.  The unpack is the module-level
 `unpack_activation` (its identity is in compiled_bw's cache key: the same function every step).
@@ -46,7 +46,7 @@ from typing import NamedTuple
 import torch
 from torch.utils.weak import WeakIdKeyDictionary
 
-from .capture.packed import traceable_saved_tensors_hooks
+from .graph.packed import traceable_saved_tensors_hooks
 
 DTYPES = (torch.float8_e4m3fn, torch.int8, torch.bfloat16)
 

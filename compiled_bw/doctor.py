@@ -16,9 +16,9 @@ import sys
 import torch
 
 from . import torchapi
-from .capture import fastwalk
 from .torchapi import checkpoint as torch_checkpoint
 from .torchapi import dynamo as torch_dynamo
+from .walk import fastwalk
 
 
 def _walk() -> tuple:

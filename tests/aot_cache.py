@@ -3,7 +3,7 @@
 AOTAutograd makes a forward's backward module fresh (cold) or loads it from its cache (warm: a
 user's second run of a script, or any compile after an eager backward of the same model saved
 the entry).  The two modules differ (a cached one holds real tensor constants), so tests of the
-splice (capture/aot.py) pin which one they get: `aot_cache(warm)` sets the cache,
+splice (graph/aot.py) pin which one they get: `aot_cache(warm)` sets the cache,
 `warm_aot_cache` fills it, `assert_aot_cache` checks what a forward got.
 """
 import torch

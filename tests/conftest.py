@@ -223,7 +223,7 @@ def pytest_testnodedown(node, error):
 
 
 def _counters() -> dict:
-    from compiled_bw.capture import fastwalk
+    from compiled_bw.walk import fastwalk
     if not _WORKER_COUNTERS:
         return fastwalk.counters()
     total = {"fast_walks": 0, "py_walks": 0, "gave_up": {}, "error": None}
@@ -237,7 +237,7 @@ def _counters() -> dict:
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    """The C++ walk on (the default): say how many steps it did (capture/fastwalk.py)."""
+    """The C++ walk on (the default): say how many steps it did (walk/fastwalk.py)."""
     if not _fastwalk_requested():
         return
     c = _counters()
@@ -248,7 +248,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
 
 def pytest_sessionfinish(session, exitstatus):
     if _fastwalk_requested():
-        from compiled_bw.capture import fastwalk
+        from compiled_bw.walk import fastwalk
         c = fastwalk.counters()
         if hasattr(session.config, "workeroutput"):     # an xdist worker: tell the controller
             session.config.workeroutput["cbw_fastwalk"] = {

@@ -96,7 +96,7 @@ def test_dynamic_shapes_forward():
     sizes = [5, 7, 9, 5, 7, 9]
     build, step = _program("aot_eager", dynamic=True, inputs=lambda k: torch.randn(sizes[k], 8))
     # the first size is captured static; the second makes the spliced AOT backward dynamic
-    # (its symints become graph inputs: capture/dynamic.py Note [Dynamic AOT backwards]), which
+    # (its symints become graph inputs: trace/dynamic.py Note [Dynamic AOT backwards]), which
     # then serves every size
     st = differential(build, step, captures=2)
     assert st.dynamic_captures == 1, st
@@ -115,7 +115,7 @@ def test_lazy_backward_is_never_compiled():
 
 
 def test_unavailable_backward_module_runs_one_opaque_call_with_a_note():
-    from compiled_bw.capture import aot
+    from compiled_bw.graph import aot
 
     def build():
         torch._dynamo.reset()
@@ -168,7 +168,7 @@ class <lambda>(torch.nn.Module):
 def test_trace_time_tensors_in_a_graph_are_rejected():
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    from compiled_bw.capture.trace import TraceFailed, _check_no_trace_time_values
+    from compiled_bw.trace.trace import TraceFailed, _check_no_trace_time_values
     root = torch.nn.Module()
     with FakeTensorMode():
         root._c = torch.empty(2)
@@ -291,7 +291,7 @@ def test_failed_splice_names_the_aot_graph_and_op(inject, op):
     non-contiguous tensor (its values would depend on the layout Inductor picks for it)."""
     import copy
 
-    from compiled_bw.capture import aot
+    from compiled_bw.graph import aot
 
     def build():
         torch._dynamo.reset()
@@ -320,9 +320,9 @@ def test_failed_splice_names_the_aot_graph_and_op(inject, op):
 
 
 def test_view_strides_agrees_with_torch():
-    """capture/aot.py decides whether an AOT `view` needs Inductor's copy with a port of ATen's
+    """graph/aot.py decides whether an AOT `view` needs Inductor's copy with a port of ATen's
     computeStride: it must answer as torch's own view does (viewable or not, and the strides)."""
-    from compiled_bw.capture.aot import view_strides
+    from compiled_bw.graph.aot import view_strides
     g = torch.Generator().manual_seed(0)
     cases = 0
     for _ in range(400):

@@ -618,7 +618,7 @@ def test_deep_reentrant_backward():
 def test_bidirectional_gru_under_checkpoint():
     # #36 item 7: Dynamo refuses to trace an RNN, so the region's nodes run opaque (their saved
     # tensors carry the checkpoint's hooks), each grad of its unbind over time steps one bit of
-    # user code: past 6 of them the capture fell back every step (capture/defined.py Note
+    # user code: past 6 of them the capture fell back every step (graph/defined.py Note
     # [Nodes defined where any grad is])
     def build():
         torch.manual_seed(0)

@@ -433,8 +433,8 @@ def test_opaque_output_layout_seen_by_user_code_is_eagers_from_the_second_step()
 
 
 def test_opaque_output_layout_seen_by_user_code_on_the_first_step():
-    # the hook gets the custom backward's own tensor (capture/opaque.py Note [The tensor user
-    # code returned, to user code]); an xfail (README known deviation) until 2026-11-24
+    # the hook gets the custom backward's own tensor (calls/opaque.py Note [The tensor user
+    # code returned, to user code]); an xfail (a docs/semantics.md known deviation) until 2026-11-24
     differential(*_layout_seen_by_user_code(True), steps=1)
 
 
@@ -504,7 +504,7 @@ def test_opaque_output_layout_feeds_a_traced_view():
 def test_grouped_mm_whose_meta_kernel_refuses_is_traced(cbw_backend, layout):
     """GroupedMmBackward0 (Hugging Face's MoE experts call `torch._grouped_mm`): on CPU the
     kernel takes float32, torch's meta kernel demands bf16, so the real formula cannot run on
-    fake tensors (torch 2.13).  Our copy of it (capture/grouped_mm.py Note [Grouped mm on fake
+    fake tensors (torch 2.13).  Our copy of it (trace/grouped_mm.py Note [Grouped mm on fake
     tensors]) is traced instead (on 2.15 the real formula is): grads equal eager's in values and layout (a column-major operand gets
     a column-major grad: the experts' `w.transpose(-2, -1)`), no opaque call."""
     def build():

@@ -1,4 +1,4 @@
-"""create_graph=True backwards, captured (capture/differentiable.py Note [create_graph]): the grads
+"""create_graph=True backwards, captured (trace/differentiable.py Note [create_graph]): the grads
 they return, and the `.grad`s they accumulate, carry eager's history, so second- and
 third-order grads through them equal eager's; what cannot record history falls back, named.
 
@@ -15,7 +15,7 @@ from differential import differential
 
 D = torch.float64
 # Both backends: on Inductor the create_graph graphs themselves run on the eager backend too
-# (capture/differentiable.py Note [create_graph]); the backward through their results is
+# (trace/differentiable.py Note [create_graph]); the backward through their results is
 # compiled like any other.
 pytestmark = pytest.mark.both_backends
 
@@ -409,7 +409,7 @@ FALLBACK_CASES = {"leaf_hook": (_leaf_hook, "a hook on a leaf"),
 
 @pytest.mark.parametrize("case", sorted(FALLBACK_CASES))
 def test_what_cannot_record_history_falls_back_named(case):
-    """README (Higher-order grads): each thing a create_graph=True graph cannot hold yet runs
+    """docs/semantics.md (Higher-order grads): each thing a create_graph=True graph cannot hold yet runs
     eager autograd with its reason; the results, and the grads through them, are eager's."""
     fn, why = FALLBACK_CASES[case]
 

@@ -1,5 +1,5 @@
-"""A torch.compile backend with its own `bw_compiler` (issue #36 item 8; README "Known
-deviations"): compiled_bw splices the backward graph AOTAutograd made for the forward into its
+"""A torch.compile backend with its own `bw_compiler` (issue #36 item 8; docs/semantics.md
+"Known deviations"): compiled_bw splices the backward graph AOTAutograd made for the forward into its
 own graph, so the user's bw_compiler is not called for a backward run under `enable()` (eager
 autograd calls it once, on the first backward); grads are eager's.  Outside `enable()` it is
 called as torch calls it.  This test pins both, so a change (calling it, or falling back for

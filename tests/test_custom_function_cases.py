@@ -274,7 +274,7 @@ class ReadsAGlobal(torch.autograd.Function):
 
 def test_traced_backward_reading_a_reassigned_global_is_never_stale():
     # a trace bakes the global's value in: each value is its own graph (Note [What a traced
-    # function may read] in capture/custom.py)
+    # function may read] in graph/custom.py)
     def step(st):
         global _SHIFT
         x, log = st

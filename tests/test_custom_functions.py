@@ -307,7 +307,7 @@ def test_pynode_count_checks_raise_eagers_error(fn):
 
 
 def test_function_applied_before_import_falls_back():
-    from compiled_bw.capture import custom
+    from compiled_bw.graph import custom
     x = torch.randn(3, requires_grad=True)
     y = Double.apply(x)
     del y.grad_fn.metadata[custom.FWD_KEY]      # as if created before compiled_bw's import
@@ -378,11 +378,11 @@ class _SavesInputs(torch.autograd.Function):
 
 
 @pytest.fixture(params=["cpp", "python", pytest.param("python-no-extension", marks=pytest.mark.xfail(
-        strict=True, reason="README known deviation: without the C++ extension Slots free them"))])
+        strict=True, reason="docs/semantics.md known deviation: without the C++ extension Slots free them"))])
 def walk(request, monkeypatch):
     """The C++ walk, then the Python walk (COMPILED_BW_FASTWALK=0, or a graph the C++ walk gives
     up on), then the Python walk with no C++ extension at all (no compiler), for this test."""
-    from compiled_bw.capture import fastwalk
+    from compiled_bw.walk import fastwalk
     monkeypatch.setattr(fastwalk._S, "enabled", request.param == "cpp")
     if request.param == "python-no-extension":
         monkeypatch.setattr(fastwalk._S, "ext", None)
@@ -530,7 +530,7 @@ def test_sparse_grad_out_of_an_opaque_call_is_the_result(call):
 def test_sparse_grad_into_a_traced_formula_raises_once_then_falls_back():
     """A sparse grad from a custom backward that a traced formula would use (known only when
     it runs; eager computes on with it): that backward raises an error naming the Function
-    (README known deviation), leaves no .grad written, and later backwards of the graph run
+    (docs/semantics.md known deviation), leaves no .grad written, and later backwards of the graph run
     eager autograd.  Under Inductor's code (no background compile) a sparse grad anywhere."""
     def run(w):
         w.grad = None

@@ -1,4 +1,4 @@
-"""The C++ walk's memo of custom Function nodes (capture/fastwalk.py Note [Custom node memo]):
+"""The C++ walk's memo of custom Function nodes (walk/fastwalk.py Note [Custom node memo]):
 from the second step on, a custom node at the same place of the graph takes its signature entry
 from the memo when everything that entry was made from is the same.  Each program first lets
 the memo be made and hit (same values for a few steps), then changes one thing the entry (or
@@ -10,7 +10,7 @@ import torch
 from differential import differential
 
 import compiled_bw
-from compiled_bw.capture import fastwalk
+from compiled_bw.walk import fastwalk
 
 pytestmark = pytest.mark.both_backends
 

@@ -114,7 +114,7 @@ def test_custom_op_called_by_the_backward_stays_an_op():
         x.grad = None
         cube(x.exp()).sum().backward()
         return grads(ps)
-    # a background compile worker does not know ops defined by the user's modules (README)
+    # a background compile worker does not know ops defined by the user's modules (docs/semantics.md)
     differential(_leaves((3, 2)), step, options={"background_compile": False})
     code = compiled_bw.last_graph().code
     assert "compiled_bw.opaque" not in code and "cbw_test.cube_kernel" in code, code

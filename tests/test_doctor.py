@@ -9,7 +9,7 @@ import sys
 import torch
 
 from compiled_bw import doctor, torchapi
-from compiled_bw.capture import aot
+from compiled_bw.graph import aot
 from compiled_bw.torchapi import checkpoint as torch_checkpoint
 from compiled_bw.torchapi import dynamo as torch_dynamo
 
@@ -25,7 +25,7 @@ def test_report_names_release_build_and_features():
     for name in (torch_checkpoint.SAC_FEATURE, torch_dynamo.AOT_SPLICE_FEATURE,
                  torch_checkpoint.RECOMPUTE_FEATURE):
         assert r["features"][name]["on"] == (name not in off), name
-    # AOT splicing's verdict is capture/aot.py's own for a compiled forward
+    # AOT splicing's verdict is graph/aot.py's own for a compiled forward
     f = torch.compile(lambda x: x.cos() * 3, backend="aot_eager")
     cf = type(f(torch.randn(2, requires_grad=True)).grad_fn)._forward_cls
     torch.compiler.reset()
@@ -42,7 +42,7 @@ def test_doctor_command_prints_json():
 
 def test_recompute_feature_follows_this_releases_closure():
     """Traced checkpoint recomputation is on exactly where recompute_fn closes over every
-    variable capture/recompute.py reads (off on torch 2.11: kwargs are an input there)."""
+    variable checkpoint/recompute.py reads (off on torch 2.11: kwargs are an input there)."""
     import types
 
     import torch.utils.checkpoint as cp

@@ -13,7 +13,7 @@ import sympy
 import torch
 from differential import differential, grads
 
-from compiled_bw.capture import dynamic as capture_dynamic
+from compiled_bw.trace import dynamic as capture_dynamic
 
 
 def sized(sizes, make):
@@ -143,7 +143,7 @@ def test_sizes_that_fail_a_guard_inductor_added_run_on_the_eager_backend(monkeyp
 
 def test_feature_map_sizes_inductor_specialized_run_on_the_eager_backend():
     # Inductor's lowering of a convolution's input grad makes the feature map's H and W
-    # constants of its compiled code (README "Image sizes on Inductor"): in the background
+    # constants of its compiled code (docs/guide.md "Image sizes on Inductor"): in the background
     # that is a guard Inductor added, so the other H/W run the one dynamic graph on the eager
     # backend (a note each, no recapture), and the capture's own sizes, when they come back,
     # Inductor's code

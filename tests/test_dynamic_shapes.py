@@ -2,7 +2,7 @@
 
 Each test runs a program over a sequence of sizes under eager autograd and under compiled_bw
 (differential: every grad, its dtype and strides) and asserts how many captures it took, and
-how many of them were dynamic (capture/dynamic.py Note [Dynamic shapes]).  A graph whose
+how many of them were dynamic (trace/dynamic.py Note [Dynamic shapes]).  A graph whose
 sizes reach a formula we cannot make symbolic stays static: one capture per shape, never a
 graph reused for sizes it baked in.
 """
@@ -13,8 +13,8 @@ from differential import differential, grads, selected_backend
 from functions import Double
 
 import compiled_bw
-from compiled_bw.capture import node_table
-from compiled_bw.capture.dynamic import TWO_VALUES
+from compiled_bw.graph import node_table
+from compiled_bw.trace.dynamic import TWO_VALUES
 
 pytestmark = [pytest.mark.both_backends, pytest.mark.foreground_compile]
 
@@ -64,7 +64,7 @@ def test_dynamic_false_one_capture_per_shape():
     run([5, 9, 13], mlp, captures=3, dynamic_captures=0, options={"dynamic": False})
 
 
-def one_specialized():   # capture/dynamic.py Note [Sizes of one]
+def one_specialized():   # trace/dynamic.py Note [Sizes of one]
     return selected_backend() == "inductor"
 
 
@@ -901,7 +901,7 @@ def test_sizes_in_reduction_and_loss_formulas():
 
 
 # Whether Inductor makes a CNN's feature-map height and width constants of its compiled code
-# (README "Image sizes on Inductor"): measured on torch 2.13 and 2.14; 2.11, 2.12 and 2.15 keep
+# (docs/guide.md "Image sizes on Inductor"): measured on torch 2.13 and 2.14; 2.11, 2.12 and 2.15 keep
 # them symbolic (one dynamic graph serves every size, as on the eager backend)
 CONV_HW_SPECIALIZED = node_table.release() in ((2, 13), (2, 14))
 
@@ -1076,7 +1076,7 @@ def moe_layer(state, n):
 
 def test_moe_routing_one_dynamic_graph():
     # TopkBackward0's saved sizes and GroupedMmBackward0's (our copy of its formula:
-    # capture/grouped_mm.py) become symbolic: the token counts per expert vary in one graph
+    # trace/grouped_mm.py) become symbolic: the token counts per expert vary in one graph
     st = run([8, 12, 16, 10, 14], moe_layer, captures=2, dynamic_captures=1)
     assert st.dynamic_hits == 3
 
@@ -1106,8 +1106,8 @@ def test_a_guard_over_a_symbol_no_step_binds_refuses_the_dynamic_graph():
     import sympy
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
-    from compiled_bw.capture.dynamic import Guards, NotDynamic
     from compiled_bw.torchapi.dynamo import symint
+    from compiled_bw.trace.dynamic import Guards, NotDynamic
 
     def guards(make_guard):
         env = ShapeEnv()

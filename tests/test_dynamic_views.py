@@ -1,5 +1,5 @@
 """Views in dynamic graphs: a view's backward reshapes the grad to sizes the node saved, which
-the dynamic capture ties to the grad's own sizes (capture/dynamic.py Note [View sizes tied to
+the dynamic capture ties to the grad's own sizes (trace/dynamic.py Note [View sizes tied to
 the grad's]).
 
 Each test runs a program over a sequence of sizes under eager autograd and under compiled_bw

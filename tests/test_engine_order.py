@@ -9,9 +9,9 @@ import random
 import pytest
 import torch
 
-from compiled_bw.capture import fastwalk
-from compiled_bw.capture.saved import gradient_edge, sequence_nr
-from compiled_bw.capture.trace import Options, trace_backward
+from compiled_bw.graph.saved import gradient_edge, sequence_nr
+from compiled_bw.trace.trace import Options, trace_backward
+from compiled_bw.walk import fastwalk
 
 
 def _build(seed):

@@ -1,4 +1,4 @@
-"""The C++ walk (capture/fastwalk.py, _fastwalk*.cpp) against the Python walk (capture/walk.py).
+"""The C++ walk (walk/fastwalk.py, _fastwalk*.cpp) against the Python walk (walk/walk.py).
 
 - every torch-internal C++ API it relies on still behaves as assumed (named when it moves);
 - it returns what the Python walk returns (nodes, order, edges, input metadata, kinds, saved
@@ -22,10 +22,11 @@ import pytest
 import torch
 
 import compiled_bw
-from compiled_bw.capture import fastwalk, native
-from compiled_bw.capture.nodes import OPAQUE
-from compiled_bw.capture.saved import gradient_edge
-from compiled_bw.capture.walk import WalkUnsupported, walk_graph
+from compiled_bw.graph import native
+from compiled_bw.graph.nodes import OPAQUE
+from compiled_bw.graph.saved import gradient_edge
+from compiled_bw.walk import fastwalk
+from compiled_bw.walk.walk import WalkUnsupported, walk_graph
 
 pytestmark = pytest.mark.slow   # `pytest -m "not slow"` leaves it out
 
@@ -40,8 +41,8 @@ def ext():
         if shutil.which("c++") is None and shutil.which("g++") is None:
             pytest.skip(f"no C++ compiler: the C++ walk cannot be built ({err})")
         pytest.fail(f"the C++ walk did not build or load with this torch ({torch.__version__}): "
-                    f"{err}. capture/_fastwalk*.cpp use torch-internal headers; see the "
-                    "list at the top of capture/_fastwalk.h for what may have moved.")
+                    f"{err}. walk/cpp/_fastwalk*.cpp use torch-internal headers; see the "
+                    "list at the top of walk/cpp/_fastwalk.h for what may have moved.")
     fastwalk._S.enabled = prev
     return fastwalk._S.ext
 
@@ -72,7 +73,7 @@ def test_private_cpp_api(ext):
         "CatBackward0's hidden input sizes are no longer visited by compiled_args")
     assert ext.probe_compiled_args(torch.autograd.graph.get_gradient_edge(x).node)[0], (
         "AccumulateGrad::compiled_args failed standalone")
-    # hook_dicts: PyFunctionPreHook / PyFunctionPostHook::dict, what capture/hooks.py's
+    # hook_dicts: PyFunctionPreHook / PyFunctionPostHook::dict, what graph/hooks.py's
     # node_hooks reads instead of probing (the dicts torch gives Function._register_hook)
     n = (a * 2).grad_fn
     assert ext.hook_dicts(n) == (None, None)
@@ -86,9 +87,9 @@ def test_private_cpp_api(ext):
     n.register_hook(post)
     d_pre, d_post = ext.hook_dicts(n)
     assert d_pre is not None and list(d_pre.values()) == [pre], (
-        "PyFunctionPreHook::dict moved: capture/hooks.py node_hooks reads a node's pre-hooks")
+        "PyFunctionPreHook::dict moved: graph/hooks.py node_hooks reads a node's pre-hooks")
     assert d_post is not None and list(d_post.values()) == [post], (
-        "PyFunctionPostHook::dict moved: capture/hooks.py node_hooks reads a node's post-hooks")
+        "PyFunctionPostHook::dict moved: graph/hooks.py node_hooks reads a node's post-hooks")
     # hook_entries (fastwalk.py Note [Hook entries in C++]): Node::metadata() as
     # PyAnomalyMetadata::dict() is the dict `grad_fn.metadata` shows, where hooks.py records
     # a tensor's hook dict; each hook's identity, a plain function's __code__
@@ -359,7 +360,7 @@ def test_signature_sees_hidden_layout_and_dedup(ext):
 
 
 def test_miss_reason_names_the_node(ext):
-    from compiled_bw.capture.fastwalk import describe
+    from compiled_bw.walk.fastwalk import describe
     a = torch.randn(3, 4, requires_grad=True)
     s0 = fastwalk.fast_walk([gradient_edge((a * 2).sum())]).signature
     assert s0 == fastwalk.fast_walk([gradient_edge((a * 3).sum())]).signature, (
@@ -463,7 +464,7 @@ def test_unbuildable_extension_falls_back_with_a_log_message(monkeypatch, caplog
         raise RuntimeError("Error building extension 'compiled_bw_fastwalk'\nx.cpp:1: error: boom")
     monkeypatch.setattr(cpp, "load", broken)
     monkeypatch.setattr(fastwalk, "_built", lambda d: None)    # not built yet: torch builds it
-    fresh = fastwalk._State()       # (capture/native.py's: the modules below the walk read it)
+    fresh = fastwalk._State()       # (graph/native.py's: the modules below the walk read it)
     monkeypatch.setattr(fastwalk, "_S", fresh)
     monkeypatch.setattr(native, "_S", fresh)
     fastwalk._S.enabled = True
@@ -551,7 +552,7 @@ def test_threads_walk_and_run_concurrently(ext):
 def test_build_dir_is_keyed_by_what_the_binary_depends_on(monkeypatch):
     # keyed by the torch version alone, two virtual environments with the same torch
     # rebuilt each other's extension (the include paths are part of the build)
-    from compiled_bw.capture import fastwalk
+    from compiled_bw.walk import fastwalk
     here = fastwalk.build_key()
     assert here.startswith("torch" + torch.__version__.replace("+", "_"))
     monkeypatch.setattr(torch, "__file__", "/elsewhere/venv/site-packages/torch/__init__.py")
@@ -561,12 +562,12 @@ def test_build_dir_is_keyed_by_what_the_binary_depends_on(monkeypatch):
     assert fastwalk.build_key() != here
     monkeypatch.undo()
     # another checkout of the package (its own sources): its own build
-    monkeypatch.setattr(fastwalk, "_SRC", ["/elsewhere/checkout/compiled_bw/capture/x.cpp"])
+    monkeypatch.setattr(fastwalk, "_SRC", ["/elsewhere/checkout/compiled_bw/walk/cpp/x.cpp"])
     assert fastwalk.build_key() != here
 
 
 def test_run_leaf_runs_an_accumulate_grad_as_the_engine(ext):
-    """capture/_fastwalk_run.cpp run_leaf (delivery points): Node hook lists and call order of
+    """walk/cpp/_fastwalk_run.cpp run_leaf (delivery points): Node hook lists and call order of
     engine.cpp's call_function (ENGINE.md 4.10); a Python hook's exception passes through."""
     x = torch.randn(3, requires_grad=True)
     node = torch.autograd.graph.get_gradient_edge(x).node
@@ -593,7 +594,7 @@ def test_run_leaf_runs_an_accumulate_grad_as_the_engine(ext):
 
 
 def test_release_nodes_frees_a_custom_functions_saved_tensors(ext):
-    """The Python walk's retain_graph=False for custom Functions (capture/fastwalk.py install):
+    """The Python walk's retain_graph=False for custom Functions (walk/fastwalk.py install):
     Node::release_variables on the PyNode, after which ctx.saved_tensors raises eager's error."""
     class Saves(torch.autograd.Function):
         @staticmethod
@@ -614,7 +615,7 @@ def test_release_nodes_frees_a_custom_functions_saved_tensors(ext):
 
 
 def test_a_build_killed_half_way_does_not_block_later_processes(ext, tmp_path):
-    # Note [Stale build lock] (capture/fastwalk.py): torch's `lock` file left by a dead build
+    # Note [Stale build lock] (walk/fastwalk.py): torch's `lock` file left by a dead build
     # made every later process wait forever.  A copy of the built dir plus such a file.
     src = fastwalk.build_dir()
     base = tmp_path / "build"
@@ -624,7 +625,7 @@ def test_a_build_killed_half_way_does_not_block_later_processes(ext, tmp_path):
         (dst / stale).unlink(missing_ok=True)
     (dst / "lock").write_text("")
     env = {**os.environ, "COMPILED_BW_BUILD_DIR": str(base)}
-    code = ("from compiled_bw.capture import fastwalk; "
+    code = ("from compiled_bw.walk import fastwalk; "
             "assert fastwalk.load() is not None, fastwalk.counters()")
     try:
         r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from differential import assert_same, differential, selected_backend
 
 import compiled_bw
-from compiled_bw.capture import node_table
+from compiled_bw.graph import node_table
 
 # torch 2.12 only: a node fed dual grads that runs as the real node (an opaque call, capture/
 # trace.py Note [Built-in formulas fake tensors reject]) fails inside torch's dispatch under
@@ -56,7 +56,7 @@ def test_forward_over_reverse_gives_eagers_tangents():
 def test_a_failed_capture_of_a_dual_grad_leaves_autograd_working():
     # ConvolutionBackward0 fed a dual grad: its symbolic trace (dynamic=True) fails inside
     # torch (aten._fw_primal under FakeTensor) and is traced again static, where that node runs
-    # as the real node (capture/trace.py Note [Built-in formulas fake tensors reject]; its
+    # as the real node (trace/trace.py Note [Built-in formulas fake tensors reject]; its
     # tangents are eager's).  Before the fix torch's failed trace left autograd dispatch keys
     # excluded in the thread and the next forward built no graph.
     def build():
@@ -92,7 +92,7 @@ def test_a_failed_capture_of_a_dual_grad_leaves_autograd_working():
 
 def test_a_formula_fake_tensors_reject_leaves_autograd_working_while_logs_keep_its_frames():
     # ConvolutionBackward0 fed a dual grad, static: its formula raises on fake tensors and the
-    # node runs as the real node (capture/trace.py Note [Built-in formulas fake tensors
+    # node runs as the real node (trace/trace.py Note [Built-in formulas fake tensors
     # reject]).  FakeTensor logs that failure with its traceback; a handler that keeps the
     # records (as pytest's log capture does) keeps the failed frames alive, and before the fix,
     # when they died after the trace, torch's guards in them switched autograd off for the

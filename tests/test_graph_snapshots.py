@@ -243,7 +243,7 @@ class <lambda>(torch.nn.Module):
     @pytest.mark.needs_feature("traced checkpoint recomputation")
     def test_checkpointed_mlp_recompute_is_in_the_graph(self):
         """Non-reentrant checkpoint: the region's recomputed addmm and gelu are graph ops fed by
-        its parameters and saved argument (capture/recompute.py), not an opaque call."""
+        its parameters and saved argument (checkpoint/recompute.py), not an opaque call."""
         import torch.utils.checkpoint as cp
         m = nn.Sequential(nn.Linear(4, 8), nn.GELU(), nn.Linear(8, 2))
         x = torch.randn(3, 4)
@@ -278,7 +278,7 @@ class <lambda>(torch.nn.Module):
     def test_sac_mlp_saved_mm_are_inputs_and_pointwise_recomputed(self):
         """Selective checkpointing saving addmm: the forward's saved addmm outputs are graph
         inputs (ckpt0_sac*), the gelu between them is recomputed in the graph
-        (capture/recompute.py Note [Selective recomputation])."""
+        (checkpoint/recompute.py Note [Selective recomputation])."""
         import torch.utils.checkpoint as cp
         m = nn.Sequential(nn.Linear(4, 8), nn.GELU(), nn.Linear(8, 2))
         x = torch.randn(3, 4)

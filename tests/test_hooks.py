@@ -403,7 +403,7 @@ def test_no_reference_to_the_graph_after_backward():
     assert [r() for r in refs] == [None] * len(refs)
 
 
-# ---- hooks registered while the backward runs (capture/hooks.py Note [Hooks registered
+# ---- hooks registered while the backward runs (graph/hooks.py Note [Hooks registered
 # during the backward]) ----
 
 def _register_midway(kind):

@@ -177,8 +177,8 @@ def _hook_configs():
 def test_hooks_and_signature_agrees_with_node_hooks():
     """hooks.hooks_and_signature (the C++ walk's one-pass reader) is node_hooks +
     NodeHooks.signature(): the same hooks and the same signature for every configuration."""
-    from compiled_bw.capture import fastwalk
-    from compiled_bw.capture.hooks import hooks_and_signature, node_hooks, retained_by_node
+    from compiled_bw.graph.hooks import hooks_and_signature, node_hooks, retained_by_node
+    from compiled_bw.walk import fastwalk
     if not fastwalk.in_use():
         import pytest
         pytest.skip("the C++ walk is not built (hooks_and_signature takes its dict reader)")
@@ -206,7 +206,7 @@ def test_hooks_and_signature_agrees_with_node_hooks():
 def test_reset_forgets_kept_function_keys():
     """compiled_bw.reset() forgets every cache of custom.py, the kept backward keys too (they
     hold the function and the values of its globals)."""
-    from compiled_bw.capture import custom
+    from compiled_bw.graph import custom
 
     def make():
         class Local(torch.autograd.Function):

@@ -150,7 +150,8 @@ def test_error_leaves_the_grads_eager_delivered():
 
 def test_traceable_hooks_packed_tensor_modified_is_an_error_not_a_stale_value():
     # eager unpacks the modified packed tensor; the compiled graph may have read it before the
-    # hook ran, so compiled_bw raises its own error rather than risk a stale value (README)
+    # hook ran, so compiled_bw raises its own error rather than risk a stale value (docs/semantics.md,
+    # Known deviations)
     def build():
         return [torch.randn(4, requires_grad=True), torch.randn(4, requires_grad=True)]
 

@@ -1,8 +1,11 @@
 """compiled_bw's packages import one way: each layer only from the layers below it.
 
-The layers (compiled_bw/core/__init__.py): torchapi < core < capture < passes < backends <
-runtime < api < the package's __init__.  A relative or absolute import of compiled_bw from a
-module in one layer of a module in a higher layer fails here, naming both.
+The layers (compiled_bw/core/__init__.py): torchapi < core < graph < checkpoint < calls < walk
+< trace < passes < backends < runtime < api < the package's __init__.  A relative or absolute
+import of compiled_bw from a module in one layer of a module in a higher layer fails here,
+naming both.  And no module imports itself through others (an import circle, function-level
+imports included), within a package or across packages: that fails naming the circle.  No
+package holds more than 40% of the package's lines.
 """
 import ast
 import pathlib
@@ -10,11 +13,12 @@ import pathlib
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent / "compiled_bw"
-LAYERS = ["torchapi", "errors", "config", "core", "capture", "passes", "backends", "runtime",
-          "api", "compress", "build", "doctor", "cache", "__init__"]
+LAYERS = ["torchapi", "errors", "config", "core", "graph", "checkpoint", "calls", "walk", "trace",
+          "passes", "backends", "runtime", "api", "compress", "build", "doctor", "cache",
+          "__init__"]
 RANK = {name: k for k, name in enumerate(LAYERS)}
 RANK.update(errors=RANK["torchapi"], config=RANK["torchapi"], compress=RANK["api"],
-            build=RANK["api"])  # leaves (compress uses capture's traceable hooks)
+            build=RANK["api"])  # leaves (compress uses graph/packed.py's traceable hooks)
 
 
 def _layer(parts: list) -> str:
@@ -54,10 +58,110 @@ def test_imports_point_down(path):
 
 
 def test_the_layer_check_sees_an_upward_import(tmp_path, monkeypatch):
-    fake = ROOT / "capture" / "nodes.py"
-    src = "from ..runtime import run\nfrom compiled_bw.api import enable\nfrom . import walk\n"
+    fake = ROOT / "graph" / "nodes.py"
+    src = "from ..runtime import run\nfrom compiled_bw.api import enable\nfrom . import saved\n"
     monkeypatch.setattr(pathlib.Path, "read_text", lambda self: src)
-    assert [t for _, t in _imports(fake)] == ["runtime", "api", "capture"]
+    assert [t for _, t in _imports(fake)] == ["runtime", "api", "graph"]
+
+
+def _module_name(path: pathlib.Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _edges(sources: dict) -> dict:
+    """{module: {modules of compiled_bw it imports}} over `sources` ({module: (source, is
+    package)}), function-level imports included; `from pkg import name` names the module
+    pkg.name where that is one, else pkg."""
+    edges: dict = {m: set() for m in sources}
+    for m, (src, is_pkg) in sources.items():
+        pkg = m.split(".") if is_pkg else m.split(".")[:-1]
+        for n in ast.walk(ast.parse(src)):
+            if isinstance(n, ast.ImportFrom):
+                if n.level:
+                    base = pkg[:len(pkg) - (n.level - 1)]
+                    mod = base + (n.module.split(".") if n.module else [])
+                elif (n.module or "").split(".")[0] == "compiled_bw":
+                    mod = n.module.split(".")[1:]
+                else:
+                    continue
+                for a in n.names:
+                    full = ".".join([*mod, a.name])
+                    edges[m].add(full if full in sources else ".".join(mod))
+            elif isinstance(n, ast.Import):
+                for a in n.names:
+                    if a.name.startswith("compiled_bw."):
+                        edges[m].add(a.name.removeprefix("compiled_bw."))
+        edges[m] = {e for e in edges[m] if e in sources and e != m}
+    return edges
+
+
+def _circles(edges: dict) -> list:
+    """The import circles (strongly connected sets of more than one module), each sorted."""
+    index: dict = {}
+    low: dict = {}
+    stack: list = []
+    on: set = set()
+    out: list = []
+
+    def visit(v) -> None:      # Tarjan's algorithm
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(edges[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_import_circle():
+    sources = {_module_name(p): (p.read_text(), p.name == "__init__.py") for p in MODULES}
+    edges = _edges(sources)
+    circles = [" -> ".join(c) + "  (" + "; ".join(f"{a} imports {', '.join(sorted(edges[a] & set(c)))}"
+                                               for a in c) + ")" for c in _circles(edges)]
+    assert not circles, ("import circles in compiled_bw (move what both sides need below both):\n"
+                         + "\n".join(circles))
+
+
+def test_the_circle_check_sees_a_circle():
+    sources = {"walk.fastwalk": ("def f():\n    from ..calls import opaque\n", False),
+               "calls.opaque": ("from ..walk.fastwalk import x\n", False),
+               "calls": ("", True), "walk": ("", True), "graph.saved": ("import torch\n", False)}
+    assert _circles(_edges(sources)) == [["calls.opaque", "walk.fastwalk"]]
+
+
+def _lines(path: pathlib.Path) -> int:
+    return sum(1 for _ in path.open(encoding="utf-8", errors="replace"))
+
+
+def test_no_package_holds_most_of_the_code():
+    # issue #40: a package of more than ~40% of the lines (Python and C++) is several stages
+    files = [p for p in ROOT.rglob("*") if p.suffix in (".py", ".cpp", ".h")
+             and "node_tables" not in p.parts]
+    total = sum(_lines(p) for p in files)
+    per: dict = {}
+    for p in files:
+        parts = p.relative_to(ROOT).parts
+        if len(parts) > 1:
+            per[parts[0]] = per.get(parts[0], 0) + _lines(p)
+    big = {k: f"{v / total:.0%}" for k, v in per.items() if v > 0.4 * total}
+    assert not big, f"packages holding more than 40% of compiled_bw's {total} lines: {big}"
 
 
 def _thread_locals(src: str) -> list:

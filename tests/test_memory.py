@@ -21,7 +21,7 @@ _FUSED_CHAIN = pytest.mark.xfail(strict=True, reason="Inductor fuses across laye
 
 def ckpt4():
     """4 checkpointed transformer layers, not opted in: each region's recomputation is traced
-    under Dynamo's guards (capture/guarded.py).  When a region is not (its nodes opaque calls:
+    under Dynamo's guards (checkpoint/guarded.py).  When a region is not (its nodes opaque calls:
     their saved tensors carry checkpoint's hooks), the grads between them are buffers Inductor
     must not keep until the graph returns (Note [Inductor: opaque buffers]: without the `del`s
     3.8x eager)."""
@@ -34,7 +34,7 @@ class _TracedLayer(PreNormLayer):
 
 def ckpt4_traced():
     """The same with the layers opted in: each region's recomputation is traced into the graph
-    (capture/recompute.py); its nodes' holders are released before the run (else every
+    (checkpoint/recompute.py); its nodes' holders are released before the run (else every
     region's saved input lives to the end: 1.12x), and Inductor keeps the graph's order
     (Note [Inductor: recomputation order]: 1.18x with its peak-memory reordering)."""
     return Checkpointed([_TracedLayer(64) for _ in range(4)]), torch.randn(4, 128, 64)

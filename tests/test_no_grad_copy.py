@@ -8,7 +8,7 @@ compiled_bw keeps eager's answer where leaf grads are delivered by AccumulateGra
 directly or by the engine (Note [Direct delivery], _Deliver), and at a delivery point (a graph
 with user code inside) for a custom backward's or hook's own result (runtime/run.py Note
 [Stealing at delivery points]), for one tensor returned for two leaves and for a grad a
-custom backward passes through unchanged (capture/opaque.py Note [One grad for several
+custom backward passes through unchanged (calls/opaque.py Note [One grad for several
 leaves]).
 """
 import pytest
@@ -139,7 +139,7 @@ def test_one_tensor_for_two_leaves(backend, mode):
 def test_passed_through_grad_is_stolen_unless_kept(backend, keep):
     """A custom backward that returns its grad (made by the graph, used nowhere else): eager's
     AccumulateGrad takes it; if the backward also kept it, eager copies.  If this fails for
-    keep=False only, the reference count capture/opaque.py _OWNED_REFS expects has moved."""
+    keep=False only, the reference count calls/opaque.py _OWNED_REFS expects has moved."""
     def step(st):
         a, _ = st
         a.grad = None

@@ -4,7 +4,7 @@ through, a new tensor (taken by AccumulateGrad when nothing else holds it), one 
 kept (copied), a broadcastable shape (summed), another dtype (cast), None, a shape that is
 wrong (the engine's error), an exception, a node hook registered while it runs, several
 inputs, a transposed layout -- with the Function's output going straight to a leaf or on
-through other nodes.  The one-tensor case runs capture/opaque.py Note [Custom calls in C++]
+through other nodes.  The one-tensor case runs calls/opaque.py Note [Custom calls in C++]
 (the C++ call with the extension), the rest its Python tail.
 """
 from __future__ import annotations
@@ -171,7 +171,7 @@ def test_a_custom_backward_that_changes_its_mode_between_steps(backend):
 def test_user_code_next_gets_the_very_tensor_a_backward_returned(mode, seer, backend):
     """Eager hands what a custom backward returned on as is: the next hook or custom
     backward gets that tensor (`is`), in its layout -- also the first time a layout comes
-    back that the graph did not expect (capture/opaque.py Note [The tensor user code
+    back that the graph did not expect (calls/opaque.py Note [The tensor user code
     returned, to user code])."""
     def see(g):
         LOG.append((seer, g is _Call.last, tuple(g.stride())))

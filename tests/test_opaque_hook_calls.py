@@ -1,4 +1,4 @@
-"""Opaque hook calls on their fast paths (capture/opaque.py Note [One-grad tensor hook calls],
+"""Opaque hook calls on their fast paths (calls/opaque.py Note [One-grad tensor hook calls],
 Note [Passed-through grads]) keep every check eager makes: each program hits one of them and
 does what would go wrong if that path skipped a check -- a hook returning another dtype or a
 non-tensor, a hook registering or removing hooks of its own dict, retains_grad next to a
@@ -248,8 +248,8 @@ def test_module_full_backward_hooks_change_between_steps():
     differential(build, step, steps=6, captures=None)
 
 
-# ---- hooked nodes read in C++, hook calls in C++ (capture/fastwalk.py Note [Hook entries in
-# C++], capture/opaque.py Note [Hook calls in C++]) ----------------------------------------------
+# ---- hooked nodes read in C++, hook calls in C++ (walk/fastwalk.py Note [Hook entries in
+# C++], calls/opaque.py Note [Hook calls in C++]) ----------------------------------------------
 
 def test_tensor_hook_and_node_hooks_on_one_node():
     """A tensor hook, a node pre-hook and a post-hook on one node, changing from step to step:
@@ -318,7 +318,7 @@ def test_tensor_hook_results_of_other_kinds():
     tensor that requires grad, a transposed (non-contiguous) tensor, a view of the grad --
     each goes through eager's checks and reaches the next node as eager's engine hands it.
     (Seen through grad() rather than a leaf's .grad, the transposed one's layout is a known
-    deviation on its first step: README Known deviations, Note [Opaque output layout].)"""
+    deviation on its first step: docs/semantics.md Known deviations, Note [Opaque output layout].)"""
     results = [
         lambda g: torch.nn.Parameter(g * 2),
         lambda g: (g * 2).requires_grad_(),

@@ -1,5 +1,5 @@
 """Grads that an opaque call returns unchanged go on as the same tensor, as under eager's
-engine (capture/opaque.py Note [Passed-through grads]): a tensor hook or a custom backward
+engine (calls/opaque.py Note [Passed-through grads]): a tensor hook or a custom backward
 that returns its grad hands the very object to the next node.  Differential: identities of
 the grads user code sees, values, eager vs compiled, on both backends."""
 

@@ -22,7 +22,7 @@ import types
 import pytest
 import torch
 
-from compiled_bw.capture import saved
+from compiled_bw.graph import saved
 
 
 def _mm_node():
@@ -40,7 +40,7 @@ def test_raw_saved_tensors_accept_hooks():
     node = _mm_node()
     assert type(node).__name__ == "MmBackward0"
     raw = saved.raw_saved(node, "self")
-    assert hasattr(raw, "register_hooks"), "SavedTensor.register_hooks moved (capture/saved.py)"
+    assert hasattr(raw, "register_hooks"), "SavedTensor.register_hooks moved (graph/saved.py)"
     slot = saved.Slot()
     raw.register_hooks(slot.pack, slot.unpack)
     assert slot.value is not None, "register_hooks no longer calls pack at registration"
@@ -84,10 +84,10 @@ def test_input_metadata_and_sequence_nr():
     node = _mm_node()
     (m,) = saved.input_metadata(node)
     for attr in ("shape", "dtype", "device", "is_nested_tensor"):
-        assert hasattr(m, attr), f"_InputMetadata.{attr} moved (capture/walk.py)"
+        assert hasattr(m, attr), f"_InputMetadata.{attr} moved (walk/walk.py)"
     assert tuple(m.shape) == (3, 2)
     assert isinstance(saved.sequence_nr(node), int), "Node._sequence_nr() moved"
-    assert isinstance(node.metadata, dict), "Node.metadata moved (capture/saved.py Slots)"
+    assert isinstance(node.metadata, dict), "Node.metadata moved (graph/saved.py Slots)"
 
 
 def test_accumulate_grad_and_gradient_edge():
@@ -99,11 +99,11 @@ def test_accumulate_grad_and_gradient_edge():
 
 
 def test_node_table_matches_this_torch():
-    """The committed node table of the installed release (capture/node_tables/torch_X_Y.py) is
+    """The committed node table of the installed release (graph/node_tables/torch_X_Y.py) is
     what this torch's derivatives.yaml gives; fails naming the release and the node classes
     that are missing, extra or different."""
     pytest.importorskip("yaml")
-    from compiled_bw.capture import node_table
+    from compiled_bw.graph import node_table
     rel = ".".join(map(str, node_table.release()))
     assert node_table.MISSING is None, (
         f"torch {rel} has no committed node table ({node_table.MISSING}); committed: "
@@ -120,7 +120,7 @@ def test_node_table_matches_this_torch():
     changed = sorted(n for n in set(fresh) & set(table) if fresh[n] != table[n])
     assert not (missing or extra or changed), (
         f"torch {torch.__version__}'s derivatives.yaml differs from the committed node table for "
-        f"torch {rel} (compiled_bw/capture/node_tables/{node_table.module_name(node_table.release())}"
+        f"torch {rel} (compiled_bw/graph/node_tables/{node_table.module_name(node_table.release())}"
         f".py): missing {missing}, not in this torch {extra}, different {changed}; run python "
         "tools/gen_node_table.py --write and review the diff")
 
@@ -129,7 +129,7 @@ def test_node_tables_load_by_release(monkeypatch, tmp_path):
     """Every committed table loads and is picked for its own release; a release without one
     gets its own, generated and cached (never a neighbour's); where generating fails, none,
     and a MISSING reason that names the release (Note [A node table for every release])."""
-    from compiled_bw.capture import node_table
+    from compiled_bw.graph import node_table
     have = node_table.committed()
     assert (2, 13) in have and (2, 11) in have, have
     assert node_table.release("2.11.0+cu130") == (2, 11)
@@ -145,7 +145,7 @@ def test_node_tables_load_by_release(monkeypatch, tmp_path):
     assert list(tmp_path.glob("node_table-*.txt")), "the generated table is not cached"
     assert node_table._load()[0] == gen         # read back from the cache
 
-    from compiled_bw.capture import node_table_gen
+    from compiled_bw.graph import node_table_gen
 
     def no_yaml():
         raise ImportError("No module named 'yaml'")
@@ -221,10 +221,10 @@ def test_dispatch_tls_restorer_compares_exclude_sets():
 
 
 def test_subclass_flatten_helpers():
-    """capture/subclass.py: torch's flatten helpers and the Python dispatch key test."""
+    """graph/subclass.py: torch's flatten helpers and the Python dispatch key test."""
     from torch.testing._internal.two_tensor import TwoTensor
 
-    from compiled_bw.capture import subclass
+    from compiled_bw.graph import subclass
     a, b = torch.randn(2, 3), torch.randn(2, 3)
     t = TwoTensor(TwoTensor(a, b), TwoTensor(b, a))
     flat = subclass.flatten([t, a])
@@ -235,7 +235,7 @@ def test_subclass_flatten_helpers():
     assert type(back) is TwoTensor and back.a.b is b and back.b.a is b
     assert subclass.python_dispatch(t) and not subclass.python_dispatch(a), (
         "torch._C._dispatch_keys(t).has(DispatchKey.Python) no longer tells __torch_dispatch__ "
-        "subclasses apart (capture/subclass.py python_dispatch)")
+        "subclasses apart (graph/subclass.py python_dispatch)")
 
 
 def test_inductor_input_size_asserts_hook():
@@ -264,7 +264,7 @@ def test_fakes_as_they_are():
 
 
 def test_size_hints_and_equality_guards():
-    # torchapi/dynamo.py sym_parts, hint_of, guard_equal (capture/dynamic.py Note [View sizes
+    # torchapi/dynamo.py sym_parts, hint_of, guard_equal (trace/dynamic.py Note [View sizes
     # tied to the grad's]): SymInt.node.expr/.shape_env, ShapeEnv.guarding_hint_or_throw and
     # ShapeEnv.evaluate_expr making a replacement of an equality guard
     from compiled_bw.torchapi.dynamo import guard_equal, hint_of, sym_parts, symbolic_fakes
@@ -349,7 +349,7 @@ def test_no_native_entry_for_a_graph_with_tensor_constants():
 
 
 def test_grad_dtype_of_a_leaf_is_readable():
-    """capture/saved.py input_meta: `_input_metadata` does not show a leaf's grad_dtype."""
+    """graph/saved.py input_meta: `_input_metadata` does not show a leaf's grad_dtype."""
     x = torch.randn(2, requires_grad=True)
     node, _ = saved.gradient_edge(x)
     assert type(node) is torch._C._functions.AccumulateGrad, "AccumulateGrad class moved"
@@ -361,7 +361,7 @@ def test_grad_dtype_of_a_leaf_is_readable():
 
 
 def test_disable_proxy_modes_tracing():
-    """capture/defined.py runs a node's formula on fake tensors outside the graph being traced."""
+    """graph/defined.py runs a node's formula on fake tensors outside the graph being traced."""
     from torch.fx.experimental.proxy_tensor import disable_proxy_modes_tracing, make_fx
 
     def f(x):
@@ -384,7 +384,7 @@ def test_inductor_never_reuse_buffers_and_fallback_lowering():
     from torch._inductor.graph import GraphLowering
 
     from compiled_bw.backends import inductor
-    from compiled_bw.capture.opaque import opaque
+    from compiled_bw.calls.opaque import opaque
     assert lowering.lowerings.get(opaque) is not None, "our opaque lowering is not registered"
     assert "never_reuse_buffers" in inspect.getsource(GraphLowering.__init__), (
         "GraphLowering.never_reuse_buffers moved")
@@ -432,12 +432,12 @@ def test_inductor_call_order_hook():
 
 
 def test_delivery_op_is_side_effectful():
-    # capture/deliver.py: FX and Inductor keep `compiled_bw::deliver` although nothing uses it
+    # calls/deliver.py: FX and Inductor keep `compiled_bw::deliver` although nothing uses it
     from torch._library.utils import is_impure
 
-    from compiled_bw.capture.deliver import deliver
+    from compiled_bw.calls.deliver import deliver
     assert is_impure(deliver), (
-        "torch.fx.node.has_side_effect no longer marks an op impure (capture/deliver.py)")
+        "torch.fx.node.has_side_effect no longer marks an op impure (calls/deliver.py)")
 
 
 def test_legacy_vmap_level_is_readable():
@@ -463,11 +463,11 @@ def test_profiler_enabled_query():
 
 
 def test_storage_use_count():
-    # capture/opaque.py Note [Stealing at delivery points]: a storage's holders, read from Python
-    from compiled_bw.capture.opaque import _storage_use_count
+    # calls/opaque.py Note [Stealing at delivery points]: a storage's holders, read from Python
+    from compiled_bw.calls.opaque import _storage_use_count
     t = torch.randn(3)
     assert _storage_use_count(t.untyped_storage()._cdata) == 2, (
-        "torch._C._storage_Use_Count moved or counts differently (capture/opaque.py)")
+        "torch._C._storage_Use_Count moved or counts differently (calls/opaque.py)")
     v = t[1:]
     assert _storage_use_count(t.untyped_storage()._cdata) == 3
     del v
@@ -643,7 +643,7 @@ def test_uninstall_gives_torch_back():
 
 def test_custom_op_function_is_recognized():
     """torchapi/autograd.py is_custom_op_function: torch.library's Function for a custom op with
-    register_autograd (capture/custom.py Note [Traced without opt-in]) is told apart from a
+    register_autograd (graph/custom.py Note [Traced without opt-in]) is told apart from a
     user's Function."""
     from functions import Double, scaled_sin
 
@@ -658,7 +658,7 @@ def test_custom_op_function_is_recognized():
 
 @pytest.mark.needs_feature("traced checkpoint recomputation")
 def test_checkpoint_frame_state_serves_unpacks():
-    """capture/recompute.py reads non-reentrant checkpoint's frame from its unpack hook's
+    """checkpoint/recompute.py reads non-reentrant checkpoint's frame from its unpack hook's
     closure and, while tracing, answers unpacks from the frame's per-group state: the unpack
     hook must still read `GraphExecGroup`, `frame.is_recomputed`, `holder.handles` and
     `frame.recomputed` as torch 2.13 does."""
@@ -674,7 +674,7 @@ def test_checkpoint_frame_state_serves_unpacks():
     cv = ckpt.closure_vars(frame.recompute_fn)
     missing = [n for n in ckpt.RECOMPUTE_VARS + ckpt.RNG_VARS if n not in cv]
     assert not missing, f"checkpoint's recompute_fn no longer closes over {missing}"
-    # capture/rng.py: the state recompute_fn restores is the CPU state at the forward
+    # graph/rng.py: the state recompute_fn restores is the CPU state at the forward
     assert torch.equal(ckpt.forward_rng_state(cv), cv["fwd_cpu_state"])
     assert cv["device_type"] == "cpu"
     assert cv["fn"] is lin and frame.metadata_fn is ckpt.default_meta_extractor
@@ -692,7 +692,7 @@ def test_checkpoint_frame_state_serves_unpacks():
 
 @pytest.mark.needs_feature("traced checkpoint recomputation", "traced selective checkpointing")
 def test_sac_storage_holds_the_forwards_verdicts_and_replay_answers_them():
-    """capture/recompute.py (Note [Selective recomputation]) reads selective checkpointing's
+    """checkpoint/recompute.py (Note [Selective recomputation]) reads selective checkpointing's
     storage from the recompute context (_CachedTorchDispatchMode.storage: op -> {index:
     _RECOMPUTE | _CONSUMED | _VersionWrapper tree}) and replays its lookup (SacReplay, a
     TorchDispatchMode skipping SAC_IGNORED_OPS) while tracing."""
@@ -731,7 +731,7 @@ def test_sac_storage_holds_the_forwards_verdicts_and_replay_answers_them():
 
 
 def test_region_guards_check_state_and_refuse_side_effects():
-    # Dynamo's guard manager on a checkpointed region's call (capture/guarded.py): holds for
+    # Dynamo's guard manager on a checkpointed region's call (checkpoint/guarded.py): holds for
     # another instance in the same state, fails when an attribute or grad-relevant metadata
     # changes; a forward with a side effect gets no guards and never runs
     from compiled_bw.torchapi.dynamo import region_guards
@@ -761,12 +761,12 @@ def test_region_guards_check_state_and_refuse_side_effects():
 
 
 def test_shape_guard_functions_are_python_int_arithmetic():
-    # capture/dynamic.py Note [Guards as Python code] prints these as //, %, max, min: on
+    # trace/dynamic.py Note [Guards as Python code] prints these as //, %, max, min: on
     # ints, torch's sympy functions must give what those give
     import sympy
 
-    from compiled_bw.capture.dynamic import _py
     from compiled_bw.torchapi.dynamo import FloorDiv, PythonMod, SymMax, SymMin, SymMod
+    from compiled_bw.trace.dynamic import _py
     a, b = sympy.symbols("a b", integer=True, positive=True)
     names = {a: "a", b: "b"}
     for e in (FloorDiv(a, b), SymMod(a, b), PythonMod(a, b), SymMax(a, b), SymMin(a, b),
@@ -812,7 +812,7 @@ def test_backward_verdict_names_guard_sources():
 
 
 def test_set_version_counters_sets_them():
-    # capture/mutated.py Note [Graph inputs the backward mutates]: the run sets the version
+    # graph/mutated.py Note [Graph inputs the backward mutates]: the run sets the version
     # counters of the inputs its graph wrote to, tensors and versions given as tuples
     from compiled_bw.torchapi import autograd as torch_autograd
     a, b = torch.zeros(2), torch.zeros(3)

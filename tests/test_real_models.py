@@ -153,7 +153,7 @@ def test_real_model_inductor(name, variant):
 def test_real_moe_model(backend):
     """Mixtral (random init): each step routes tokens differently; the experts' grouped
     matmul backward (GroupedMmBackward0, whose meta kernel refuses float32 on CPU) is traced
-    by our copy of its formula (capture/grouped_mm.py) -- the whole backward fell back before
+    by our copy of its formula (trace/grouped_mm.py) -- the whole backward fell back before
     (trace.py Note [Built-in formulas fake tensors reject]), then it ran as the real node."""
     differential(_build("mixtral", "plain"), _step("mixtral", "plain"), steps=3,
                  backend=backend, captures=1, fallbacks=0)
@@ -177,7 +177,7 @@ def _over_lengths(name, lengths):
 def test_moe_over_varying_lengths(cbw_backend):
     """Mixtral over steps of varying sequence length: the tokens each expert gets change
     every step (top-2 routing), and with them the sizes of the experts' grouped matmuls
-    (GroupedMmBackward0, traced by our copy of its formula: capture/grouped_mm.py) and
+    (GroupedMmBackward0, traced by our copy of its formula: trace/grouped_mm.py) and
     TopkBackward0's saved sizes.  A static graph, then one dynamic graph for every later
     length (#37: at most 4 captures over 20 steps)."""
     lengths = [12, 7, 10, 16, 5, 9, 14, 11, 6, 13]

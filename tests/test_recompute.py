@@ -4,7 +4,7 @@ Consumes programs that checkpoint nn.Modules with torch.utils.checkpoint(use_ree
 produces eager vs compiled_bw comparisons (tests/differential.py, strict=True) and checks of
 which regions were traced (their recomputed ops are graph nodes, no opaque call) and which
 were declined (their nodes stay hooked opaque calls, eager's grads and side effects):
-capture/recompute.py Note [Traced recomputation].  Runs on both backends.
+checkpoint/recompute.py Note [Traced recomputation].  Runs on both backends.
 """
 import contextlib
 
@@ -174,7 +174,7 @@ def _with_hook():
 
 
 def test_region_with_dropout_is_traced():
-    """Its random ops draw from the forward's RNG state (capture/rng.py; more cases in
+    """Its random ops draw from the forward's RNG state (graph/rng.py; more cases in
     test_recompute_rng.py)."""
     differential(_build(_with_dropout), _step(), strict=True)
     assert "carry hooks" not in _opaque_nodes(), _opaque_nodes()
@@ -394,7 +394,7 @@ def test_hf_gpt2_selective_checkpointing_is_traced():
 
 
 def test_hf_gpt2_with_dropout_is_traced():
-    """Dropout's masks are drawn from the forward's RNG state (capture/rng.py)."""
+    """Dropout's masks are drawn from the forward's RNG state (graph/rng.py)."""
     differential(*gpt2_checkpointed(0.1), strict=True, steps=2)
     assert "carry hooks" not in _opaque_nodes(), _opaque_nodes()
 

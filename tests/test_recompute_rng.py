@@ -4,7 +4,7 @@ Consumes programs that checkpoint nn.Modules holding nn.Dropout (training mode) 
 torch.utils.checkpoint(use_reentrant=False); produces eager vs compiled_bw comparisons
 (strict=True): grads (a recomputed mask other than the forward's is a wrong grad), the global
 generator after the step (its state and the next torch.rand), and which regions were traced
-(capture/rng.py Note [Functional RNG in recomputation]).  Runs on both backends.
+(graph/rng.py Note [Functional RNG in recomputation]).  Runs on both backends.
 """
 import pytest
 import torch
@@ -13,7 +13,7 @@ from differential import differential, grads
 from torch import nn
 
 import compiled_bw
-from compiled_bw.capture.rng import rng_draw
+from compiled_bw.graph.rng import rng_draw
 
 pytestmark = [pytest.mark.both_backends, pytest.mark.needs_feature("traced checkpoint recomputation")]
 

@@ -7,10 +7,10 @@ import torch
 from differential import differential, grads
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from compiled_bw.capture.opaque import OpaqueSite, opaque, register_site
-from compiled_bw.capture.trace import TraceStep
+from compiled_bw.calls.opaque import OpaqueSite, opaque, register_site
 from compiled_bw.core.thread import current_step
 from compiled_bw.passes.reorder_for_memory import reorder_for_memory
+from compiled_bw.trace.trace import TraceStep
 
 
 def _order(gm) -> list:

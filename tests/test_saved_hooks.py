@@ -27,8 +27,8 @@ def walk(request, monkeypatch):
     """Each program below under the C++ walk, the Python walk, and the Python walk while the C++
     extension is not loaded (COMPILED_BW_FASTWALK=0's first steps, or no compiler): its check for
     foreign hooks is then the Python one (saved.py foreign_saved_hooks)."""
-    from compiled_bw.capture import fastwalk
-    from compiled_bw.capture import walk as walk_module
+    from compiled_bw.walk import fastwalk
+    from compiled_bw.walk import walk as walk_module
     monkeypatch.setattr(fastwalk._S, "enabled", request.param == "cpp")
     if request.param == "python-no-extension":
         monkeypatch.setattr(walk_module, "saved_hooks_in", None)

@@ -5,16 +5,16 @@ import pytest
 import torch
 
 import compiled_bw
-from compiled_bw.capture import fastwalk
 from compiled_bw.runtime import streams
 from compiled_bw.runtime.run import FallbackToEager
+from compiled_bw.walk import fastwalk
 
 
 def test_cpu_graph_reads_no_streams():
     # the C++ walk reads each node's InputMetadata stream; CPU nodes have none to check
     if not fastwalk.in_use():
         pytest.skip("C++ walk unavailable")
-    from compiled_bw.capture.saved import gradient_edge
+    from compiled_bw.graph.saved import gradient_edge
     x = torch.randn(3, requires_grad=True)
     y = (x.sin() * 2).sum()
     assert fastwalk.walk([gradient_edge(y)]).forward_streams() == []
@@ -73,7 +73,7 @@ def test_cudagraphs_option_on_cpu_changes_nothing():
 def test_dense_check_for_cuda_graph_inputs():
     # runtime/cudagraphs.py copies each Box tensor into a static buffer of the same strides:
     # only tensors whose elements fill their extent exactly once can be copied into
-    from compiled_bw.capture.opaque import dense
+    from compiled_bw.calls.opaque import dense
     assert dense(torch.randn(3, 4)) and dense(torch.randn(3, 4).t()) and dense(torch.randn(1, 5))
     assert dense(torch.randn(2, 3, 4).permute(2, 0, 1))
     assert not dense(torch.randn(3, 1).expand(3, 4))       # overlapping

@@ -31,7 +31,7 @@ def test_clang_format_clean():
                        capture_output=True, text=True, check=False)
     assert r.returncode == 0, (
         "C++ sources differ from clang-format's output (run `clang-format -i "
-        "compiled_bw/capture/_fastwalk*.h compiled_bw/capture/_fastwalk*.cpp`):\n"
+        "compiled_bw/walk/cpp/_fastwalk*.h compiled_bw/walk/cpp/_fastwalk*.cpp`):\n"
         + (r.stdout + r.stderr)[-4000:])
 
 

@@ -253,7 +253,7 @@ def test_tensor_in_flatten_ctx_falls_back():
 def test_trace_time_subclass_in_a_graph_is_rejected():
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    from compiled_bw.capture.trace import TraceFailed, _check_no_trace_time_values
+    from compiled_bw.trace.trace import TraceFailed, _check_no_trace_time_values
     root = torch.nn.Module()
     with FakeTensorMode():
         root._c = _two((2,))

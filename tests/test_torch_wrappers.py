@@ -16,7 +16,7 @@ from differential import assert_same
 
 import compiled_bw
 from compiled_bw import api
-from compiled_bw.capture import custom, hooks
+from compiled_bw.graph import custom, hooks
 from compiled_bw.runtime import engine_state
 
 

@@ -231,7 +231,7 @@ def _unpack_times_global(p):
 
 def test_unpack_reading_a_global_reassigned_between_steps():
     """A global the unpack reads is baked into a traced graph (Note [What a traced unpack may
-    read] in capture/packed.py): each value is its own graph, never step 0's reused."""
+    read] in graph/packed.py): each value is its own graph, never step 0's reused."""
     def step(st):
         global _FACTOR
         m, log = st

@@ -4,7 +4,7 @@ Consumes programs whose built-in nodes' saved tensors carry user `saved_tensors_
 or `save_on_cpu`; produces eager vs compiled_bw comparisons (tests/differential.py,
 `strict=True`: nothing falls back) of grads and of logs of every unpack-hook call (in order,
 with the `_current_autograd_node()` the hook sees and what it was given), and checks that the
-graph holds unpack calls feeding traced formulas (capture/unpacked.py Note [Unpack calls]).
+graph holds unpack calls feeding traced formulas (calls/unpacked.py Note [Unpack calls]).
 Eager semantics: a node unpacks its saved tensors when it runs, in the order its apply reads
 them, each once per backward, that node current; with retain_graph=False the packed objects
 are freed right after the node ran.  The first capture of a graph runs the real nodes and

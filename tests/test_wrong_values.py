@@ -120,7 +120,7 @@ def test_leaf_grad_dtype(grad_dtype, producer):
                  fallbacks=3 if runtime_dtype else 0)
 
 
-# ---- undefined grads stay undefined (capture/defined.py Note [Undefined grads]) -------------
+# ---- undefined grads stay undefined (graph/defined.py Note [Undefined grads]) -------------
 
 BACKENDS = ["eager", "inductor"]
 
@@ -350,7 +350,7 @@ def test_undefined_grads_with_background_compile(monkeypatch):
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("split", ["unbind", "split"])
 def test_pieces_of_a_split_each_undefined_by_user_code(split, backend):
-    """capture/defined.py Note [Nodes defined where any grad is]: 10 pieces, each through a
+    """graph/defined.py Note [Nodes defined where any grad is]: 10 pieces, each through a
     backward that returns None on its own steps, the whole grad undefined on the step where
     all do (x.grad stays None); before, over 6 such pieces the capture fell back."""
     n = 10
@@ -376,7 +376,7 @@ def test_nodes_defined_where_any_grad_is_are_so_on_this_release():
     against this release's real nodes: every pattern of undefined grads over 3 pieces."""
     import itertools
 
-    from compiled_bw.capture.defined import ANY_DEFINED
+    from compiled_bw.graph.defined import ANY_DEFINED
     x = torch.randn(3, 4, requires_grad=True)
     makers = {"UnbindBackward0": lambda: x.unbind(0), "SplitBackward0": lambda: x.split(1),
               "SplitWithSizesBackward0": lambda: x.split([1, 1, 1]),

@@ -3,7 +3,7 @@
 Consumes: torchgen's packaged derivatives.yaml (needs pyyaml).  Produces: a table of every
 generated autograd node class, with the kinds of saved state that its Python binding does
 not expose (torch's codegen skips getters for these types), one module per torch release
-(major.minor) under compiled_bw/capture/node_tables/ (capture/node_table.py loads the
+(major.minor) under compiled_bw/graph/node_tables/ (graph/node_table.py loads the
 installed release's).  Run:
     python tools/gen_node_table.py            # print it
     python tools/gen_node_table.py --write    # write node_tables/torch_X_Y.py for this torch
@@ -14,7 +14,7 @@ import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from compiled_bw.capture.node_table_gen import build_table
+from compiled_bw.graph.node_table_gen import build_table
 
 
 def render(table: dict) -> str:
@@ -27,8 +27,8 @@ def render(table: dict) -> str:
         "inputs in next-edge order as (name, is_tensor_list), and the saved fields its Python binding",
         "hides as (kind, source input or None, inputs whose grad formulas use it).  Kinds:",
         "'input_meta' (dtype/size/options of a forward input), 'layout', 'geometry', 'optbool'.",
-        "capture/nodes.py decides from it when a node is traceable (Note [Hidden saved state]);",
-        "capture/node_table.py loads the installed release's table.",
+        "graph/nodes.py decides from it when a node is traceable (Note [Hidden saved state]);",
+        "graph/node_table.py loads the installed release's table.",
         '"""',
         "",
         "GENERATED = {",
@@ -43,7 +43,7 @@ def table_path() -> str:
     import torch
     m = re.match(r"(\d+)\.(\d+)", torch.__version__)
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    return os.path.join(root, "compiled_bw", "capture", "node_tables",
+    return os.path.join(root, "compiled_bw", "graph", "node_tables",
                         f"torch_{m.group(1)}_{m.group(2)}.py")
 
 

@@ -134,7 +134,7 @@ def _compile(job: tuple) -> tuple:
     # Inductor's C++ codegen parallelizes loops for torch.get_num_threads() threads: compile
     # for the parent's count, not this process's
     torch.set_num_threads(threads)
-    # a dynamic graph compiles as in the parent (capture/dynamic.py Note [Sizes of one])
+    # a dynamic graph compiles as in the parent (trace/dynamic.py Note [Sizes of one])
     def load_and_compile(obliviously: bool) -> tuple:
         with size_oblivious() if obliviously else contextlib.nullcontext():
             gm, fakes, sites = load_graph(data)

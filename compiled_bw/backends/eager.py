@@ -12,11 +12,11 @@ import operator
 
 import torch
 
-from ..capture import deliver, opaque
+from ..calls import deliver, opaque
 from ..torchapi.dynamo import BoxedCodeGen
 
 # Note [Direct opaque calls]
-# Through the dispatcher, an opaque call (or a delivery point: capture/deliver.py) costs
+# Through the dispatcher, an opaque call (or a delivery point: calls/deliver.py) costs
 # OpOverload.__call__, the Autograd fallback (which excludes the Autograd keys), the Python
 # kernel, and putting the graph's dispatcher state back for user code (core/dispatch_tls.py).
 # The eager backend's code is Python: it calls `opaque_direct` (`deliver_direct`) itself, one
@@ -42,7 +42,7 @@ from ..torchapi.dynamo import BoxedCodeGen
 # A custom backward or a hook may return a sparse (COO/CSR) grad for a dense input: eager's
 # validate_outputs allows it, its InputBuffer sums it with the other grads of that input, and
 # AccumulateGrad stores it (sparse + sparse stays sparse).  The graph was traced with a dense
-# value there; Inductor's code cannot take another layout (capture/opaque.py NotDense), but
+# value there; Inductor's code cannot take another layout (calls/opaque.py NotDense), but
 # this backend's code is plain torch calls.  Where all the graph does with such an output is
 # eager's own work on it -- sum it into an input buffer (aten.add, which the trace emits for
 # InputBuffer accumulation: `_buffer_add` below puts the operands in the order eager's

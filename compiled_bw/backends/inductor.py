@@ -13,11 +13,11 @@ import os
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from ..capture.deliver import barrier, deliver, owned_grad
-from ..capture.opaque import current_sites, opaque
-from ..capture.recompute import has_traced_recomputation
-from ..capture.rng import rng_draw
+from ..calls.deliver import barrier, deliver, owned_grad
+from ..calls.opaque import current_sites, opaque
+from ..checkpoint.recompute import has_traced_recomputation
 from ..core.thread import THREAD
+from ..graph.rng import rng_draw
 from ..torchapi import inductor as torch_inductor
 from ..torchapi.dynamo import (
     OpOverload,
@@ -137,7 +137,7 @@ from . import fresh_returns
 #    before it where data allows: whatever a call's user code returns reaches them as data.
 
 # Note [Inductor: recomputation order]
-#    A graph with traced checkpoint recomputation (capture/recompute.py) already has each
+#    A graph with traced checkpoint recomputation (checkpoint/recompute.py) already has each
 #    region's recompute ops right before their first use, in eager's order, and frees each
 #    input after its last use.  Inductor's reorder_for_peak_memory, which does not count graph
 #    inputs as freeable, moved recompute kernels so that activations of several regions lived
@@ -165,7 +165,7 @@ def _source_key() -> str:
     import hashlib
     import sys
     h = hashlib.sha256()
-    for name in (__name__, "compiled_bw.capture.opaque", "compiled_bw.capture.deliver",
+    for name in (__name__, "compiled_bw.calls.opaque", "compiled_bw.calls.deliver",
                  "compiled_bw.torchapi.inductor"):
         with open(sys.modules[name].__file__, "rb") as f:
             h.update(f.read())
@@ -295,7 +295,7 @@ def cpp_wrapper(sites: list, inputs: list, gm: torch.fx.GraphModule | None = Non
 
 
 def _draws(gm: torch.fx.GraphModule) -> bool:
-    """Whether the graph calls `compiled_bw::rng_draw` (capture/rng.py), a Python kernel: the
+    """Whether the graph calls `compiled_bw::rng_draw` (graph/rng.py), a Python kernel: the
     Python wrapper calls it (as it calls our opaque op)."""
     return bool(gm.graph.find_nodes(op="call_function", target=rng_draw))
 
@@ -338,8 +338,8 @@ def _free_not_reused(self, buffer) -> None:
 
 _generate_fallback_kernel = torch_inductor.original("generate_fallback_kernel")
 # Note [Inductor: direct calls]: op -> (module, function) the generated code calls instead
-_DIRECT = {opaque: ("compiled_bw.capture.opaque", "opaque_direct"),
-           deliver: ("compiled_bw.capture.deliver", "deliver_direct"),
+_DIRECT = {opaque: ("compiled_bw.calls.opaque", "opaque_direct"),
+           deliver: ("compiled_bw.calls.deliver", "deliver_direct"),
            barrier: None}
 
 

@@ -5,7 +5,7 @@ keeps state per thread keeps it here, as one of these fields (class attributes a
 defaults a thread sees before it sets one):
 
   step          the step being traced, compiled or run on this thread (`current_step`): the
-                opaque sites the graph's calls index (capture/opaque.py, capture/deliver.py)
+                opaque sites the graph's calls index (calls/opaque.py, calls/deliver.py)
                 and, at run time, the step's nodes, input metadata and hooks
   running       the innermost step being *run* on this thread (`current_step(s, running=True)`):
                 what engine-state queries answer from (runtime/engine_state.py).  It is not

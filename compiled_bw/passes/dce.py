@@ -2,8 +2,8 @@
 
 Consumes a GraphModule; produces it without nodes whose results nothing uses (e.g. the
 partial ops of a node that fake tensors could not run, which then became an opaque call).
-Calls FX marks impure (our opaque op and delivery points among them: capture/opaque.py,
-capture/deliver.py) stay, by FX's own rules in `Node.is_impure`, and so do calls with side
+Calls FX marks impure (our opaque op and delivery points among them: calls/opaque.py,
+calls/deliver.py) stay, by FX's own rules in `Node.is_impure`, and so do calls with side
 effects FX does not count (Note [Side effects stay]).
 """
 import torch

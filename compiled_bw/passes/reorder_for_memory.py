@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import torch
 
-from ..capture.deliver import deliver
-from ..capture.opaque import opaque
+from ..calls.deliver import deliver
+from ..calls.opaque import opaque
 from ..torchapi.dynamo import OpOverload, has_side_effects
 
 # Note [Reordering for memory]

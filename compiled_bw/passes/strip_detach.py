@@ -2,7 +2,7 @@
 
 Consumes a traced GraphModule (run under no_grad, so detach has no effect on values);
 produces the same graph with every detach's uses rewired to its input.  For a create_graph=True
-graph (run with grad mode on: capture/differentiable.py Note [create_graph]) only the detaches
+graph (run with grad mode on: trace/differentiable.py Note [create_graph]) only the detaches
 of saved tensors go: eager's SavedVariable::unpack gives a saved tensor back with its history
 (the trace records its shallow copy of the placeholder as a detach), while a detach a formula
 makes itself cuts history in eager too and stays.
@@ -21,6 +21,6 @@ def strip_detach(gm: torch.fx.GraphModule, create_graph: bool = False) -> torch.
 
 
 def _unpacked(arg) -> bool:
-    """A saved tensor's placeholder (capture/trace.py names them saved_*), as unpacked."""
+    """A saved tensor's placeholder (trace/trace.py names them saved_*), as unpacked."""
     return isinstance(arg, torch.fx.Node) and arg.op == "placeholder" and \
         arg.name.startswith("saved_")

@@ -141,7 +141,7 @@ def prepare(entry, gm, sites: list, done, oblivious: bool = False):
     then becomes Inductor's callable and done(seconds, error_text_or_None, fn_or_None) is
     called.  The caller starts the compile after the graph's first run (which a busy job
     thread slows).  oblivious: a dynamic graph, compiled under size-oblivious reasoning
-    (capture/dynamic.py Note [Sizes of one]); its done also gets the worker's ShapeEnv state
+    (trace/dynamic.py Note [Sizes of one]); its done also gets the worker's ShapeEnv state
     after the compile (compile_worker.py _shape_env_state) as `shape_env=` (None: it compiled
     nothing, or the graph has no ShapeEnv)."""
     cache_dir = os.environ.get("TORCHINDUCTOR_CACHE_DIR")   # (a test or harness may patch it)

@@ -1,6 +1,6 @@
 """Cache: signature -> Compiled graph (or a remembered fallback), bounded per root signature.
 
-Consumes signatures from capture/walk.py; produces hits, or a miss with a readable reason
+Consumes signatures from walk/walk.py; produces hits, or a miss with a readable reason
 ("node 4 MulBackward0: saved tensor 0 shape [3, 4] -> [3, 5]") for the recompiles log.
 Entries hold no tensors: everything per step travels in the Box.
 
@@ -30,12 +30,12 @@ class OptionsKey(NamedTuple):
     inputs: tuple           # per backward(inputs=)/grad() input: (node index | -1, input_nr)
     allow_unused: bool
     leaf_observed: Any      # a leaf's AccumulateGrad has a hook (run.py Note [Delivery points])
-    create_graph: bool = False  # run with grad mode on (capture/differentiable.py Note [create_graph])
+    create_graph: bool = False  # run with grad mode on (trace/differentiable.py Note [create_graph])
 
 
 class CacheKey(NamedTuple):
     """What a captured graph is valid for: one entry of the cache."""
-    signature: Any          # the walk's (capture/walk.py tuple; capture/fastwalk.py CSig)
+    signature: Any          # the walk's (walk/walk.py tuple; walk/fastwalk.py CSig)
     root_edges: tuple       # (node index, input_nr) per root
     root_meta: tuple        # per root grad: its tensor metadata, or None
     options: OptionsKey
@@ -67,7 +67,7 @@ class Compiled:
     native_tail: tuple = ()
     devices: frozenset = frozenset()    # non-CPU device types it touches (streams.py)
     replay: Any = None              # its CUDA graph, when enable(cudagraphs=True) (cudagraphs.py)
-    # capture/opaque.py Note [Opaque output layout]: the layouts its opaque calls were traced
+    # calls/opaque.py Note [Opaque output layout]: the layouts its opaque calls were traced
     # with (hints), and those a run found instead (recapture with them on the next hit)
     layout_hints: dict = dataclasses.field(default_factory=dict)
     layout_found: dict | None = None
@@ -198,8 +198,8 @@ def describe_change(old: CacheKey, new: CacheKey) -> str:
         return f"root grads changed: {_short(ometa)} -> {_short(nmeta)}"
     if type(osig) is not type(nsig):
         return "walk implementation changed (Python walk <-> C++ walk)"
-    if not isinstance(nsig, tuple):     # capture/fastwalk.py CSig
-        from ..capture.fastwalk import describe
+    if not isinstance(nsig, tuple):     # walk/fastwalk.py CSig
+        from ..walk.fastwalk import describe
         reason = describe(osig, nsig)
         return f"roots changed: {oroots} -> {nroots}" if reason == "signature changed" and \
             oroots != nroots else reason

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import torch
 
-from ..capture.opaque import dense
+from ..calls.opaque import dense
 from ..torchapi import autograd as torch_autograd
 
 

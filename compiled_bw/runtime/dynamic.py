@@ -2,7 +2,7 @@
 
 Consumes a step whose static CacheKey missed (runtime/run.py `_call`); produces (Compiled
 entry bound to this step's sizes, Slots or None, the Python Walk to run it with), or None:
-the static path goes on as before.  capture/dynamic.py Note [Dynamic shapes] says what is
+the static path goes on as before.  trace/dynamic.py Note [Dynamic shapes] says what is
 symbolic and what the guards check.  A step whose walk key (the C++ walk's) a dynamic graph
 served before is served again by one lookup (Note [Dynamic hits by walk key]); any other step
 that misses the static key is walked again by the Python walk (walk.py), whose signature is
@@ -10,7 +10,7 @@ masked at the dynamic positions and looked up.
 Graphs with user code inside (hooks, custom Functions, nodes run opaquely: their output
 shapes are fixed in the capture), leaf hooks, tensor subclasses, other backends than "eager"
 and "inductor", or a changed root grad shape stay static; AOT backwards of compiled forwards
-are spliced with their symints symbolic (capture/dynamic.py Note [Dynamic AOT backwards]).
+are spliced with their symints symbolic (trace/dynamic.py Note [Dynamic AOT backwards]).
 On Inductor with background compile a dynamic graph compiles in the worker (Note [Dynamic
 graphs compile in the background]).
 """
@@ -24,7 +24,10 @@ import torch
 
 from ..backends.compile_worker import foreign_ops
 from ..backends.eager import compile_eager
-from ..capture.dynamic import (
+from ..graph.nodes import AOT, LEAF, TRACE
+from ..passes import run_passes
+from ..torchapi.dynamo import size_oblivious, symbolic_fakes, symint
+from ..trace.dynamic import (
     TWO_VALUES,
     DynSpec,
     DynWalk,
@@ -34,11 +37,8 @@ from ..capture.dynamic import (
     input_exprs,
     size_diff,
 )
-from ..capture.dynamic import values_at as _values_at
-from ..capture.nodes import AOT, LEAF, TRACE
-from ..capture.trace import TraceFailed, trace_backward
-from ..passes import run_passes
-from ..torchapi.dynamo import size_oblivious, symbolic_fakes, symint
+from ..trace.dynamic import values_at as _values_at
+from ..trace.trace import TraceFailed, trace_backward
 from . import background
 from .cache import Compiled
 from .slots import box_owned, slots_of
@@ -143,7 +143,7 @@ def step(state, w, root_edges, opts, grad_tensors, key, root_key):
         state.stats.dynamic_hits += 1
         return known.bound, None, w
     if any(k.hooked for k in w.kinds):
-        return None     # unpack calls (capture/unpacked.py) stay in static graphs
+        return None     # unpack calls (calls/unpacked.py) stay in static graphs
     if not _eligible(state, w, key) or any(k.how not in _DYN_HOW for k in w.kinds):
         _why_static(state, w, key, root_key)
         return None     # (before a second walk: custom Functions' and hooked nodes' state)
@@ -289,7 +289,7 @@ def _capture(state, w, pw, opts, grad_tensors, key, root_key, spec, base, prev):
 # capture -- a symbolic trace (~3x a static capture's cost) every step, and one more failing
 # guard check per step after.  When a symbol of a dynamic graph is fixed to a value above 1
 # (its range one value, or replaced by a number; sizes of 0 and 1 are specialized on purpose,
-# capture/dynamic.py Note [Sizes of one]), later size changes of that root, options and
+# trace/dynamic.py Note [Sizes of one]), later size changes of that root, options and
 # structure capture static graphs instead (reused when a size repeats; the cache limit then
 # runs eager autograd, with its reason).  Not with dynamic=True, where the user asked for
 # symbolic sizes.
@@ -337,7 +337,7 @@ def _describe(pw, spec, old: list | None) -> str:
 
 
 # Note [Size-oblivious trace that fails]
-# On the eager backend the symbolic trace runs size-obliviously (capture/dynamic.py Note
+# On the eager backend the symbolic trace runs size-obliviously (trace/dynamic.py Note
 # [Sizes of one]): an undecided `a == b` between two symbols is taken as false, not guarded.
 # Symbols that are equal at run time but were made independently (no duck sizing: with
 # `dynamic=True` every size of every saved tensor gets its own symbol, d_model's included)
@@ -378,7 +378,7 @@ def _trace_and_compile(state, pw, opts, grad_tensors, spec: DynSpec, slots, base
     roots = [g for g in grad_tensors if g is not None]
     reals = roots + list(pw.saved)
     dims = [set() for _ in roots] + [spec.saved_dims.get(s, set()) for s in range(len(pw.saved))]
-    # capture/dynamic.py Note [Sizes of one]: sizes of 1 are not specialized for the eager
+    # trace/dynamic.py Note [Sizes of one]: sizes of 1 are not specialized for the eager
     # backend (the trace decides); Inductor's code is not right for them (specialized)
     oblivious = state.backend == "eager"
     while True:
@@ -442,7 +442,7 @@ def _trace_and_compile(state, pw, opts, grad_tensors, spec: DynSpec, slots, base
 
 
 # Note [Size-oblivious compile that fails]
-# Inductor's size-oblivious compile of a dynamic graph (capture/dynamic.py Note [Sizes of
+# Inductor's size-oblivious compile of a dynamic graph (trace/dynamic.py Note [Sizes of
 # one]) can fail where a lowering asks a question only the sizes at hand answer: a slice's
 # grad with a symbolic end (`x[:n // 2]`: slice_scatter's min(end, size) between independent
 # symbols, "evaluate_min(s19, s1) with unbacked symints").  The graph is then compiled once
@@ -459,7 +459,7 @@ def _trace_and_compile(state, pw, opts, grad_tensors, spec: DynSpec, slots, base
 # [Background compile]) it now compiles in the worker while the eager backend runs it: the
 # worker gets the graph with its symbolic fake values (GraphPickler carries the ShapeEnv; the
 # SymInt placeholders get their `val`s here) and compiles it under size_oblivious(), as the
-# foreground compile does (capture/dynamic.py Note [Sizes of one]).
+# foreground compile does (trace/dynamic.py Note [Sizes of one]).
 # Inductor adds shape guards while it compiles (GPT-2: `Eq(s29, s0)` from a broadcast in its
 # embedding-backward decomposition, `s6 > 16` ordering SDPA's input strides), which the
 # graph's Guards, made here before the compile, do not hold.  So the worker sends back its

@@ -27,9 +27,9 @@ from __future__ import annotations
 
 import torch
 
-from ..capture.heap import StdHeap
-from ..capture.saved import sequence_nr
 from ..core.thread import THREAD, flag
+from ..graph.heap import StdHeap
+from ..graph.saved import sequence_nr
 from ..torchapi import autograd as torch_autograd
 
 _orig_current_node = torch_autograd.current_autograd_node

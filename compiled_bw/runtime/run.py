@@ -22,7 +22,7 @@ be observed -- some leaf's AccumulateGrad has a hook of any kind (CWalk.leaf_obs
 sees C++ hooks too; part of the cache key), or user code runs inside the graph (hooks, custom
 Functions) -- the trace makes every leaf's AccumulateGrad a delivery point, a
 `compiled_bw::deliver` call placed where our engine (engine.cpp's order) runs the node
-(capture/deliver.py; with Inductor kept in graph order by backends/inductor.py Note [Inductor:
+(calls/deliver.py; with Inductor kept in graph order by backends/inductor.py Note [Inductor:
 call order]).  It
 runs the real node as the engine does (fastwalk.run_leaf), inside `_Deliver`'s graph task.
 Errors: a backward that fails half-way has then already delivered exactly the leaves eager
@@ -82,22 +82,22 @@ from torch.autograd.graph import GradientEdge
 
 from ..backends.compile_worker import foreign_ops
 from ..backends.eager import compile_eager
-from ..capture import fastwalk
-from ..capture.custom import _orig_apply as _raw_apply
-from ..capture.defined import evaluate
-from ..capture.differentiable import not_differentiable
-from ..capture.nodes import CUSTOM
-from ..capture.opaque import LAYOUT_HINTS, NotDense, found_layouts, relayout
-from ..capture.recompute import consume_saved, release_regions
-from ..capture.run_hooks import HookRegisteredDuringBackward
-from ..capture.saved import ERR_BACKWARD_TWICE, gradient_edge
-from ..capture.subclass import flatten, rebuild
-from ..capture.trace import REJECTED, Options, TraceFailed, needed_and_captured, trace_backward
-from ..capture.walk import WalkUnsupported, tensor_meta
+from ..calls.opaque import LAYOUT_HINTS, NotDense, found_layouts, relayout
+from ..calls.run_hooks import HookRegisteredDuringBackward
+from ..checkpoint.recompute import consume_saved, release_regions
 from ..core import dispatch_tls
 from ..core.thread import THREAD, current_step
+from ..graph.custom import _orig_apply as _raw_apply
+from ..graph.defined import evaluate
+from ..graph.nodes import CUSTOM
+from ..graph.saved import ERR_BACKWARD_TWICE, gradient_edge
+from ..graph.subclass import flatten, rebuild
 from ..passes import run_passes
 from ..torchapi import autograd as torch_autograd
+from ..trace.differentiable import not_differentiable
+from ..trace.trace import REJECTED, Options, TraceFailed, needed_and_captured, trace_backward
+from ..walk import fastwalk
+from ..walk.walk import WalkUnsupported, tensor_meta
 from . import background, cudagraphs, dynamic, engine_state, real_strides, repro, streams, verify, warm
 from .cache import CacheKey, Compiled, Fallback, FallbackToEager, OptionsKey, RootKey
 from .slots import box_owned, slots_of
@@ -125,7 +125,7 @@ class _Deliver(torch.autograd.Function):
 
 
 class Step:
-    """What opaque calls and engine-state queries read at run time (capture/opaque.py,
+    """What opaque calls and engine-state queries read at run time (calls/opaque.py,
     runtime/engine_state.py): this step's nodes, input metadata and hooks."""
     __slots__ = ("_will_ids", "captured_ids", "checks", "current", "hooks", "hooks_changed",
                  "in_meta", "memo", "nodes", "notes", "originals", "plan", "real_layouts", "sites",
@@ -139,20 +139,20 @@ class Step:
         self.plan = plan
         self.sites = plan.opaque_sites if plan is not None else []
         self.current = None     # index of the node whose user code runs (engine_state.py)
-        self.hooks_changed = False  # capture/hooks.py Note [Hooks registered during the backward]
+        self.hooks_changed = False  # graph/hooks.py Note [Hooks registered during the backward]
         self.notes: list = []
         self._will_ids = None
         self.tls = None          # dispatch_tls.Restorer of the TLS when the graph starts
-        self.undefined: set = set()   # opaque outputs that came back None (capture/defined.py)
+        self.undefined: set = set()   # opaque outputs that came back None (graph/defined.py)
         self.memo: dict = {}
         self.stealable: dict = {}  # id -> weakref of opaque outputs nobody else references
         self.real_layouts: dict = {}  # (site, output) -> (shape, strides) where the guess was wrong
-        # id(copy) -> (weakref of the copy, what user code returned): capture/opaque.py
+        # id(copy) -> (weakref of the copy, what user code returned): calls/opaque.py
         # Note [The tensor user code returned, to user code]
         self.originals: dict = {}
         # backends/eager.py Note [Sparse grads from opaque calls]: what returned one, if any
         self.went_sparse: str | None = None
-        # site -> saved tensors it checks once it ran (capture/trace.py Note [Saved tensors
+        # site -> saved tensors it checks once it ran (trace/trace.py Note [Saved tensors
         # modified during the backward]); None: nothing to check
         self.checks: dict | None = None
         # grad(): the nodes whose grads are captured (eager's exec_info captures_)
@@ -188,7 +188,7 @@ MAX_NESTED_RUNS = 8
 # one kernel), so it cannot record them truthfully: while a profiler is active the backward runs
 # eager autograd (a fallback with its reason), so a profile shows what eager shows.  To profile
 # the compiled backward itself, set COMPILED_BW_PROFILE=compiled: the graph then runs as usual
-# inside one `compiled_bw::backward` range (no per-node events; README: Known deviations);
+# inside one `compiled_bw::backward` range (no per-node events; docs/semantics.md: Known deviations);
 # `with compiled_bw.profile_compiled():` does that for a block (benchmarks/memory.py).
 PROFILE_COMPILED = os.environ.get("COMPILED_BW_PROFILE", "") == "compiled"
 _profiler_enabled = torch_autograd.profiler_enabled
@@ -273,7 +273,7 @@ def _call(state, t_outputs, grad_tensors, inputs, keep_graph: bool, allow_unused
         in_edges = tuple(in_edges[k] for k in order)
     opts = Options(accumulate, keep_graph, in_edges, allow_unused, create_graph)
     released = w.released()
-    if released:    # capture/fastwalk.py Note [Released nodes]
+    if released:    # walk/fastwalk.py Note [Released nodes]
         needed = needed_and_captured(w, opts)[0]
         if any(needed[i] for i in released):
             raise FallbackToEager(ERR_BACKWARD_TWICE, is_error=True)
@@ -496,7 +496,7 @@ def _counted(state, entry: Compiled) -> None:
 
 
 def _record_layouts(entry: Compiled, real_layouts: dict) -> None:
-    """capture/opaque.py Note [Opaque output layout]: layouts an opaque call returned that
+    """calls/opaque.py Note [Opaque output layout]: layouts an opaque call returned that
     its graph did not promise; the next hit recaptures with them, unless they were the
     promise already (a layout that changes from step to step: no recapture storm)."""
     found = found_layouts(real_layouts, entry.plan.layout_observed)
@@ -663,7 +663,7 @@ def _capture(state, w, opts, grad_tensors, slots, observed=False):
     if opts.create_graph:
         if state.backend != "eager":
             state.note("create_graph=True: the graph runs its aten ops on the eager backend, "
-                       "recording their history (capture/differentiable.py Note [create_graph])")
+                       "recording their history (trace/differentiable.py Note [create_graph])")
         return Compiled(compile_eager(gm, example), plan, gm, owned, box_nodes,
                         n_inputs=len(example), devices=devices)
     foreign = foreign_ops(gm) if state.background else ()
@@ -705,7 +705,7 @@ def _capture(state, w, opts, grad_tensors, slots, observed=False):
 # Eager's AccumulateGrad takes the incoming grad itself as `.grad` (no copy) when nothing else
 # references it (accumulate_grad.h; `x.grad.data_ptr()` is then the buffer a custom backward
 # made).  At a delivery point the graph still holds the grad, so AccumulateGrad would copy.
-# Where the grad is a buffer the graph computed and reads nowhere else (capture/deliver.py
+# Where the grad is a buffer the graph computed and reads nowhere else (calls/deliver.py
 # owned_grad: an aten op's fresh result, or views of one, each used once), the node gets a
 # fresh alias of it (the call's `owned`, set here and again by the Inductor lowering on the
 # graph it compiles, after Inductor's own passes): no user code can hold it, Inductor never
@@ -716,10 +716,10 @@ def _capture(state, w, opts, grad_tensors, slots, observed=False):
 # Where the delivered grad is an opaque call's output (a custom backward's or hook's result --
 # the only buffers user code can know) that nothing else in the graph uses (mark_stealing, per
 # site, after the passes), and user code kept no reference to it when the call returned
-# (capture/opaque.py counts references; Step.stealable), the node gets a fresh alias of it
+# (calls/opaque.py counts references; Step.stealable), the node gets a fresh alias of it
 # (fastwalk.run_leaf(steal=True)), which it takes or copies by eager's own rules.  The graph
 # never touches that buffer again: no other user, and Inductor never reuses a buffer an opaque
-# call returned (backends/inductor.py Note [Inductor: opaque buffers]).  Not covered (copied, README): one tensor
+# call returned (backends/inductor.py Note [Inductor: opaque buffers]).  Not covered (copied, docs/semantics.md): one tensor
 # returned for two inputs (eager gives it to one of them), a grad passed through unchanged
 # (opaque calls clone those), and grads computed from opaque outputs in the graph.
 
@@ -727,14 +727,14 @@ def _capture(state, w, opts, grad_tensors, slots, observed=False):
 def mark_stealing(gm, sites: list) -> None:
     import operator
 
-    from ..capture.deliver import deliver, owned_grad
-    from ..capture.opaque import opaque
+    from ..calls.deliver import deliver, owned_grad
+    from ..calls.opaque import opaque
     order = {n: i for i, n in enumerate(gm.graph.nodes)}
     changed = False
     for n in gm.graph.nodes:
         if n.op != "call_function":
             continue
-        if n.target is opaque:          # capture/opaque.py Note [One grad for several leaves]
+        if n.target is opaque:          # calls/opaque.py Note [One grad for several leaves]
             s = sites[n.args[0]]
             delivered: list | None = []
             s.feeds_delivery = False
@@ -772,9 +772,9 @@ def _run(state, entry: Compiled, w, opts, grad_tensors, slots):
     if entry.devices:                   # Note [Streams] (runtime/streams.py)
         streams.check(w, entry.devices, FallbackToEager)
     versions = None
-    if plan.mutated_inputs:             # capture/mutated.py Note [Graph inputs the backward
+    if plan.mutated_inputs:             # graph/mutated.py Note [Graph inputs the backward
         versions = _mutated_versions(plan, grad_tensors, w.saved)   # mutates]
-    consume_saved(w, plan)              # Note [Selective recomputation] (capture/recompute.py)
+    consume_saved(w, plan)              # Note [Selective recomputation] (checkpoint/recompute.py)
     if entry.native is not None and slots is None and versions is None:
         result = _run_native(state, entry, w, opts, grad_tensors)
         if result is not False:
@@ -788,7 +788,7 @@ def _run(state, entry: Compiled, w, opts, grad_tensors, slots):
     if not opts.retain_graph:           # Note [Box ownership]
         if slots is not None:
             slots.release_positions(entry.box_owned)
-            release_regions(w, plan)    # Note [Traced recomputation] (capture/recompute.py)
+            release_regions(w, plan)    # Note [Traced recomputation] (checkpoint/recompute.py)
         elif entry.box_owned:
             # cache hit without Slots (C++ walk): the nodes themselves drop the saved tensors
             # the graph computes with (what eager does after each node, done before the run).
@@ -811,7 +811,7 @@ def _run(state, entry: Compiled, w, opts, grad_tensors, slots):
 
 
 def _mutated_versions(plan, grad_tensors, saved) -> tuple:
-    """capture/mutated.py Note [Graph inputs the backward mutates]: (the inputs the graph
+    """graph/mutated.py Note [Graph inputs the backward mutates]: (the inputs the graph
     writes to, the versions eager leaves on them); raises FallbackToEager, before anything
     ran, when another input shares storage with one of them."""
     box = [g for g in grad_tensors if g is not None] + list(saved)
@@ -828,7 +828,7 @@ def _mutated_versions(plan, grad_tensors, saved) -> tuple:
             raise FallbackToEager(
                 "the backward writes into a tensor it reads (an AOT backward mutating a forward "
                 "input, or a custom backward an input) that another node saved too: eager "
-                "checks that node's saved version when it runs (capture/mutated.py Note [Graph "
+                "checks that node's saved version when it runs (graph/mutated.py Note [Graph "
                 "inputs the backward mutates])")
     return tuple(ts), tuple(vs)
 
@@ -866,7 +866,7 @@ def _run_direct(state, entry: Compiled, w, opts, box: list):
     """No user code runs inside the graph: call it without the engine.  Leaf grads go to the
     AccumulateGrad nodes directly when none has a hook, else through the engine (_Deliver).
     enable(cudagraphs=True): CUDA graphs replay it (runtime/cudagraphs.py).  A grad() with
-    create_graph=True runs it with grad mode on (capture/differentiable.py Note [create_graph]),
+    create_graph=True runs it with grad mode on (trace/differentiable.py Note [create_graph]),
     never replayed (a replay records no history)."""
     plan = entry.plan
     prev = torch.is_grad_enabled()
@@ -900,7 +900,7 @@ def _run_direct(state, entry: Compiled, w, opts, box: list):
 def _pick_outputs(plan, outs, accumulate: bool, step=None) -> list:
     """The graph's outputs that the caller gets: one grad per delivered leaf (accumulate), else
     one per grad() input; subclasses rebuilt (Note [Subclasses stay outside the graph]); None
-    where eager's grad is undefined (capture/defined.py Note [Undefined grads])."""
+    where eager's grad is undefined (graph/defined.py Note [Undefined grads])."""
     if plan.out_layouts is not None:
         outs = rebuild(plan.out_layouts, outs)
     positions = plan.leaf_positions if accumulate else plan.capture_outputs
@@ -936,12 +936,12 @@ def _deliver(run, leaves: list, opts) -> None:
 
 
 def _versions_to_check(plan, box: list) -> dict:
-    """capture/trace.py Note [Saved tensors modified during the backward]: per site, the saved
+    """trace/trace.py Note [Saved tensors modified during the backward]: per site, the saved
     tensors it checks, with their versions now (the walk checked them against the saved ones;
     no user code ran since)."""
     off = sum(plan.root_defined)
     checks = fastwalk.version_checks(box, off, plan.version_checks)
-    if checks is not None:      # capture/saved.py Note [Version checks in C++]
+    if checks is not None:      # graph/saved.py Note [Version checks in C++]
         return checks
     return {site: [(box[off + k], box[off + k]._version, packed) for k, packed in ks]
             for site, ks in plan.version_checks}

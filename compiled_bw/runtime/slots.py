@@ -1,14 +1,14 @@
 """Slots on a step's saved tensors: installed before a capture (or a run whose walk the C++
 hit path does not serve), and which of them the graph's box alone owns.
 
-Consumes a walk (capture/walk.py, capture/fastwalk.py) and a Plan; produces the walk's Slots
+Consumes a walk (walk/walk.py, walk/fastwalk.py) and a Plan; produces the walk's Slots
 (or FallbackToEager when the saved tensors carry someone else's hooks) and the saved-tensor
 positions whose Slots can be emptied before the run (runtime/run.py Note [Box ownership]).
 runtime/run.py and runtime/dynamic.py use both.
 """
 from __future__ import annotations
 
-from ..capture.saved import SavedHooksInUse
+from ..graph.saved import SavedHooksInUse
 from .cache import FallbackToEager
 
 

@@ -45,7 +45,7 @@ import warnings
 
 import torch
 
-from ..capture.nodes import AOT
+from ..graph.nodes import AOT
 from ..torchapi import autograd as torch_autograd
 from . import repro, warm
 from .cache import Fallback

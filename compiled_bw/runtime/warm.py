@@ -54,8 +54,8 @@ import sys
 
 import torch
 
-from ..capture.nodes import LEAF, TRACE
 from ..core.paths import import_extension, write_atomic
+from ..graph.nodes import LEAF, TRACE
 
 FORMAT = 2
 

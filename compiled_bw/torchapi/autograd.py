@@ -47,7 +47,7 @@ torch_function_mode_enabled = C._is_torch_function_mode_enabled
 vmapmode_increment_nesting = C._vmapmode_increment_nesting
 vmapmode_decrement_nesting = C._vmapmode_decrement_nesting
 
-# --- the dispatcher (core/dispatch_tls.py, capture/subclass.py) ---
+# --- the dispatcher (core/dispatch_tls.py, graph/subclass.py) ---
 DispatchKey = C.DispatchKey
 dispatch_keys = C._dispatch_keys
 dispatch_tls_is_dispatch_key_excluded = C._dispatch_tls_is_dispatch_key_excluded
@@ -59,7 +59,7 @@ foreach_copy_ = torch._foreach_copy_
 storage_use_count = C._storage_Use_Count
 set_version_counters = C._autograd._unsafe_set_version_counter   # (tensors, versions)
 
-# --- Function / hook internals (capture/custom.py, capture/hooks.py) ---
+# --- Function / hook internals (graph/custom.py, graph/hooks.py) ---
 BackwardCFunction = function_mod.BackwardCFunction
 Function = function_mod.Function
 FunctionCtx = function_mod.FunctionCtx
@@ -88,29 +88,29 @@ USED = {
     "torch.autograd._engine_run_backward": "api.py (the backward entry point)",
     "torch.autograd.Variable._execution_engine": "runtime/run.py (the Deliver task)",
     "torch._C._set_grad_enabled": "runtime/run.py",
-    "torch._C._functions.AccumulateGrad": "capture/saved.py",
+    "torch._C._functions.AccumulateGrad": "graph/saved.py",
     "torch._C._are_functorch_transforms_active": "runtime/run.py, api.py",
     "torch._C._autograd._profiler_enabled": "runtime/run.py (Note [Profiler])",
     "torch._C._is_torch_function_mode_enabled": "api.py",
     "torch._C._vmapmode_increment_nesting": "runtime/engine_state.py (legacy vmap level)",
     "torch._C._vmapmode_decrement_nesting": "runtime/engine_state.py (legacy vmap level)",
-    "torch._C.DispatchKey": "core/dispatch_tls.py, capture/subclass.py",
-    "torch._C._dispatch_keys": "capture/subclass.py",
+    "torch._C.DispatchKey": "core/dispatch_tls.py, graph/subclass.py",
+    "torch._C._dispatch_keys": "graph/subclass.py",
     "torch._C._dispatch_tls_is_dispatch_key_excluded": "core/dispatch_tls.py",
     "torch._C._dispatch_tls_set_dispatch_key_excluded": "core/dispatch_tls.py",
     "torch._C._dispatch_tls_local_exclude_set": "core/dispatch_tls.py (Restorer, kept)",
     "torch._C._dispatch_tls_local_include_set": "core/dispatch_tls.py (kept)",
     "torch._C._ForceDispatchKeyGuard": "core/dispatch_tls.py (kept)",
     "torch._foreach_copy_": "runtime/cudagraphs.py",
-    "torch._C._storage_Use_Count": "capture/opaque.py (Note [Stealing at delivery points])",
+    "torch._C._storage_Use_Count": "calls/opaque.py (Note [Stealing at delivery points])",
     "torch._C._autograd._unsafe_set_version_counter":
-        "runtime/run.py (capture/mutated.py Note [Graph inputs the backward mutates])",
-    "torch.autograd.function.BackwardCFunction": "capture/custom.py",
-    "torch.autograd.function.FunctionCtx.set_materialize_grads": "capture/custom.py",
-    "torch.autograd.function._HookMixin._register_hook": "capture/hooks.py",
-    "torch.autograd.function._is_setup_context_defined": "capture/custom.py",
-    "torch.nn.modules._functions.BackwardHookFunction": "capture/custom.py",
-    "torch._library.autograd.make_autograd_impl": "capture/custom.py (custom ops' Functions)",
+        "runtime/run.py (graph/mutated.py Note [Graph inputs the backward mutates])",
+    "torch.autograd.function.BackwardCFunction": "graph/custom.py",
+    "torch.autograd.function.FunctionCtx.set_materialize_grads": "graph/custom.py",
+    "torch.autograd.function._HookMixin._register_hook": "graph/hooks.py",
+    "torch.autograd.function._is_setup_context_defined": "graph/custom.py",
+    "torch.nn.modules._functions.BackwardHookFunction": "graph/custom.py",
+    "torch._library.autograd.make_autograd_impl": "graph/custom.py (custom ops' Functions)",
 }
 
 
@@ -122,11 +122,11 @@ PATCHED = {
     "is_checkpoint_valid": (torch.autograd, "_is_checkpoint_valid"),          # runtime/engine_state.py
     "engine_run_backward": (torch.autograd, "_engine_run_backward"),          # api.py
     "backward": (torch.autograd, "backward"),                                 # api.py
-    "register_hook": (torch.Tensor, "register_hook"),                         # capture/hooks.py
-    "retain_grad": (torch.Tensor, "retain_grad"),                             # capture/hooks.py
-    "node_register_hook": (HookMixin, "_register_hook"),                      # capture/hooks.py
-    "function_apply": (Function, "apply"),                                    # capture/custom.py
-    "set_materialize_grads": (FunctionCtx, "set_materialize_grads"),          # capture/custom.py
+    "register_hook": (torch.Tensor, "register_hook"),                         # graph/hooks.py
+    "retain_grad": (torch.Tensor, "retain_grad"),                             # graph/hooks.py
+    "node_register_hook": (HookMixin, "_register_hook"),                      # graph/hooks.py
+    "function_apply": (Function, "apply"),                                    # graph/custom.py
+    "set_materialize_grads": (FunctionCtx, "set_materialize_grads"),          # graph/custom.py
 }
 
 

@@ -3,7 +3,7 @@
 Consumes torch.utils.checkpoint; produces: whether a saved tensor's unpack hook is
 non-reentrant checkpoint's (and then its _CheckpointFrame), the state a frame's recompute_fn
 closes over (fn, kwargs, RNG/autocast/context settings), the frame's bookkeeping that its
-unpack hook reads (used by capture/recompute.py to serve traced recomputed tensors during a
+unpack hook reads (used by checkpoint/recompute.py to serve traced recomputed tensors during a
 trace), the graph-execution-group switch, and selective checkpointing's storage (the forward's
 per-op verdicts and saved outputs) with a dispatch mode that replays its lookup in a trace.
 tests/test_private_api.py resolves `USED`.
@@ -55,20 +55,20 @@ _MODULE_GLOBAL_HOOKS = ("_global_forward_hooks", "_global_forward_pre_hooks",
                        "_global_forward_hooks_with_kwargs", "_global_forward_hooks_always_called")
 
 USED = {
-    "torch.utils.checkpoint._Holder": "capture/recompute.py (a checkpointed saved tensor)",
-    "torch.utils.checkpoint._CheckpointFrame": "capture/recompute.py",
-    "torch.utils.checkpoint._checkpoint_hook": "capture/recompute.py (its unpack hook's code)",
-    "torch.utils.checkpoint._default_meta_extractor": "capture/recompute.py (determinism check)",
-    "torch._C._get_graph_exec_group": "capture/recompute.py (the trace's unpack group)",
-    "torch._C._set_graph_exec_group": "capture/recompute.py (the trace's unpack group)",
-    "torch.utils.checkpoint._CachedTorchDispatchMode": "capture/recompute.py (a SAC region's "
+    "torch.utils.checkpoint._Holder": "checkpoint/recompute.py (a checkpointed saved tensor)",
+    "torch.utils.checkpoint._CheckpointFrame": "checkpoint/recompute.py",
+    "torch.utils.checkpoint._checkpoint_hook": "checkpoint/recompute.py (its unpack hook's code)",
+    "torch.utils.checkpoint._default_meta_extractor": "checkpoint/recompute.py (determinism check)",
+    "torch._C._get_graph_exec_group": "checkpoint/recompute.py (the trace's unpack group)",
+    "torch._C._set_graph_exec_group": "checkpoint/recompute.py (the trace's unpack group)",
+    "torch.utils.checkpoint._CachedTorchDispatchMode": "checkpoint/recompute.py (a SAC region's "
         "recompute context: its storage and allow_cache_entry_mutation)",
     "torch.utils.checkpoint.SAC_IGNORED_OPS": "SacReplay (ops SAC neither counts nor caches)",
-    "torch.utils.checkpoint._RECOMPUTE": "capture/recompute.py (a SAC storage verdict)",
-    "torch.utils.checkpoint._CONSUMED": "capture/recompute.py (a SAC entry already used)",
-    "torch.utils.checkpoint._VersionWrapper": "capture/recompute.py (a SAC saved output)",
+    "torch.utils.checkpoint._RECOMPUTE": "checkpoint/recompute.py (a SAC storage verdict)",
+    "torch.utils.checkpoint._CONSUMED": "checkpoint/recompute.py (a SAC entry already used)",
+    "torch.utils.checkpoint._VersionWrapper": "checkpoint/recompute.py (a SAC saved output)",
     "torch.utils._python_dispatch.TorchDispatchMode": "SacReplay",
-    **{f"torch.nn.modules.module.{n}": "capture/recompute.py (global module hooks)"
+    **{f"torch.nn.modules.module.{n}": "checkpoint/recompute.py (global module hooks)"
        for n in _MODULE_GLOBAL_HOOKS},
 }
 
@@ -114,7 +114,7 @@ RECOMPUTE_VARS = ("fn", "kwargs", "preserve_rng_state",
 # release does: torch 2.11's has no non-strict-tracing branch at all (with the variable
 # required, every checkpointed region was declined there, unnamed)
 # (nor 2.13 an FX-tracing flag: 2.15 closes over is_fx_tracing and re-enters it).  A region
-# whose forward ran while either was set is declined (capture/recompute.py `_frame_ok`).
+# whose forward ran while either was set is declined (checkpoint/recompute.py `_frame_ok`).
 RECOMPUTE_DEFAULTS = {"is_non_strict_tracing": False, "is_fx_tracing": False}
 # where recompute_fn is defined: torch 2.15 moved the body of
 # _checkpoint_without_reentrant_generator into an _impl it calls (the old name is a shim)

@@ -41,61 +41,61 @@ from .autograd import RELEASE
 TRACE_MODES = (FakeTensorMode, ProxyTorchDispatchMode, FunctionalTensorMode)
 
 USED = {
-    "torch._meta_registrations.div_rtn": "capture/trace.py (pool_sizes_without_parity_guards, "
+    "torch._meta_registrations.div_rtn": "trace/trace.py (pool_sizes_without_parity_guards, "
         "torch <= 2.12)",
     "torch._higher_order_ops.effects._get_effect": "passes/dce.py, passes/reorder_for_memory.py",
-    "torch._C._dynamo.eval_frame.set_code_exec_strategy": "capture/custom.py",
-    "torch._C._dynamo.eval_frame._FrameExecStrategy": "capture/custom.py",
-    "torch._C._dynamo.eval_frame._FrameAction": "capture/custom.py",
-    "torch.utils._pytree.tree_flatten": "capture/subclass.py, capture/packed.py, "
-        "capture/recompute.py, backends/inductor.py",
-    "torch.utils._pytree.tree_unflatten": "capture/packed.py, capture/recompute.py",
+    "torch._C._dynamo.eval_frame.set_code_exec_strategy": "graph/custom.py",
+    "torch._C._dynamo.eval_frame._FrameExecStrategy": "graph/custom.py",
+    "torch._C._dynamo.eval_frame._FrameAction": "graph/custom.py",
+    "torch.utils._pytree.tree_flatten": "graph/subclass.py, graph/packed.py, "
+        "checkpoint/recompute.py, backends/inductor.py",
+    "torch.utils._pytree.tree_unflatten": "graph/packed.py, checkpoint/recompute.py",
     "torch.utils._pytree.tree_leaves": "backends/fresh_returns.py",
     "torch.utils._pytree.tree_map_only": "backends/fresh_returns.py",
     "torch._guards.detect_fake_mode": "backends/inductor.py",
     "torch._guards.tracing": "backends/inductor.py",
     "torch._guards.TracingContext": "backends/inductor.py",
-    "torch._ops.OpOverload": "passes/reorder_for_memory.py, capture/opaque.py, capture/packed.py, backends/inductor.py, "
-                             "capture/deliver.py, capture/differentiable.py, backends/fresh_returns.py, capture/mutated.py",
-    "torch._ops.OpOverloadPacket": "capture/packed.py",
-    "torch._ops.HigherOrderOperator": "capture/mutated.py",
-    "torch._prims.rng_prims.run_with_rng_state": "capture/aot.py (Note [AOT RNG replays])",
-    "torch._subclasses.fake_tensor.FakeTensor": "capture/trace.py, capture/subclass.py",
+    "torch._ops.OpOverload": "passes/reorder_for_memory.py, calls/opaque.py, graph/packed.py, backends/inductor.py, "
+                             "calls/deliver.py, trace/differentiable.py, backends/fresh_returns.py, graph/mutated.py",
+    "torch._ops.OpOverloadPacket": "graph/packed.py",
+    "torch._ops.HigherOrderOperator": "graph/mutated.py",
+    "torch._prims.rng_prims.run_with_rng_state": "graph/aot.py (Note [AOT RNG replays])",
+    "torch._subclasses.fake_tensor.FakeTensor": "trace/trace.py, graph/subclass.py",
     "torch._subclasses.fake_tensor.FakeTensorMode": "backends/inductor_artifact.py",
-    "torch._subclasses.fake_tensor.get_plain_tensors": "capture/subclass.py",
-    "torch._subclasses.fake_tensor.DataDependentOutputException": "capture/trace.py",
-    "torch._subclasses.fake_tensor.DynamicOutputShapeException": "capture/trace.py",
-    "torch._subclasses.fake_tensor.UnsupportedOperatorException": "capture/trace.py",
+    "torch._subclasses.fake_tensor.get_plain_tensors": "graph/subclass.py",
+    "torch._subclasses.fake_tensor.DataDependentOutputException": "trace/trace.py",
+    "torch._subclasses.fake_tensor.DynamicOutputShapeException": "trace/trace.py",
+    "torch._subclasses.fake_tensor.UnsupportedOperatorException": "trace/trace.py",
     "torch.fx.graph._BoxedCodeGen": "backends/eager.py",
     "torch.utils._python_dispatch._get_current_dispatch_mode": "api.py",
     "torch._subclasses.functional_tensor.FunctionalTensorMode": "api.py (TRACE_MODES)",
     "torch.fx.experimental.proxy_tensor.ProxyTorchDispatchMode": "api.py (TRACE_MODES)",
-    "torch.utils._python_dispatch.is_traceable_wrapper_subclass": "capture/subclass.py",
-    "torch._dynamo.compiled_autograd.extract_bw_module": "capture/aot.py",
+    "torch.utils._python_dispatch.is_traceable_wrapper_subclass": "graph/subclass.py",
+    "torch._dynamo.compiled_autograd.extract_bw_module": "graph/aot.py",
     "torch._library.custom_ops.OPDEFS": "backends/compile_worker.py (worker_imports)",
-    "torch.fx.graph_module.reduce_graph_module": "capture/aot.py (Note [AOT backward modules "
+    "torch.fx.graph_module.reduce_graph_module": "graph/aot.py (Note [AOT backward modules "
         "from the cache])",
-    "torch.fx.graph_module._forward_from_src": "capture/aot.py (Note [AOT backward modules "
+    "torch.fx.graph_module._forward_from_src": "graph/aot.py (Note [AOT backward modules "
         "from the cache])",
-    "torch.fx.graph_module._deserialize_graph_module": "capture/aot.py (Note [AOT backward "
+    "torch.fx.graph_module._deserialize_graph_module": "graph/aot.py (Note [AOT backward "
         "modules from the cache])",
-    "torch._functorch._aot_autograd.runtime_wrappers": "capture/aot.py (which release defines "
+    "torch._functorch._aot_autograd.runtime_wrappers": "graph/aot.py (which release defines "
         "CompiledFunction._bw_prologue_fn: aot_splice_off)",
     "torch._dynamo.convert_frame.compile_lock": "runtime/background.py",
-    "torch._dynamo.source.ConstantSource": "capture/dynamic.py",
-    # the sympy functions of ShapeEnv guards, printed as Python by capture/dynamic.py _py
-    "torch.utils._sympy.functions.FloorDiv": "capture/dynamic.py",
-    "torch.utils._sympy.functions.Mod": "capture/dynamic.py",
-    "torch.utils._sympy.functions.PythonMod": "capture/dynamic.py",
-    "torch.utils._sympy.functions.Max": "capture/dynamic.py",
-    "torch.utils._sympy.functions.Min": "capture/dynamic.py",
-    "torch._C._dynamo.eval_frame._debug_get_cache_entry_list": "capture/guarded.py",
-    "torch._dynamo.eval_frame._stance": "capture/guarded.py, capture/custom.py",
+    "torch._dynamo.source.ConstantSource": "trace/dynamic.py",
+    # the sympy functions of ShapeEnv guards, printed as Python by trace/dynamic.py _py
+    "torch.utils._sympy.functions.FloorDiv": "trace/dynamic.py",
+    "torch.utils._sympy.functions.Mod": "trace/dynamic.py",
+    "torch.utils._sympy.functions.PythonMod": "trace/dynamic.py",
+    "torch.utils._sympy.functions.Max": "trace/dynamic.py",
+    "torch.utils._sympy.functions.Min": "trace/dynamic.py",
+    "torch._C._dynamo.eval_frame._debug_get_cache_entry_list": "checkpoint/guarded.py",
+    "torch._dynamo.eval_frame._stance": "checkpoint/guarded.py, graph/custom.py",
     "torch._dynamo.symbolic_convert.InstructionTranslator.current_tx":
-        "capture/guarded.py, capture/custom.py (guard source names)",
-    "torch._dynamo.side_effects.SideEffects.is_modified": "capture/guarded.py, capture/custom.py",
-    "torch._dynamo.variables.base.AttributeMutationNew": "capture/guarded.py, capture/custom.py",
-    "torch._dynamo.variables.base.ValueMutationNew": "capture/guarded.py, capture/custom.py",
+        "checkpoint/guarded.py, graph/custom.py (guard source names)",
+    "torch._dynamo.side_effects.SideEffects.is_modified": "checkpoint/guarded.py, graph/custom.py",
+    "torch._dynamo.variables.base.AttributeMutationNew": "checkpoint/guarded.py, graph/custom.py",
+    "torch._dynamo.variables.base.ValueMutationNew": "checkpoint/guarded.py, graph/custom.py",
     "torch.fx.experimental._config.backed_size_oblivious": "runtime/dynamic.py",
     "torch._subclasses.fake_tensor.FakeTensorConverter.set_tensor_memo":
         "backends/compile_worker.py",
@@ -103,7 +103,7 @@ USED = {
 
 
 # Note [Dynamo skips our wrappers]
-#    Our replacement of `Function.apply` (capture/custom.py) is a Python function outside
+#    Our replacement of `Function.apply` (graph/custom.py) is a Python function outside
 #    torch: where a torch.compile'd function graph-breaks and then calls a Function (a module's
 #    full backward hook calls BackwardHookFunction.apply), Dynamo compiled our wrapper's frame
 #    as a frame of its own, inlined torch's Function.apply into it, and with
@@ -142,7 +142,7 @@ def skip_frame(fn) -> bool:
 def size_oblivious():
     """A context in which backed size symbols made in it are not specialized to 0/1 and
     size-oblivious reasoning applies to them (torch.fx.experimental._config
-    backed_size_oblivious; capture/dynamic.py Note [Sizes of one]): the whole symbolic trace
+    backed_size_oblivious; trace/dynamic.py Note [Sizes of one]): the whole symbolic trace
     and its Inductor compile run in it."""
     from torch.fx.experimental import _config
     return _config.patch(backed_size_oblivious=True)
@@ -313,7 +313,7 @@ def load_reduced_graph_module(body: dict, import_block: str):
     return _deserialize_graph_module(forward, dict(body))
 
 
-# Note [AOT backward splicing per release]: capture/aot.py splices a torch.compile'd forward's
+# Note [AOT backward splicing per release]: graph/aot.py splices a torch.compile'd forward's
 # AOT backward through the CompiledFunction class's _bw_prologue_fn / _bw_epilogue_fn (torch
 # 2.13).  torch 2.11's CompiledFunction has neither (its backward prologue is inline code):
 # there the feature is off and the AOT backward runs as one opaque call, with aot.py's reason
@@ -350,7 +350,7 @@ def compile_lock():
     return lock
 
 
-# ---- Dynamo's guards on a checkpointed region (capture/guarded.py) ----------------------------
+# ---- Dynamo's guards on a checkpointed region (checkpoint/guarded.py) ----------------------------
 
 class _Captured(Exception):
     """Raised by the compiled graph Dynamo's bytecode calls: the region never runs."""
@@ -488,7 +488,7 @@ class _Guards:
             return bool(self.manager.check({"fn": fn, "args": args}))
 
 
-# ---- Dynamo's verdict on a custom Function's backward (capture/custom.py) -----------------------
+# ---- Dynamo's verdict on a custom Function's backward (graph/custom.py) -----------------------
 
 def _backward_call(fn, args, sentinel):
     out = fn(*args)
@@ -497,7 +497,7 @@ def _backward_call(fn, args, sentinel):
 
 
 def backward_verdict(fn, args: tuple, covered) -> str | None:
-    """Dynamo's verdict on `fn(*args)` under no_grad (capture/custom.py Note [Traced without
+    """Dynamo's verdict on `fn(*args)` under no_grad (graph/custom.py Note [Traced without
     opt-in]): None if it traces whole (_trace_once) with no effect outside the call (_clean)
     and every guard it installed names a source `covered(name)` accepts; else why not, in
     words.  Nothing of fn runs: the compiled graph raises before any of it (or any replayed
@@ -534,7 +534,7 @@ def _floor_div(x, y):
 
 @contextlib.contextmanager
 def pool_sizes_without_parity_guards():
-    """Our traces (capture/trace.py) on torch <= 2.12: the meta functions' pooling output size
+    """Our traces (trace/trace.py) on torch <= 2.12: the meta functions' pooling output size
     (`_meta_registrations.div_rtn`, for max/avg pooling and their backwards) tests the
     remainder's sign, with symbolic sizes a guard on each feature map's parity (every other
     height or width another capture); torch 2.13 made it `x // y`, the same value (Python's

@@ -1,0 +1,131 @@
+"""Checkpointed regions of modules that did not opt in, traced under Dynamo's guards.
+
+Consumes a non-reentrant checkpoint region's recompute callable (a module, its bound
+__call__/forward, or functools.partial(function, module, **kwargs) as Hugging Face's
+gradient checkpointing builds) and its arguments at walk time; produces, per step, the
+Capture whose guards hold for them now (or None: the region keeps the per-node path).
+checkpoint/recompute.py traces and keys what it returns.
+
+Note [Guarded recomputation]
+A module that did not declare `compiled_bw_traceable` may read anything: a config object's
+attribute, a global, a plain attribute, and may have Python side effects.  Dynamo decides:
+it traces `fn(*args)` once (fullgraph, static shapes; the graph never runs), and a region is
+traced only when the trace is whole and recorded no effect outside the call (no mutation of
+an object that existed before it, no global write, no print (a graph break), no Python
+random draw; torchapi/dynamo.py region_guards).  Its guards (module attributes, config
+attributes, globals, tensor metadata, grad mode and other global state) are what the
+traced recomputation depends on, so they are checked at every backward against the state
+then -- eager recomputes at backward time, so that is the moment its recomputation reads.
+Guards that hold select that capture (its number is in the region's key, so the backward
+graph traced with it is the one reused); none holding is a new Dynamo trace (a recapture,
+counted), up to _MAX_PER_KEY per function, then the region declines.  A region Dynamo
+refuses is declined for good (its function's key remembers it: no new trace of that key,
+Note [A refusal stops new traces only]).  What Dynamo does not guard
+is checked apart: module hooks (recompute.py's hook checks, every step), tensors the forward
+reads that are not parameters, buffers or arguments (a traced constant would be stale:
+recompute.py declines a trace holding one).
+
+Note [A refusal stops new traces only]
+One function key serves every region that calls the same code (Hugging Face's blocks share
+one partial's function): a model's regions may differ in what Dynamo sees (T5's first decoder
+block sets `requires_grad` on a tensor, which Dynamo refuses; its other blocks trace).  A
+refusal (or _MAX_PER_KEY) stops new Dynamo traces of the key; it does not make an earlier
+capture's guards wrong, so a region whose guards hold still selects its capture.  Otherwise
+the verdict would depend on walk order: the first backward traces the regions walked before
+the refused one, the second finds the key refused and runs them all hooked (another graph,
+a recapture every model with such a block paid on its second step).
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import torch
+
+from ..torchapi.dynamo import pytree, region_guards
+
+_MAX_PER_KEY = 8
+
+
+@dataclasses.dataclass
+class Capture:
+    guards: object
+    number: int                 # unique per capture: the region's key part
+
+
+_CAPTURES: dict = {}    # function key -> [Capture]
+_REFUSED: set = set()   # function keys Dynamo refused (or over _MAX_PER_KEY)
+COUNTS = {"captures": 0, "guard_failures": 0, "refused": 0}
+_next = [0]
+
+
+def callee(fn):
+    """(module, function key, call): the module whose parameters and buffers the region
+    reads, a key for the code it runs, and `call(module_substitute, args, kwargs)` running
+    it; None for any other callable (a plain function or lambda declines)."""
+    if isinstance(fn, torch.nn.Module):
+        return fn, (type(fn), "__call__"), lambda m, a, kw: m(*a, **kw)
+    owner = getattr(fn, "__self__", None)
+    if isinstance(owner, torch.nn.Module):
+        f = getattr(fn, "__func__", None)
+        if f is type(owner).__call__:
+            return owner, (type(owner), "__call__"), lambda m, a, kw: m(*a, **kw)
+        if f is type(owner).forward:
+            return owner, (type(owner), "forward"), lambda m, a, kw: m.forward(*a, **kw)
+        return None
+    if type(fn) is functools.partial and fn.args and isinstance(fn.args[0], torch.nn.Module) \
+            and hasattr(fn.func, "__code__"):
+        module, func, rest = fn.args[0], fn.func, fn.args[1:]
+        kw = fn.keywords
+
+        def call(m, a, extra):
+            return func(m, *rest, *a, **{**kw, **extra})
+        return module, (type(module), func.__code__), call
+    return None
+
+
+def partial_tensors(fn) -> dict:
+    """The tensors a partial's keywords hold (they become graph inputs, never constants):
+    keyword -> (pytree spec, its tensors), for a tensor or a container of tensors only
+    (Hugging Face passes rotary embeddings as `position_embeddings=(cos, sin)`)."""
+    if type(fn) is not functools.partial:
+        return {}
+    out = {}
+    for k, v in fn.keywords.items():
+        leaves, spec = pytree.tree_flatten(v)
+        if leaves and all(isinstance(t, torch.Tensor) for t in leaves):
+            out[k] = (spec, leaves)
+    return out
+
+
+def lookup(fn, key, args: tuple) -> Capture | None:
+    """The capture whose guards hold for `fn(*args)` now; a new Dynamo trace if none does;
+    None if Dynamo refuses the region (or it was recaptured too often)."""
+    caps = _CAPTURES.setdefault(key, [])
+    for c in caps:      # before the refusal: Note [A refusal stops new traces only]
+        if c.guards.check(fn, args):
+            return c
+    if key in _REFUSED:
+        return None
+    if caps:
+        COUNTS["guard_failures"] += 1
+    if len(caps) >= _MAX_PER_KEY:
+        _REFUSED.add(key)
+        return None
+    g = region_guards(fn, args)
+    if g is None or not g.check(fn, args):
+        COUNTS["refused"] += 1
+        _REFUSED.add(key)
+        return None
+    COUNTS["captures"] += 1
+    _next[0] += 1
+    c = Capture(g, _next[0])
+    caps.append(c)
+    return c
+
+
+def reset() -> None:
+    _CAPTURES.clear()
+    _REFUSED.clear()
+    for k in COUNTS:
+        COUNTS[k] = 0

@@ -1,0 +1,702 @@
+"""Non-reentrant checkpoint regions traced into the backward graph (their recomputation).
+
+Consumes, at walk time, built-in nodes whose saved tensors are non-reentrant
+torch.utils.checkpoint holders; produces per checkpointed region (one _CheckpointFrame) a
+Region: its signature part, its inputs (the module's parameters and buffers and the region's
+saved arguments) as Box inputs, and the region's recomputation traced once (make_fx of a
+functional_call) into a small aten graph whose outputs are the tensors the region saves, in
+pack order.  While the backward is traced, the first unpack of a region's saved tensor runs
+that graph on the region's placeholders, so its ops land in the backward graph right before
+their first use, and every holder unpacks to its recomputed tensor.
+
+Note [Traced recomputation]
+Eager recomputes a region at the first unpack of any of its saved tensors (checkpoint's unpack
+hook runs `fn(*args)` again under enable_grad, with its saved-tensor pack hook catching the
+k-th saved tensor for the k-th holder) and hands each holder its tensor.  We do the same at
+trace time, on placeholders: the region's parameters, buffers and arguments are graph inputs
+(never constants), and the recomputed tensors are computed by the graph.  This is exact only
+when the recomputation is a function of exactly those inputs and of what the key holds, so a
+region is traced only when (else: its nodes run as hooked opaque calls, nodes.py Note [Hooked
+saved tensors], which recompute as eager does):
+  - fn is an nn.Module (or its bound __call__/forward) whose every submodule's class is
+    torch.nn's own or declares `compiled_bw_traceable = True` (the class states its forward
+    reads nothing but its inputs, parameters, buffers and plain attributes, and has no Python
+    side effect); no module hooks (instance or global);
+    every plain attribute of every submodule (training included) is in the key, keyed with
+    its type; any other attribute value declines (it could change unseen); so is each
+    class's `forward` (by identity: a forward patched on the class between steps is a new
+    graph);
+  - or fn is any other module, bound __call__/forward or functools.partial(function, module,
+    **kwargs) (Hugging Face's) that Dynamo traces whole with no side effect, and whose
+    Dynamo guards hold at this backward: the capture they select is in the key, a tensor in
+    the partial's keywords is a graph input, a tensor read from anywhere else declines
+    (guarded.py Note [Guarded recomputation]); no module hooks;
+  - no context_fn other than selective checkpointing's (Note [Selective recomputation]), no
+    autocast, no debug, the default determinism check, no saved_tensors_hooks around the
+    region's saved arguments, no GraphExecGroup;
+  - the trace (fake tensors) succeeds, mutates no input (BatchNorm's running stats) and no
+    other tensor, except where it draws random numbers (dropout): then, if checkpoint restores
+    only the CPU generator (preserve_rng_state, a CPU region), the graph is functionalized and
+    its random ops draw from the forward's saved RNG state, a region input (rng.py Note
+    [Functional RNG in recomputation]); else (preserve_rng_state=False: eager draws from the
+    global generator at backward time) it declines; leaves the module's attributes as they were, and saves as
+    many tensors as the forward did, with the forward's shapes, dtypes and devices (what
+    checkpoint's own determinism check compares).
+The trace stops at the region's last saved tensor when the frame's early stop is on (eager's
+recomputation raises there), so what follows it is neither traced nor checked.
+The verdict and the traced region are cached by the region's key (module tree, parameter,
+buffer and argument metadata, the forward's saved metadata, early stop, whether its RNG can be
+replayed).  Eager's recomputation has no
+effect outside the frame (RNG forked and restored -- the graph's draws never touch the global
+generator --, no side effects by the rules above), so
+skipping it at run time is unobservable; with retain_graph=False the nodes' saved variables
+(holders, frame, saved arguments) are freed after the run, as eager frees them.
+
+Note [Selective recomputation]
+A region checkpointed with create_selective_checkpoint_contexts recomputes under torch's
+_CachedTorchDispatchMode: each op (but SAC_IGNORED_OPS) takes the next index of its own
+counter and looks up storage[op][index], which the forward's caching mode filled: RECOMPUTE
+runs the op, a saved output is returned instead (and the entry becomes CONSUMED: a second
+recomputation raises "backward an extra time"), a missing or consumed entry raises, a saved
+tensor whose version changed raises unless allow_cache_entry_mutation.  The policy runs only
+in the forward (torch 2.13: the recomputation reads verdicts, never the policy), so what a
+stateful policy (a counter saving every other mm), one reading a global flag, or Hugging
+Face's and torchtitan's policies decided is data of this step: the storage.  So the key holds
+per op, per index, its verdict and the saved outputs' metadata (a different verdict is
+another graph, whatever the policy read to reach it), and the saved tensors are Box inputs
+(ckpt<region>_sac<k>), never constants.  The trace runs the region under SacReplay, the same
+lookup: a saved op's outputs are those inputs (it is not traced), every other op is traced as
+in a plain region.  It declines (the nodes run hooked, eager's lookup raises or runs) when the
+storage holds a CONSUMED entry (a second backward after retain_graph=True), a mutated saved
+tensor, a key that is not an op (a torch.compile'd region inside), a saved value that is not
+a plain tensor or plain value, or when the trace asks for an entry the storage lacks.  The
+entries the trace answered are the ones eager's recomputation consumes (early stop included);
+they are marked CONSUMED before a run that computes any of the region's nodes (consume_saved),
+which also drops the storage's reference: the Box frees each saved output at its last use.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import traceback
+import weakref
+
+import torch
+from torch.fx.experimental.proxy_tensor import make_fx
+
+from ..core.dispatch_tls import kept as kept_dispatch_state
+from ..graph import rng
+from ..graph.custom import NOT_PLAIN, plain_key
+from ..graph.native import release_node
+from ..graph.saved import raw_saved
+from ..torchapi import checkpoint as ckpt
+from ..torchapi.dynamo import OpOverload, pytree
+from . import guarded
+
+ATTR = "ckpt"       # saved_node keys of region inputs: (node index, ATTR, (region, j, name))
+INPUT_PREFIX = "ckpt"   # their graph placeholders: ckpt<region>_<name>
+
+# module __dict__ entries that are not attributes the forward reads (hooks are checked apart)
+_INTERNAL = frozenset((
+    "_parameters", "_buffers", "_modules", "_non_persistent_buffers_set",
+    "_state_dict_hooks", "_state_dict_pre_hooks", "_load_state_dict_pre_hooks",
+    "_load_state_dict_post_hooks", "_is_full_backward_hook", "_forward_hooks_always_called",
+))
+_HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks",
+               "_forward_hooks_with_kwargs", "_forward_pre_hooks_with_kwargs")
+
+
+@dataclasses.dataclass
+class Region:
+    frame: weakref.ref          # weak: the frame (and its saved arguments) dies with its nodes
+    number: int                 # order of first sight in this walk
+    sig: tuple                  # the key part (module tree, metadata)
+    traced: torch.fx.GraphModule
+    keys: list                  # saved_node keys of its inputs, in `traced`'s input order
+    holder_index: dict          # id(holder) -> position in frame.weak_holders
+    consumed: tuple = ()        # SAC entries (op, index) the recomputation reads
+    nodes: list = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass(frozen=True)
+class Sac:
+    """A SAC region's storage as its trace reads it (Note [Selective recomputation])."""
+    sig: tuple          # per op: per index, its verdict and saved outputs' metadata
+    answers: dict       # (op, index) -> None (recompute) | (spec, leaves: ("t", k) | ("c", v))
+    tensors: list       # the saved outputs' tensors (Box inputs), k-th is ("t", k)
+
+
+@dataclasses.dataclass(frozen=True)
+class Traced:
+    gm: torch.fx.GraphModule
+    consumed: tuple     # SAC entries the trace answered, in order
+    rng: bool = False   # its random ops draw from an RNG state input (the last one)
+
+
+_LIFT_FRESH_COPY = torch.ops.aten.lift_fresh_copy.default
+_TRACED: dict = {}      # region key -> Traced | None (declined)
+_MAX_TRACED = 256
+
+
+def _module_of(fn):
+    if isinstance(fn, torch.nn.Module):
+        return fn
+    owner = getattr(fn, "__self__", None)
+    if isinstance(owner, torch.nn.Module) and getattr(fn, "__func__", None) in (
+            type(owner).__call__, type(owner).forward):
+        return owner
+    return None
+
+
+def _tree_key(module) -> tuple | None:
+    """Per submodule (with duplicates): name, class, plain attributes; None if a class is not
+    traceable, a module has a hook, or an attribute is not a plain value."""
+    out = []
+    for name, m in module.named_modules(remove_duplicate=False):
+        cls = type(m)
+        if not (cls.__module__.startswith("torch.nn.modules.")
+                or cls.__dict__.get("compiled_bw_traceable", False) is True):
+            return None
+        if _has_hooks(m):
+            return None
+        d = vars(m)
+        attrs = []
+        for k, v in d.items():
+            if k in _INTERNAL or k in _HOOK_DICTS:
+                continue
+            pk = plain_key(v)
+            if pk is NOT_PLAIN:
+                return None
+            attrs.append((k, pk))
+        # the class's forward by identity: one patched on the class between steps (the
+        # instance's own `forward` attribute is not a plain value, so it declines above)
+        out.append((name, cls, cls.forward, tuple(attrs)))
+    return tuple(out)
+
+
+def _frame_ok(frame) -> dict | None:
+    """The recompute closure's variables if its settings allow tracing, else None."""
+    if frame.unpack_error_cb is not None or frame.metadata_fn is not ckpt.default_meta_extractor:
+        return None
+    cv = ckpt.closure_vars(frame.recompute_fn)
+    if not all(n in cv for n in ckpt.RECOMPUTE_VARS):
+        return None
+    for n, absent in ckpt.RECOMPUTE_DEFAULTS.items():
+        cv.setdefault(n, absent)
+    if cv["kwargs"] or cv["is_non_strict_tracing"] or cv["is_fx_tracing"]:
+        return None
+    rc = cv["recompute_context"]
+    if not (ckpt.is_noop_context(rc) or ckpt.sac_storage(rc) is not None) or \
+            not ckpt.is_noop_context(cv["device_ctx"]):
+        return None
+    if cv["cpu_autocast_kwargs"]["enabled"]:
+        return None
+    dev = cv["device_autocast_kwargs"]
+    if dev is not None and dev["enabled"]:
+        return None
+    return cv
+
+
+def _autocast() -> bool:
+    """Autocast on around the backward: the graph's ops would be cast, eager's recomputation
+    runs with the forward's autocast state (decline rather than reason about both)."""
+    return torch.is_autocast_enabled("cpu") or (
+        torch.cuda.is_available() and torch.is_autocast_enabled("cuda"))
+
+
+def _sac(storage, mutable: bool, tensor_meta) -> Sac | None:
+    """Note [Selective recomputation]: the storage's verdicts and saved outputs, or None where
+    eager's lookup would raise or the trace could not stand in for it."""
+    sig, answers, tensors = [], {}, []
+    for op, entries in storage.items():
+        if not isinstance(op, OpOverload):
+            return None
+        per = []
+        for idx in sorted(entries):
+            e = entries[idx]
+            if e is ckpt.RECOMPUTE:
+                answers[(op, idx)] = None
+                per.append((idx, None))
+                continue
+            if e is ckpt.CONSUMED:
+                return None
+            leaves, spec = pytree.tree_flatten(e)
+            out, meta = [], []
+            for lf in leaves:
+                if type(lf) is not ckpt.VersionWrapper or ckpt.hooked_entry(lf):
+                    return None
+                v = lf.val
+                if isinstance(v, torch.Tensor):
+                    if type(v) is not torch.Tensor or (
+                            lf.version is not None and not mutable and v._version != lf.version):
+                        return None
+                    out.append(("t", len(tensors)))
+                    meta.append(tensor_meta(v))
+                    tensors.append(v)
+                    continue
+                pk = plain_key(v)
+                if pk is NOT_PLAIN:
+                    return None
+                out.append(("c", v))
+                meta.append(pk)
+            answers[(op, idx)] = (spec, tuple(out))
+            per.append((idx, str(spec), tuple(meta)))
+        sig.append((op, tuple(per)))
+    return Sac(tuple(sig), answers, tensors)
+
+
+def _answer(sac: Sac, saved: list, op, idx: int):
+    """SacReplay's lookup while tracing: None (trace the op) or its saved outputs."""
+    if (op, idx) not in sac.answers:
+        raise ckpt.SacMismatch(f"{op} call {idx} has no entry in the forward's storage")
+    a = sac.answers[(op, idx)]
+    if a is None:
+        return None
+    spec, leaves = a
+    return pytree.tree_unflatten([saved[v] if k == "t" else v for k, v in leaves], spec)
+
+
+def _region(w, i: int, frame, number: int, tensor_meta) -> Region | None:
+    if ckpt.RECOMPUTE_OFF is not None:      # this release's checkpoint: torchapi/checkpoint.py
+        w.feature_notes.add(ckpt.RECOMPUTE_OFF)
+        return None
+    if ckpt.get_graph_exec_group() is not None or ckpt.global_module_hooks() or _autocast():
+        return None
+    cv = _frame_ok(frame)
+    if cv is None:
+        if ckpt.SAC_OFF is not None and ckpt.is_sac_context(
+                ckpt.closure_vars(frame.recompute_fn).get("recompute_context")):
+            w.feature_notes.add(ckpt.SAC_OFF)   # Note [SAC storage format]
+        return None
+    fn = cv["fn"]
+    module = _module_of(fn)
+    tree = None if module is None else _tree_key(module)
+    call = None
+    if tree is None:                    # not opted in: Note [Guarded recomputation]
+        got = guarded.callee(fn)
+        if got is None:
+            return None
+        module, fkey, call = got
+        if _hooked(module):
+            return None
+    args, arg_sig = [], []
+    for a in frame.saved_args:
+        if isinstance(a, torch.Tensor) or not hasattr(a, "unpack"):
+            pk = plain_key(a)
+            if pk is NOT_PLAIN:
+                return None
+            args.append(a)
+            arg_sig.append(pk)
+            continue
+        if a.unpack_hook is not None:       # saved under user hooks: their unpack runs
+            return None
+        try:
+            t = a.unpack()
+        except RuntimeError:                # freed or modified: eager's unpack says so
+            return None
+        args.append(t)
+        arg_sig.append((tensor_meta(t), t.requires_grad))
+    state = ckpt.forward_rng_state(cv)     # Note [Functional RNG in recomputation]
+    sac = None
+    stored = ckpt.sac_storage(cv["recompute_context"])
+    if stored is not None:
+        sac = _sac(*stored, tensor_meta)
+        if sac is None:
+            return None
+    extra = {}
+    if call is not None:
+        extra = guarded.partial_tensors(fn)
+        cap = guarded.lookup(fn, fkey, tuple(args))
+        if cap is None:
+            return None
+        # Dynamo guards the module's attributes, not its classes' `forward`s: a forward
+        # patched on a class between steps would reuse the capture (a stale graph)
+        tree = ("guarded", cap.number, tuple(type(m).forward for m in module.modules()))
+    params = list(module.named_parameters())
+    buffers = list(module.named_buffers())
+    sig = (tree, tuple((n, tensor_meta(t), t.requires_grad) for n, t in params + buffers),
+           len(params), tuple(arg_sig), len(frame.weak_holders),
+           tuple(tuple(sorted(m.items())) for m in frame.x_metadatas),
+           tuple((k, str(spec), tuple((tensor_meta(t), t.requires_grad) for t in ts))
+                 for k, (spec, ts) in extra.items()),
+           bool(frame.early_stop), None if sac is None else sac.sig, state is not None)
+    try:
+        hash(sig)
+    except TypeError:
+        return None
+    if sig in _TRACED:
+        traced = _TRACED[sig]
+    else:
+        traced = _trace_region(module, params + buffers, args, frame, call, extra, sac,
+                               rng_ok=state is not None)
+        if len(_TRACED) >= _MAX_TRACED:
+            _TRACED.clear()
+        _TRACED[sig] = traced
+    if traced is None:
+        return None
+    holder_index = {}
+    for k, ref in enumerate(frame.weak_holders):
+        h = ref()
+        if h is not None:
+            holder_index[id(h)] = k
+    keys = []
+    for j, (n, t) in enumerate(params + buffers):
+        keys.append((i, ATTR, (number, j, n)))
+        w.saved.append(t)
+    j = len(params) + len(buffers)
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            keys.append((i, ATTR, (number, j, f"arg{j - len(params) - len(buffers)}")))
+            w.saved.append(a)
+            j += 1
+    for k, (_, ts) in extra.items():
+        for m, t in enumerate(ts):
+            keys.append((i, ATTR, (number, j, f"kw_{k}" if len(ts) == 1 else f"kw_{k}{m}")))
+            w.saved.append(t)
+            j += 1
+    for k, t in enumerate(sac.tensors if sac is not None else ()):
+        keys.append((i, ATTR, (number, j, f"sac{k}")))
+        w.saved.append(t)
+        j += 1
+    if traced.rng:      # the forward's RNG state: the region's draws start from it
+        keys.append((i, ATTR, (number, j, "rng")))
+        w.saved.append(state)
+    w.saved_node.extend(keys)
+    return Region(weakref.ref(frame), number, sig, traced.gm, keys, holder_index,
+                  traced.consumed)
+
+
+def _is_random(node) -> bool:
+    """Whether an op draws random numbers: tagged so, unless its `dropout_p` argument is 0
+    (attention kernels take one; with 0 they draw nothing)."""
+    t = node.target
+    if not (isinstance(t, OpOverload) and torch.Tag.nondeterministic_seeded in t.tags):
+        return False
+    for k, a in enumerate(t._schema.arguments):
+        if a.name == "dropout_p":
+            p = node.args[k] if k < len(node.args) else node.kwargs.get("dropout_p",
+                                                                        a.default_value)
+            return not (isinstance(p, (int, float)) and p == 0)
+    return True
+
+
+def _mutates(node) -> bool:
+    t = node.target
+    return isinstance(t, OpOverload) and t._schema.is_mutable
+
+
+def _has_hooks(m) -> bool:
+    """Whether module `m` itself has an instance hook."""
+    d = vars(m)
+    return any(d.get(h) for h in _HOOK_DICTS)
+
+
+def _hooked(module) -> bool:
+    """Whether any submodule has an instance hook (Dynamo does not guard them)."""
+    return any(_has_hooks(m) for m in module.modules())
+
+
+class _Adapter(torch.nn.Module):
+    """A guarded region's call as a module, for functional_call: `target` is the region's
+    module (its parameters and buffers are `target.<name>`)."""
+
+    def __init__(self, target, call, mode=None) -> None:
+        super().__init__()
+        self.target = target
+        self.call = call
+        self.mode = mode        # SacReplay of a SAC region: around the call only, as eager's
+
+    def forward(self, args, extra):
+        with self.mode if self.mode is not None else contextlib.nullcontext():
+            return self.call(self.target, args, extra)
+
+
+def _call_module(m, args, _extra):
+    return m(*args)
+
+
+class _Stop(Exception):
+    """Early stop: the region's last saved tensor is recorded."""
+
+
+def _trace_region(module, state: list, args: list, frame, call=None, extra=None, sac=None,
+                  rng_ok=False):
+    """The region's recomputation as an aten graph (a Traced): inputs (state tensors, tensor
+    args, the partial's keyword tensors, a SAC region's saved outputs), outputs the tensors
+    it saves in pack order; None where Note [Traced recomputation] declines.  `call` (a
+    guarded region, guarded.callee) runs it, else the module's __call__."""
+    extra = extra or {}
+    names = [n for n, _ in state]
+    tensors = [t for _, t in state] + [a for a in args if isinstance(a, torch.Tensor)] + \
+        [t for _, ts in extra.values() for t in ts] + (sac.tensors if sac is not None else [])
+    rgs = [t.requires_grad for t in tensors]
+    recorded: list = []
+    replays: list = []
+    stop_at = len(frame.weak_holders) if frame.early_stop else -1
+
+    def pack(x):
+        recorded.append(x.detach() if x.requires_grad else x)
+        if len(recorded) == stop_at:    # eager's recomputation stops here (early stop)
+            raise _Stop
+
+    def unpack(_x):
+        raise RuntimeError("compiled_bw: a tensor saved while tracing a checkpointed region "
+                           "was unpacked (a backward inside the region)")
+
+    def f(*flat):
+        flat = [t.requires_grad_() if rg else t for t, rg in zip(flat, rgs, strict=True)]
+        params = dict(zip(names, flat[:len(names)], strict=True))
+        it = iter(flat[len(names):])
+        cargs = tuple(next(it) if isinstance(a, torch.Tensor) else a for a in args)
+        kw = {k: pytree.tree_unflatten([next(it) for _ in ts], spec)
+              for k, (spec, ts) in extra.items()}
+        mode = None
+        if sac is not None:     # Note [Selective recomputation]
+            mode = ckpt.SacReplay(functools.partial(_answer, sac, list(it)))
+            replays.append(mode)
+        recorded.clear()
+        with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+            try:
+                if call is None and mode is None:
+                    torch.func.functional_call(module, params, cargs)
+                else:
+                    torch.func.functional_call(
+                        _Adapter(module, call or _call_module, mode),
+                        {f"target.{n}": t for n, t in params.items()}, (cargs, kw))
+            except _Stop:
+                pass
+        return list(recorded)
+
+    before = _tree_key(module)
+    with kept_dispatch_state():     # Note [Dispatch state after a failed trace]
+        try:
+            gm = make_fx(f, tracing_mode="fake")(*[t.detach() for t in tensors])
+        except Exception as e:  # noqa: BLE001 -- data-dependent, unsupported: runs eagerly
+            traceback.clear_frames(e.__traceback__)
+            return None
+    if _tree_key(module) != before:
+        return None
+    out = gm.graph.find_nodes(op="output")[0].args[0]
+    if len(out) != len(frame.weak_holders):
+        return None
+    for o, meta in zip(out, frame.x_metadatas, strict=True):
+        v = o.meta.get("val")
+        if v is None or (tuple(v.shape), v.dtype, v.device) != (
+                tuple(meta["shape"]), meta["dtype"], meta["device"]):
+            return None
+    random = False
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and _is_random(node):
+            random = True
+        if node.op == "get_attr" and call is not None and not all(
+                u.target is _LIFT_FRESH_COPY for u in node.users):
+            # a tensor read from elsewhere: its value is not guarded.  One the region made
+            # from Python values (DeBERTa's `torch.tensor(size)`, Falcon's) reaches the
+            # graph only through lift_fresh_copy, and Dynamo guards what those values read.
+            return None
+    if random:              # Note [Functional RNG in recomputation]
+        if not rng_ok:
+            return None
+        gm = _functionalized(gm, tensors)
+        if gm is None or not rng.rewrite(gm, _is_random):
+            return None
+    if any(n.op == "call_function" and (_is_random(n) or _mutates(n)) for n in gm.graph.nodes):
+        return None
+    gm.graph.eliminate_dead_code()
+    gm.recompile()
+    return Traced(gm, tuple(replays[-1].consumed) if replays else (), random)
+
+
+def _functionalized(gm, tensors: list):
+    """The region's graph with its in-place ops made functional (dropout's `bernoulli_` on a
+    fresh tensor becomes `bernoulli`); a mutation of an input stays a `copy_` into it (the
+    caller declines it).  None if the retrace fails."""
+    with kept_dispatch_state():
+        try:
+            return make_fx(torch.func.functionalize(gm), tracing_mode="fake")(
+                *[t.detach() for t in tensors])
+        except Exception as e:  # noqa: BLE001 -- the region keeps the per-node path
+            traceback.clear_frames(e.__traceback__)
+            return None
+
+
+def checkpoint_entry(w, i: int, node, attrs, entry: list, tensor_meta) -> bool:
+    """If every hooked saved tensor of built-in node i is a holder of one traceable checkpoint
+    region: its signature part into `entry` (the region's inputs into w.saved on its first
+    node), True; else False (the node runs hooked)."""
+    regions = getattr(w, "regions", None)
+    if regions is None:
+        return False
+    frame, holders = None, []
+    for a in attrs:
+        r = raw_saved(node, a)
+        for raw in (r if isinstance(r, (list, tuple)) else (r,)):
+            if raw is None:
+                holders.append(None)
+                continue
+            hook, p = raw.unpack_hook, raw.data
+            if hook is None and p is None:
+                holders.append(None)
+                continue
+            f = ckpt.checkpoint_frame(hook)
+            if f is None or (frame is not None and f is not frame) or type(p) is not ckpt.Holder:
+                return False
+            frame = f
+            holders.append(p)
+    if frame is None:
+        return False
+    reg = regions.get(id(frame), False)
+    if reg is False:
+        reg = regions[id(frame)] = _region(w, i, frame, len(regions), tensor_meta)
+    if reg is None:
+        return False
+    ks = tuple(None if h is None else reg.holder_index.get(id(h)) for h in holders)
+    if any(k is None and h is not None for k, h in zip(ks, holders, strict=True)):
+        return False
+    # the region's key once, on its first node (walk order is fixed by the signature)
+    entry.append((ATTR, reg.number, None if reg.nodes else reg.sig, ks))
+    reg.nodes.append(i)
+    w.slot_only.append((i, ATTR, -1))   # released after the run when executed (holders)
+    return True
+
+
+def is_checkpointed(node, attrs) -> bool:
+    """Whether a node's saved tensors are non-reentrant checkpoint holders (the C++ walk then
+    gives the step to the Python walk, which traces regions)."""
+    for a in attrs:
+        r = raw_saved(node, a)
+        for raw in (r if isinstance(r, (list, tuple)) else (r,)):
+            if raw is not None and ckpt.checkpoint_frame(raw.unpack_hook) is not None:
+                return True
+    return False
+
+
+def has_traced_recomputation(gm) -> bool:
+    """Whether a captured graph holds traced region inputs (placeholders named by trace.py's
+    _name_inputs with INPUT_PREFIX)."""
+    return any(n.name.startswith(INPUT_PREFIX) for n in gm.graph.find_nodes(op="placeholder"))
+
+
+def release_regions(w, plan) -> None:
+    """Before a run with retain_graph=False: free the saved variables (holders) of every node
+    of a traced region that the graph computes, as eager frees them after the node ran, so
+    the region's frame and saved arguments die with the Box's last use of them (else they
+    would live until the run is over)."""
+    regions = getattr(w, "regions", None)
+    if not regions:
+        return
+    computed = set(plan.executed) - {s.node_index for s in plan.opaque_sites}
+    for reg in regions.values():
+        if reg is None:
+            continue
+        for i in reg.nodes:
+            if i in computed:
+                release_node(w.nodes[i])
+
+
+def consume_saved(w, plan) -> None:
+    """Before a run: the SAC entries each traced region's recomputation reads become CONSUMED
+    where the graph computes one of its nodes, as eager's lookup marks them when it
+    recomputes (Note [Selective recomputation])."""
+    regions = getattr(w, "regions", None)
+    if not regions:
+        return
+    computed = None
+    for reg in regions.values():
+        if reg is None or not reg.consumed:
+            continue
+        if computed is None:
+            computed = set(plan.executed) - {s.node_index for s in plan.opaque_sites}
+        frame = reg.frame()
+        if frame is None or not any(i in computed for i in reg.nodes):
+            continue
+        storage, _ = ckpt.sac_storage(ckpt.closure_vars(frame.recompute_fn)["recompute_context"])
+        for op, idx in reg.consumed:
+            storage[op][idx] = ckpt.CONSUMED
+
+
+class RegionSlot:
+    """The Slot (saved.py Note [Slots]) of a region input: the Box owns the tensor; the node's
+    holders are freed with the node (runtime/run.py releases executed nodes)."""
+    __slots__ = ("placeholder",)
+
+    def __init__(self) -> None:
+        self.placeholder = None
+
+    def release(self) -> None:
+        pass
+
+
+# ---- while tracing ---------------------------------------------------------------------------
+
+class _Group:
+    """The graph-execution group the trace unpacks under (checkpoint keys its state by it)."""
+    __slots__ = ()
+
+
+class _Handle:
+    __slots__ = ("k",)
+
+    def __init__(self, k: int) -> None:
+        self.k = k
+
+
+class _Handles(dict):
+    """A holder's handles while tracing: the trace's handle stays after an unpack (a formula
+    traced twice unpacks twice; eager unpacks once per node and backward)."""
+
+    def __setitem__(self, key, value) -> None:
+        if value is None and type(key) is _Group:
+            return
+        super().__setitem__(key, value)
+
+
+class _Recomputed:
+    """frame.recomputed[group] while tracing: the first lookup runs the traced region on its
+    placeholders (its ops land in the graph there), every lookup answers holder k's tensor."""
+    __slots__ = ("outs", "placeholders", "region")
+
+    def __init__(self, region: Region, placeholders: dict) -> None:
+        self.region, self.placeholders, self.outs = region, placeholders, None
+
+    def __contains__(self, handle) -> bool:
+        return type(handle) is _Handle
+
+    def __getitem__(self, handle):
+        if self.outs is None:
+            ins = [self.placeholders[k] for k in self.region.keys]
+            self.outs = self.region.traced(*ins)
+        return self.outs[handle.k]
+
+
+@contextlib.contextmanager
+def tracing(w, placeholders: dict):
+    """Around our engine's trace: checkpoint's unpack hook answers from the traced regions."""
+    regions = [r for r in (getattr(w, "regions", None) or {}).values() if r is not None]
+    if not regions:
+        yield
+        return
+    group = _Group()
+    prev = ckpt.get_graph_exec_group()
+    changed = []
+    frames = [(reg, reg.frame()) for reg in regions]
+    try:
+        for reg, frame in frames:
+            frame.is_recomputed[group] = True
+            frame.recomputed[group] = _Recomputed(reg, placeholders)
+            for k, ref in enumerate(frame.weak_holders):
+                h = ref()
+                if h is not None:
+                    h.handles = _Handles(h.handles)
+                    dict.__setitem__(h.handles, group, _Handle(k))
+                    changed.append(h)
+        ckpt.set_graph_exec_group(group)
+        yield
+    finally:
+        ckpt.set_graph_exec_group(prev)
+        for _, frame in frames:
+            frame.is_recomputed.pop(group, None)
+            frame.recomputed.pop(group, None)
+        for h in changed:
+            h.handles = {k: v for k, v in h.handles.items() if k is not group}
