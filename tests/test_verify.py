@@ -173,3 +173,24 @@ def test_repro_with_the_steps_real_inputs(tmp_path, monkeypatch):
     assert any(t.shape == x.shape and torch.equal(t, x) for t in saved)  # mm saved x
     r = _python(str(script))
     assert r.returncode == 1 and "output 0" in r.stdout, r.stdout + r.stderr
+
+
+def test_repro_of_a_dynamic_graph(tmp_path, monkeypatch):
+    """A graph with symbolic sizes gets a script too: it runs at the sizes the graph was
+    captured with (its size inputs as ints), and shows a wrong kernel there."""
+    from compiled_bw.runtime import repro
+    monkeypatch.setenv("COMPILED_BW_REPRO_DIR", str(tmp_path))
+    compiled_bw.reset()
+    m = _mlp_build()
+    with compiled_bw.enable(backend="eager", dynamic=True):
+        for batch in (4, 6):
+            m(torch.randn(batch, 5)).square().sum().backward()
+    assert compiled_bw.stats().dynamic_captures == 1
+    gm = compiled_bw.last_graph()
+    assert any(isinstance(n.meta.get("val"), torch.SymInt)
+               for n in gm.graph.find_nodes(op="placeholder"))
+    clean, wrong = repro.write(gm, "eager", "a test"), repro.write(gm, off_by_a_bit, "a test")
+    r = _python(clean)
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = _python(wrong)
+    assert r.returncode == 1 and "output 0" in r.stdout, r.stdout + r.stderr

@@ -17,8 +17,10 @@ reference: the nodes' formulas, op by op -- and compiles it with the backend and
 compares each output as verify does (runtime/compare.py TOL) and exits 1 naming the first
 difference, 2 if the backend's compile raises, 0 if both agree.  Not written: graphs holding
 calls back into user code (compiled_bw::opaque / deliver: they need the live autograd graph) or
-constants (get_attr), and graphs with symbolic sizes; write() then returns None and says why in
-the log.  Random inputs show a wrong kernel; a difference that needs the step's real values
+constants (get_attr); write() then returns None and says why in the log.  A dynamic graph's
+script runs it at the sizes it was captured with (each symbolic size's hint; its size inputs
+are ints of those values), on random inputs (the step's real ones, with
+COMPILED_BW_REPRO_INPUTS=full, may have other sizes: not saved).  Random inputs show a wrong kernel; a difference that needs the step's real values
 does not reproduce.
 """
 from __future__ import annotations
@@ -33,6 +35,7 @@ import torch
 
 from .. import config
 from ..core.paths import write_atomic
+from ..torchapi.dynamo import hint_of, sym_parts
 from .compare import differs
 
 _COUNTER = itertools.count()
@@ -53,17 +56,37 @@ def _why_not(gm) -> str | None:
     return None
 
 
-def _specs(gm) -> list | None:
-    specs = []
+def _concrete(v) -> int | None:
+    """A size as an int: itself, or a symbolic size's value at the sizes the graph was captured
+    with (its hint); None if it has none."""
+    if isinstance(v, int):
+        return v
+    expr, env = sym_parts(v)
+    return hint_of(env, expr)
+
+
+def _specs(gm) -> tuple:
+    """(per input: (shape, strides, dtype, device) of a tensor, or ("int", value) of a size
+    input; None if some input has none), whether some size was symbolic)."""
+    specs, symbolic = [], False
     for n in gm.graph.find_nodes(op="placeholder"):
         v = n.meta.get("val")
+        if isinstance(v, (int, torch.SymInt)):
+            symbolic = True
+            value = _concrete(v)
+            if value is None:
+                return None, True
+            specs.append(("int", value))
+            continue
         if not isinstance(v, torch.Tensor):
-            return None
-        if any(not isinstance(s, int) for s in (*v.shape, *v.stride())):
-            return None
-        specs.append((tuple(v.shape), tuple(v.stride()), str(v.dtype).split(".")[-1],
+            return None, symbolic
+        dims = [_concrete(d) for d in (*v.shape, *v.stride())]
+        symbolic = symbolic or any(not isinstance(d, int) for d in (*v.shape, *v.stride()))
+        if any(d is None for d in dims):
+            return None, True
+        specs.append((tuple(dims[:v.dim()]), tuple(dims[v.dim():]), str(v.dtype).split(".")[-1],
                       str(v.device)))
-    return specs
+    return specs, symbolic
 
 
 def _backend_ref(backend) -> tuple:
@@ -85,9 +108,9 @@ def write(gm, backend, why: str, inputs: list | None = None) -> str | None:
     inputs: the step's real graph inputs, saved beside the script (`repro_N.pt`) and used
     instead of random ones."""
     why_not = _why_not(gm)
-    specs = _specs(gm) if why_not is None else None
+    specs, symbolic = _specs(gm) if why_not is None else (None, False)
     if why_not is None and specs is None:
-        why_not = "its inputs have symbolic sizes"
+        why_not = "some input's size has no value (a symbolic size without a hint)"
     name, path, qualname = _backend_ref(backend)
     if why_not is None and name is None and (path is None or qualname is None
                                              or "<" in qualname):
@@ -112,14 +135,14 @@ from torch import device, inf, nan  # noqa: F401  (names the graph's code may us
 
 {code}
 
-SPECS = {specs!r}  # per input: shape, strides, dtype, device
+SPECS = {specs!r}  # per input: shape, strides, dtype, device; or ("int", a size)
 BACKEND = {name!r}  # a registered backend, or the function below
 BACKEND_FILE, BACKEND_NAME = {path!r}, {qualname!r}
 
 if __name__ == "__main__":
     raise SystemExit(check(Repro, SPECS, BACKEND, BACKEND_FILE, BACKEND_NAME, __file__))
 '''
-    if inputs is not None:
+    if inputs is not None and not symbolic:     # (a dynamic graph's: the capture's sizes)
         torch.save([t.detach().cpu() for t in inputs], out[:-3] + ".pt")
     write_atomic(out, text.encode())
     return out
@@ -136,7 +159,11 @@ def after_compile_failure(gm, backend, error: str) -> str:
 def _inputs(specs: list) -> list:
     g = torch.Generator().manual_seed(0)
     out = []
-    for shape, stride, dtype, dev in specs:
+    for spec in specs:
+        if spec[0] == "int":            # a size input of a dynamic graph
+            out.append(spec[1])
+            continue
+        shape, stride, dtype, dev = spec
         dt = getattr(torch, dtype)
         t = torch.empty_strided(shape, stride, dtype=dt, device=dev)
         if dt.is_floating_point or dt.is_complex:
