@@ -19,7 +19,7 @@ from differential import assert_same, differential, selected_backend
 import compiled_bw
 from compiled_bw.graph import node_table
 
-# torch 2.12 only: a node fed dual grads that runs as the real node (an opaque call, capture/
+# torch 2.12 only: a node fed dual grads that runs as the real node (an opaque call, trace/
 # trace.py Note [Built-in formulas fake tensors reject]) fails inside torch's dispatch under
 # make_fx ("tls_on_entry.has_value() INTERNAL ASSERT FAILED at PythonFallbackKernel.cpp"): the
 # backward runs eager autograd with that reason.  2.11 and 2.13 on compile it.

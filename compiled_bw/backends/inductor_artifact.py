@@ -10,6 +10,7 @@ Also `native_entry`: the C entry point of a compiled graph (runtime/run.py Note 
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
 
 import torch
@@ -60,6 +61,15 @@ def dump_compiled(fn: CompiledFxGraph) -> bytes:
     # both processes share.
     fn._triton_bundle = None
     return GraphPickler.dumps(fn, _OPTIONS)
+
+
+def dump_live(fn) -> bytes | None:
+    """dump_compiled of a compiled graph still in use (a foreground compile's), or None when fn
+    is no CompiledFxGraph: a shallow copy is serialized (prepare_for_serialization only
+    assigns the copy's attributes), so fn keeps its loaded code."""
+    if not isinstance(fn, CompiledFxGraph):
+        return None
+    return dump_compiled(copy.copy(fn))
 
 
 def load_compiled(data: bytes, example_inputs: list) -> CompiledFxGraph:

@@ -535,7 +535,7 @@ def _relayout_recapture(state, w, opts, grad_tensors, key: CacheKey, root_key: R
 
 # Note [Compile on repeat]
 # A static graph captured for a root that already has a dynamic graph (runtime/dynamic.py) is a
-# shape the dynamic graph could not serve: another autograd graph at a size of 1 (capture/
+# shape the dynamic graph could not serve: another autograd graph at a size of 1 (trace/
 # dynamic.py Note [Sizes of one]: nn.MultiheadAttention at batch 1), a size of 0, a guard that
 # failed.  Such shapes are often one-offs (the last batch of an epoch, an evaluation batch), and
 # a background compile of one costs a compile's CPU (seconds, against a few ms of running it on

@@ -1,7 +1,8 @@
 """Warm start: captured graphs kept on disk, so a new process skips their capture and compile.
 
 Consumes a fresh capture (runtime/run.py: its CacheKey, the Compiled entry, the walk) and, for
-Inductor, the compiled graph's bytes from the background compile (runtime/background.py);
+Inductor, the compiled graph's bytes from the background compile (runtime/background.py) or
+from a foreground compile (a copy of the compiled graph serialized);
 produces one file per graph under COMPILED_BW_CACHE_DIR, and, on a later process's cache miss
 with the same key, a Compiled entry built from it (`load`) instead of a capture.
 
@@ -153,15 +154,27 @@ def _specs(example: list) -> list:
 
 def prepare(state, entry, w, opts, key, example: list) -> None:
     """A fresh capture: if it is storable, remember where it goes (entry.warm) and, for a
-    backend compiled here, store it now; Inductor's background compile stores it when done."""
+    backend compiled here, store it now (Inductor in the foreground: with its compiled graph,
+    else not at all: a later process would capture it anyway); Inductor's background compile
+    stores it when done."""
     if not storable(state, entry, w, opts, key):
         return
     name, blob = _name(key, state.backend)
     if name is None:
         return
     entry.warm = (name, blob, _specs(example))
-    if not state.background:
-        store(entry, None)
+    if state.background:
+        return
+    compiled = None
+    if state.backend == "inductor":
+        from ..backends.inductor_artifact import dump_live
+        try:
+            compiled = dump_live(entry.fn)
+        except Exception:  # noqa: BLE001 -- a graph that does not serialize is not stored
+            compiled = None
+        if compiled is None:
+            return
+    store(entry, compiled)
 
 
 def store(entry, compiled: bytes | None) -> None:
