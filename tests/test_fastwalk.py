@@ -464,7 +464,7 @@ def test_unbuildable_extension_falls_back_with_a_log_message(monkeypatch, caplog
         raise RuntimeError("Error building extension 'compiled_bw_fastwalk'\nx.cpp:1: error: boom")
     monkeypatch.setattr(cpp, "load", broken)
     monkeypatch.setattr(fastwalk, "_built", lambda d: None)    # not built yet: torch builds it
-    fresh = fastwalk._State()       # (graph/native.py's: the modules below the walk read it)
+    fresh = native._State()         # (the walk and the modules below it read it)
     monkeypatch.setattr(fastwalk, "_S", fresh)
     monkeypatch.setattr(native, "_S", fresh)
     fastwalk._S.enabled = True

@@ -177,6 +177,7 @@ def _hook_configs():
 def test_hooks_and_signature_agrees_with_node_hooks():
     """hooks.hooks_and_signature (the C++ walk's one-pass reader) is node_hooks +
     NodeHooks.signature(): the same hooks and the same signature for every configuration."""
+    from compiled_bw.graph import native
     from compiled_bw.graph.hooks import hooks_and_signature, node_hooks, retained_by_node
     from compiled_bw.walk import fastwalk
     if not fastwalk.in_use():
@@ -184,7 +185,7 @@ def test_hooks_and_signature_agrees_with_node_hooks():
         pytest.skip("the C++ walk is not built (hooks_and_signature takes its dict reader)")
     configs = _hook_configs()
     retained = retained_by_node()
-    dicts = fastwalk.hook_dicts()
+    dicts = native.hook_dicts()
     for what, t in configs:
         node = t.grad_fn
         ref = node_hooks(node, retained, dicts)

@@ -24,7 +24,7 @@ Functions) -- the trace makes every leaf's AccumulateGrad a delivery point, a
 `compiled_bw::deliver` call placed where our engine (engine.cpp's order) runs the node
 (calls/deliver.py; with Inductor kept in graph order by backends/inductor.py Note [Inductor:
 call order]).  It
-runs the real node as the engine does (fastwalk.run_leaf), inside `_Deliver`'s graph task.
+runs the real node as the engine does (graph/native.py run_leaf), inside `_Deliver`'s graph task.
 Errors: a backward that fails half-way has then already delivered exactly the leaves eager
 had delivered before the failing node, and no other.  Graphs without delivery points (nothing
 observes) compute every grad before any leaf is touched: an error there (an untraceable
@@ -717,7 +717,7 @@ def _capture(state, w, opts, grad_tensors, slots, observed=False):
 # the only buffers user code can know) that nothing else in the graph uses (mark_stealing, per
 # site, after the passes), and user code kept no reference to it when the call returned
 # (calls/opaque.py counts references; Step.stealable), the node gets a fresh alias of it
-# (fastwalk.run_leaf(steal=True)), which it takes or copies by eager's own rules.  The graph
+# (native.run_leaf(steal=True)), which it takes or copies by eager's own rules.  The graph
 # never touches that buffer again: no other user, and Inductor never reuses a buffer an opaque
 # call returned (backends/inductor.py Note [Inductor: opaque buffers]).  Not covered (copied, docs/semantics.md): one tensor
 # returned for two inputs (eager gives it to one of them), a grad passed through unchanged

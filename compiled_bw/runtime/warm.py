@@ -83,7 +83,7 @@ def _source_hash(pkg: str | None = None) -> str:
     cache root under a hash of their names, sizes and modification times (Note [Source hash
     memo])."""
     pkg = pkg or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    files = [os.path.join(d, f) for d, dirs, names in sorted(os.walk(pkg)) if not dirs.sort()
+    files = [os.path.join(d, f) for d, _, names in sorted(os.walk(pkg))
              for f in sorted(names) if f.endswith((".py", ".cpp", ".h"))]
     stats = hashlib.sha256()
     for path in files:
@@ -237,10 +237,12 @@ def _namespace() -> dict:
             "NoneType": type(None), "operator": operator}
 
 
-def _exec(code: str):
-    """The `forward` function a stored graph's code defines (a trusted folder: see Note)."""
+def _exec(code):
+    """The `forward` function a stored graph's code (its source, or that compiled) defines (a
+    trusted folder: see Note [Warm start])."""
     ns = _namespace()
-    exec(compile(code, "<compiled_bw stored graph>", "exec"), ns)
+    exec(compile(code, "<compiled_bw stored graph>", "exec") if isinstance(code, str) else code,
+         ns)
     return ns["forward"]
 
 
@@ -277,9 +279,7 @@ def _eager_fn(stored: tuple | None):
         target = torch
         for part in name.split(".")[1:]:
             target = getattr(target, part)
-    ns = _namespace()
-    exec(marshal.loads(code), ns)       # (a trusted folder: see Note [Warm start])
-    forward = ns["forward"]
+    forward = _exec(marshal.loads(code))
     return lambda box: forward(None, box)
 
 

@@ -85,7 +85,7 @@ from ..graph.hooks import (
     leaf_hooks,
     retained_by_node,
 )
-from ..graph.native import _S, _State, hook_dicts, release_node, run_leaf  # noqa: F401  (re-exported)
+from ..graph.native import _S
 from ..graph.nodes import (
     AOT,
     CUSTOM,
