@@ -473,6 +473,22 @@ def test_storage_use_count():
     del v
 
 
+def test_dynamo_setattr_handler_is_found_and_put_back():
+    # torchapi/dynamo.py Note [requires_grad set on a tensor the region makes]
+    from compiled_bw.torchapi import dynamo
+    where = dynamo.setattr_handler()
+    assert where is not None, (
+        f"torch {torch.__version__}: Dynamo's setattr() handler moved (looked for "
+        "SetAttrBuiltinVariable._call_setattr, BuiltinVariable.call_setattr in "
+        "torch._dynamo.variables.builtin); checkpoint regions that set requires_grad on a "
+        "tensor they make (T5) would be declined")
+    owner, attr = where
+    before = owner.__dict__[attr]
+    with dynamo._fresh_requires_grad():
+        assert owner.__dict__[attr] is not before
+    assert owner.__dict__[attr] is before
+
+
 # --- compiled_bw/torchapi: every private symbol in one of three modules, every patch undoable ---
 
 def _torchapi_modules():

@@ -255,6 +255,9 @@ def _family(name):
             vocab_size=V, hidden_size=D, num_hidden_layers=2, num_attention_heads=2)),
         "deberta_v2": lambda: t.DebertaV2ForMaskedLM(t.DebertaV2Config(
             **small, hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)),
+        "t5": lambda: t.T5ForConditionalGeneration(t.T5Config(
+            vocab_size=V, d_model=D, d_kv=16, d_ff=64, num_layers=2, num_heads=2,
+            dropout_rate=0.1, decoder_start_token_id=0)),
         "modernbert": lambda: t.ModernBertForMaskedLM(t.ModernBertConfig(
             **small, pad_token_id=0, bos_token_id=1, eos_token_id=2, cls_token_id=1,
             sep_token_id=2)),
@@ -271,13 +274,15 @@ def _family(name):
 
 @pytest.mark.both_backends
 @pytest.mark.parametrize("name", ["llama", "mistral", "qwen3", "gemma2", "phi3", "olmo",
-                                  "gpt_neox", "falcon", "deberta_v2", "modernbert"])
+                                  "gpt_neox", "falcon", "deberta_v2", "modernbert", "t5"])
 def test_checkpointed_blocks_are_traced(name):
     """Hugging Face gradient checkpointing (non-reentrant) of these families: every block's
     recomputation is traced into the graph (no hooked opaque call: recompute.py Note [Traced
     recomputation]; their partial passes rotary embeddings as `position_embeddings=(cos,
     sin)`, guarded.partial_tensors; DeBERTa and Falcon make tensors from Python values in the
-    region), one capture, eager's grads with the forward's dropout."""
+    region; T5's first decoder block sets requires_grad on a tensor it makes, torchapi/dynamo.py
+    Note [requires_grad set on a tensor the region makes]), one capture, eager's grads with
+    the forward's dropout."""
     import compiled_bw
 
     def build():

@@ -346,6 +346,46 @@ def test_a_tensor_made_from_python_values_in_the_region_is_guarded():
     assert "carry hooks" not in _opaque_nodes(), _opaque_nodes()
 
 
+class _MarksALeaf(nn.Module):
+    """Not opted in: makes a tensor and sets its `requires_grad` from an attribute (T5's
+    first decoder block does this to a zeros position bias when checkpointing), and returns
+    it: the forward's leaf, whose `.grad` the user reads."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(6, 6)
+        self.mark = True
+
+    def forward(self, x):
+        b = torch.full((6,), 0.5)
+        b.requires_grad = self.mark
+        return torch.tanh(self.lin(x)) * b, b
+
+
+def test_requires_grad_set_on_a_tensor_the_region_makes_is_traced():
+    """Note [requires_grad set on a tensor the region makes]: the region is traced (Dynamo
+    alone refuses the setattr), the flag is guarded (it decides what MulBackward0 saves: one
+    tensor or two), and the forward's own leaf gets eager's `.grad`."""
+    marks = [True, False, True]
+
+    def build():
+        return [_MarksALeaf(), torch.randn(5, 6), []]
+
+    def step(st):
+        m, x, log = st
+        m.mark = marks[len(log)]
+        log.append(None)
+        m.zero_grad(set_to_none=True)
+        h, b = cp.checkpoint(m, x.requires_grad_(), use_reentrant=False)
+        loss = h.pow(2).sum() + (b * 3.0).sum() if b.requires_grad else h.pow(2).sum()
+        loss.backward()
+        return [*grads(m), x.grad, b.grad, b.requires_grad]
+
+    st = differential(build, step, strict=True, captures=2)
+    assert (st.recompute_captures, st.recompute_refused) == (2, 0), st
+    assert "carry hooks" not in _opaque_nodes(), _opaque_nodes()
+
+
 class _GlobalCounter(nn.Module):
     def __init__(self):
         super().__init__()

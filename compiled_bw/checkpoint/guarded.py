@@ -12,7 +12,9 @@ attribute, a global, a plain attribute, and may have Python side effects.  Dynam
 it traces `fn(*args)` once (fullgraph, static shapes; the graph never runs), and a region is
 traced only when the trace is whole and recorded no effect outside the call (no mutation of
 an object that existed before it, no global write, no print (a graph break), no Python
-random draw; torchapi/dynamo.py region_guards).  Its guards (module attributes, config
+random draw; torchapi/dynamo.py region_guards; a `requires_grad` set on a tensor the region
+makes is no side effect: torchapi/dynamo.py Note [requires_grad set on a tensor the region
+makes]).  Its guards (module attributes, config
 attributes, globals, tensor metadata, grad mode and other global state) are what the
 traced recomputation depends on, so they are checked at every backward against the state
 then -- eager recomputes at backward time, so that is the moment its recomputation reads.
@@ -27,8 +29,8 @@ recompute.py declines a trace holding one).
 
 Note [A refusal stops new traces only]
 One function key serves every region that calls the same code (Hugging Face's blocks share
-one partial's function): a model's regions may differ in what Dynamo sees (T5's first decoder
-block sets `requires_grad` on a tensor, which Dynamo refuses; its other blocks trace).  A
+one partial's function): a model's regions may differ in what Dynamo sees (an instance
+that branches on a tensor's value is refused, its siblings trace).  A
 refusal (or _MAX_PER_KEY) stops new Dynamo traces of the key; it does not make an earlier
 capture's guards wrong, so a region whose guards hold still selects its capture.  Otherwise
 the verdict would depend on walk order: the first backward traces the regions walked before

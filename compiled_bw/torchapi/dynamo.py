@@ -99,6 +99,10 @@ USED = {
     "torch.fx.experimental._config.backed_size_oblivious": "runtime/dynamic.py",
     "torch._subclasses.fake_tensor.FakeTensorConverter.set_tensor_memo":
         "backends/compile_worker.py",
+    "torch._dynamo.variables.builtin": "checkpoint/guarded.py (its setattr() handler, "
+        "setattr_handler(): Note [requires_grad set on a tensor the region makes])",
+    "torch._dynamo.variables.tensor.TensorVariable": "checkpoint/guarded.py (same Note)",
+    "torch._dynamo.variables.constant.ConstantVariable": "checkpoint/guarded.py (same Note)",
 }
 
 
@@ -455,6 +459,63 @@ def _all_tensors(example_inputs) -> bool:
     return all(isinstance(x, torch.Tensor) for x in example_inputs)
 
 
+# Note [requires_grad set on a tensor the region makes]
+# Dynamo refuses `t.requires_grad = flag` (a graph break: AOTAutograd could not run such a
+# graph), and T5's first decoder block does it in its checkpointed region (a zeros position
+# bias it makes, then marks requires_grad when checkpointing).  We never run Dynamo's graph:
+# we take its guards and its verdict on side effects.  So while a region is judged, setattr
+# of requires_grad on a tensor the call made (no source: never an input, a parameter or any
+# object from outside the call) to a constant Dynamo has guarded is applied to the fake
+# value the trace continues with (so later ops and a read of `.requires_grad` see it, as
+# eager's would) instead of breaking the graph.  A value that is not a constant, or a flag
+# that eager itself refuses (False on a non-leaf: the fake raises as eager does) still ends
+# the trace: the region is declined.  Any other setattr is Dynamo's own.  The handler is
+# swapped only under Dynamo's compile lock, for the duration of our own trace.
+
+def setattr_handler():
+    """(class, attribute name) of Dynamo's setattr() on a traced object: SetAttrBuiltinVariable.
+    _call_setattr (torch 2.13+), BuiltinVariable.call_setattr (2.11, 2.12); None if neither
+    is there (tests/test_private_api.py fails naming the release)."""
+    from torch._dynamo.variables import builtin
+    for cls, attr in (("SetAttrBuiltinVariable", "_call_setattr"),
+                      ("BuiltinVariable", "call_setattr")):
+        owner = getattr(builtin, cls, None)
+        if owner is not None and attr in owner.__dict__:
+            return owner, attr
+    return None
+
+
+@contextlib.contextmanager
+def _fresh_requires_grad():
+    """Note [requires_grad set on a tensor the region makes]."""
+    where = setattr_handler()
+    if where is None:
+        yield
+        return
+    from torch._dynamo.variables.constant import ConstantVariable
+    from torch._dynamo.variables.tensor import TensorVariable
+    owner, attr = where
+    dynamos = owner.__dict__[attr]
+
+    def handler(self, tx, obj, name_var, val, *rest):
+        if isinstance(obj, TensorVariable) and obj.source is None \
+                and name_var.is_python_constant() \
+                and name_var.as_python_constant() == "requires_grad" \
+                and val.is_python_constant() and isinstance(val.as_python_constant(), bool):
+            flag = val.as_python_constant()
+            obj.as_proxy().node.meta["example_value"].requires_grad_(flag)
+            obj.requires_grad = flag
+            return ConstantVariable.create(None)
+        return dynamos(self, tx, obj, name_var, val, *rest)
+
+    with compile_lock():
+        setattr(owner, attr, handler)
+        try:
+            yield
+        finally:
+            setattr(owner, attr, dynamos)
+
+
 def region_guards(fn, args: tuple):
     """Dynamo's verdict on `fn(*args)` under enable_grad: its guard manager (`.check(
     {"fn": fn, "args": args})` says whether a later call would trace the same graph) if
@@ -465,9 +526,10 @@ def region_guards(fn, args: tuple):
     if not _dynamo_usable():
         return None
     verdict = []
-    f, _ = _trace_once(_region_call, (fn, args),
-                       lambda tx, ex: verdict.append(_all_tensors(ex) and _clean(tx)),
-                       torch.enable_grad())
+    with _fresh_requires_grad():
+        f, _ = _trace_once(_region_call, (fn, args),
+                           lambda tx, ex: verdict.append(_all_tensors(ex) and _clean(tx)),
+                           torch.enable_grad())
     if f is None:           # refused, or ran without the graph (no tensor op): nothing to guard
         return None
     entries = _debug_get_cache_entry_list(f.__code__)
