@@ -7,6 +7,7 @@ were declined (their nodes stay hooked opaque calls, eager's grads and side effe
 checkpoint/recompute.py Note [Traced recomputation].  Runs on both backends.
 """
 import contextlib
+import itertools
 
 import pytest
 import torch
@@ -195,7 +196,8 @@ def test_declined_regions_run_as_eager(region):
 
 
 def test_function_region_is_declined():
-    """A plain function (a closure may read anything) keeps the hooked path."""
+    """A closure with a side effect outside the call (a list it appends to) keeps the hooked
+    path, and runs as often as eager's."""
     def step(st):
         m, head, x, log = st
         for p in (*m.parameters(), *head.parameters()):
@@ -208,6 +210,83 @@ def test_function_region_is_declined():
         return [*grads(m), list(log)]
     differential(_build(), step, strict=True)
     assert "carry hooks" in _opaque_nodes()
+
+
+def _checkpoint_seq(functions, x, every=1, flatten=False):
+    """timm's checkpoint_seq (timm/models/_manipulate.py), non-reentrant as timm's default:
+    each segment is a closure over `start`, `end` and the tuple of modules."""
+    def run_function(start, end, functions):
+        def forward(_x):
+            for j in range(start, end + 1):
+                _x = functions[j](_x)
+            return _x
+        return forward
+
+    if isinstance(functions, nn.Sequential):
+        functions = functions.children()
+    if flatten:
+        functions = itertools.chain.from_iterable(functions)
+    if not isinstance(functions, (tuple, list)):
+        functions = tuple(functions)
+    for start in range(0, len(functions), every):
+        end = min(start + every - 1, len(functions) - 1)
+        x = cp.checkpoint(run_function(start, end, functions), x, use_reentrant=False)
+    return x
+
+
+class _TimmBlock(nn.Module):
+    """Not opted in (a library's block): pre-norm MLP with dropout and a residual."""
+
+    def __init__(self, d=6, drop=0.1):
+        super().__init__()
+        self.norm = nn.LayerNorm(d)
+        self.fc1, self.fc2 = nn.Linear(d, 2 * d), nn.Linear(2 * d, d)
+        self.drop = nn.Dropout(drop)
+
+    def forward(self, x):
+        return x + self.drop(self.fc2(torch.nn.functional.gelu(self.fc1(self.norm(x)))))
+
+
+@pytest.mark.parametrize(("every", "flatten"), [(1, False), (3, False), (1, True)])
+def test_timm_checkpoint_seq_closures_are_traced(every, flatten):
+    """Note [Checkpointed closures]: 10 blocks (more than one key's captures), segments of
+    `every` blocks, or two stages flattened as timm's ResNet does: every segment traced, one
+    graph over the steps, eager's grads with dropout."""
+    def build():
+        blocks = nn.Sequential(*[_TimmBlock() for _ in range(10)])
+        if flatten:
+            blocks = nn.Sequential(nn.Sequential(*blocks[:4]), nn.Sequential(*blocks[4:]))
+        return [blocks.train(), torch.randn(5, 6)]
+
+    def step(st):
+        blocks, x = st
+        blocks.zero_grad(set_to_none=True)
+        xr = x.detach().requires_grad_()
+        _checkpoint_seq(blocks, xr, every=every, flatten=flatten).pow(2).sum().backward()
+        return [*grads(blocks), xr.grad]
+
+    st = differential(build, step, strict=True)
+    assert st.recompute_refused == 0, st
+    assert "carry hooks" not in _opaque_nodes(), _opaque_nodes()
+
+
+def test_closure_reading_a_tensor_from_a_cell_is_declined():
+    """A closure whose cell holds a tensor (not a module's parameter): the trace would make it
+    a constant, so the region keeps the hooked path; the tensor gets eager's grad."""
+    def build():
+        return [_mlp(), torch.randn(6, requires_grad=True), torch.randn(5, 6)]
+
+    def step(st):
+        m, w, x = st
+        m.zero_grad(set_to_none=True)
+        w.grad = None
+
+        def f(inp):
+            return m(inp) * w
+        cp.checkpoint(f, x.requires_grad_(), use_reentrant=False).pow(2).sum().backward()
+        return [*grads(m), w.grad, x.grad]
+    differential(build, step, strict=True)
+    assert "carry hooks" in _opaque_nodes(), _opaque_nodes()
 
 
 def test_retain_graph_then_second_backward_raises_as_eager():

@@ -22,6 +22,19 @@ Guards that hold select that capture (its number is in the region's key, so the 
 graph traced with it is the one reused); none holding is a new Dynamo trace (a recapture,
 counted), up to _MAX_PER_KEY per function, then the region declines.  A region Dynamo
 refuses is declined for good (its function's key remembers it: no new trace of that key,
+Note [Checkpointed closures]
+timm's `checkpoint_seq` (and older Hugging Face code's `create_custom_forward(module)`)
+checkpoints a closure: `forward(x)` runs `functions[start..end]`, which its cells hold.  Such a
+function is traced like a partial: Dynamo judges and guards it (a closure is matched by its
+code, every cell it reads is guarded: the modules, their attributes, `start`/`end`), and the
+modules its cells hold (a module, or a tuple/list of them) are the region's module (_Cells):
+their parameters and buffers are the graph's inputs, swapped in place by functional_call on
+the very modules the closure calls.  A tensor it reads any other way (a global's module, a
+tensor in a cell) is a constant of the trace, which recompute.py declines.  A closure whose
+cells hold no module declines (it can only read what the trace cannot make an input).  The
+key holds the code and the cells' plain values (timm's `start`/`end`), so the blocks of one
+stack do not share (and exhaust) one key's captures.
+
 Note [A refusal stops new traces only]).  What Dynamo does not guard
 is checked apart: module hooks (recompute.py's hook checks, every step), tensors the forward
 reads that are not parameters, buffers or arguments (a traced constant would be stale:
@@ -41,6 +54,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import types
 
 import torch
 
@@ -61,10 +75,41 @@ COUNTS = {"captures": 0, "guard_failures": 0, "refused": 0}
 _next = [0]
 
 
+class _Cells(torch.nn.Module):
+    """The modules a closure's cells hold, as one module (Note [Checkpointed closures])."""
+
+    def __init__(self, modules) -> None:
+        super().__init__()
+        self.cells = torch.nn.ModuleList(modules)
+
+
+def _plain_cell(v) -> bool:
+    return v is None or type(v) in (int, bool, str, float)
+
+
+def _closure(fn):
+    """callee() of a function whose closure holds modules: Note [Checkpointed closures]."""
+    mods, plain = [], []
+    for cell in fn.__closure__ or ():
+        try:
+            v = cell.cell_contents
+        except ValueError:          # an empty cell
+            continue
+        if isinstance(v, torch.nn.Module):
+            mods.append(v)
+        elif type(v) in (tuple, list):
+            mods.extend(x for x in v if isinstance(x, torch.nn.Module))
+        elif _plain_cell(v):
+            plain.append((type(v), v))
+    if not mods:
+        return None
+    return _Cells(mods), (_Cells, fn.__code__, tuple(plain)), lambda m, a, kw: fn(*a, **kw)
+
+
 def callee(fn):
     """(module, function key, call): the module whose parameters and buffers the region
     reads, a key for the code it runs, and `call(module_substitute, args, kwargs)` running
-    it; None for any other callable (a plain function or lambda declines)."""
+    it; None for any other callable (a function whose closure holds no module, a lambda)."""
     if isinstance(fn, torch.nn.Module):
         return fn, (type(fn), "__call__"), lambda m, a, kw: m(*a, **kw)
     owner = getattr(fn, "__self__", None)
@@ -83,6 +128,8 @@ def callee(fn):
         def call(m, a, extra):
             return func(m, *rest, *a, **{**kw, **extra})
         return module, (type(module), func.__code__), call
+    if type(fn) is types.FunctionType and fn.__closure__:
+        return _closure(fn)
     return None
 
 
