@@ -270,6 +270,27 @@ def test_timm_checkpoint_seq_closures_are_traced(every, flatten):
     assert "carry hooks" not in _opaque_nodes(), _opaque_nodes()
 
 
+def test_checkpointed_gru_is_traced():
+    """nn.GRU (two layers, dropout between them): Dynamo judges it with RNNs allowed (its
+    graph never runs), and the CPU GRU cell's in-place ops on tensors it made (sigmoid_,
+    tanh_, add_) are functionalized, not declined."""
+    def build():
+        return [nn.GRU(6, 8, num_layers=2, dropout=0.1, batch_first=True).train(),
+                torch.randn(3, 4, 6)]
+
+    def step(st):
+        m, x = st
+        m.zero_grad(set_to_none=True)
+        xr = x.detach().requires_grad_()
+        out, h = cp.checkpoint(m, xr, use_reentrant=False)
+        (out.pow(2).sum() + h.sum()).backward()
+        return [*grads(m), xr.grad]
+
+    st = differential(build, step, strict=True)
+    assert st.recompute_refused == 0, st
+    assert "carry hooks" not in _opaque_nodes(), _opaque_nodes()
+
+
 def test_closure_reading_a_tensor_from_a_cell_is_declined():
     """A closure whose cell holds a tensor (not a module's parameter): the trace would make it
     a constant, so the region keeps the hooked path; the tensor gets eager's grad."""

@@ -34,8 +34,9 @@ saved tensors], which recompute as eager does):
   - no context_fn other than selective checkpointing's (Note [Selective recomputation]), no
     autocast, no debug, the default determinism check, no saved_tensors_hooks around the
     region's saved arguments, no GraphExecGroup;
-  - the trace (fake tensors) succeeds, mutates no input (BatchNorm's running stats) and no
-    other tensor, except where it draws random numbers (dropout): then, if checkpoint restores
+  - the trace (fake tensors) succeeds, mutates no input (BatchNorm's running stats; in-place
+    ops on tensors the region itself made, a GRU cell's, are functionalized), and where it
+    draws random numbers (dropout): if checkpoint restores
     only the CPU generator (preserve_rng_state, a CPU region), the graph is functionalized and
     its random ops draw from the forward's saved RNG state, a region input (rng.py Note
     [Functional RNG in recomputation]); else (preserve_rng_state=False: eager draws from the
@@ -495,11 +496,13 @@ def _trace_region(module, state: list, args: list, frame, call=None, extra=None,
             # from Python values (DeBERTa's `torch.tensor(size)`, Falcon's) reaches the
             # graph only through lift_fresh_copy, and Dynamo guards what those values read.
             return None
-    if random:              # Note [Functional RNG in recomputation]
-        if not rng_ok:
-            return None
+    if random and not rng_ok:   # Note [Functional RNG in recomputation]
+        return None
+    if random or any(n.op == "call_function" and _mutates(n) for n in gm.graph.nodes):
+        # in-place ops on tensors the region made (a GRU cell's sigmoid_) become functional;
+        # a mutation of an input (BatchNorm's running stats) stays a copy_ into it: declined
         gm = _functionalized(gm, tensors)
-        if gm is None or not rng.rewrite(gm, _is_random):
+        if gm is None or (random and not rng.rewrite(gm, _is_random)):
             return None
     if any(n.op == "call_function" and (_is_random(n) or _mutates(n)) for n in gm.graph.nodes):
         return None

@@ -445,7 +445,7 @@ def _trace_once(template, call_args: tuple, judge, grad_mode):
     try:
         with grad_mode, dynamo.config.patch(
                 specialize_int=True, specialize_float=True, assume_static_by_default=True,
-                automatic_dynamic_shapes=False):
+                automatic_dynamic_shapes=False, allow_rnn=True):
             dynamo.optimize(backend, nopython=True, dynamic=False)(f)(*call_args)
     except _Captured:
         return f, None
