@@ -105,6 +105,49 @@ def test_second_process_loads_instead_of_capturing(tmp_path, backend):
         assert first["native"] == 2 and second["native"] == 3, (first, second)
 
 
+# A model run at batch sizes from argv: the first is the stored graph's, the rest are new.
+SIZES = r'''
+import json, sys, torch, compiled_bw
+torch.manual_seed(0)
+m = torch.nn.Sequential(torch.nn.Linear(5, 7), torch.nn.Tanh(), torch.nn.Linear(7, 3))
+xs = [torch.randn(n, 5) for n in map(int, sys.argv[1:])]
+refs = [torch.autograd.grad(m(x).square().sum(), list(m.parameters())) for x in xs]
+bad = []
+with compiled_bw.enable(backend="eager"):
+    for x, ref in zip(xs, refs):
+        m.zero_grad(set_to_none=True)
+        m(x).square().sum().backward()
+        bad += [len(x) for r, p in zip(ref, m.parameters()) if not torch.allclose(r, p.grad)]
+s = compiled_bw.stats()
+print(json.dumps({"bad": bad, "captures": s.captures, "warm_loads": s.warm_loads,
+                  "dynamic_captures": s.dynamic_captures, "dynamic_hits": s.dynamic_hits}))
+'''
+
+
+def test_a_loaded_graphs_next_size_goes_dynamic_as_in_the_first_process(tmp_path):
+    """Note [Stored walk signature]: the process that stored a graph at batch 4 captures one
+    dynamic graph when the batch changes; a process that loads it (no second walk at its
+    first miss) does the same at its next size, and grads are eager's throughout."""
+    env = {**os.environ, "COMPILED_BW_CACHE_DIR": str(tmp_path),
+           "PYTHONPATH": os.pathsep.join(sys.path)}
+
+    def run(*sizes):
+        r = subprocess.run([sys.executable, "-c", SIZES, *map(str, sizes)], capture_output=True,
+                           text=True, env=env, timeout=600, check=False)
+        assert r.returncode == 0, r.stdout + r.stderr
+        out = json.loads(r.stdout.strip().splitlines()[-1])
+        assert out["bad"] == [], out
+        return out
+
+    first = run(4, 6, 9)
+    assert (first["captures"], first["dynamic_captures"], first["dynamic_hits"]) == (2, 1, 1), \
+        first
+    second = run(4, 6, 9)
+    assert second["warm_loads"] == 1, second
+    assert (second["captures"], second["dynamic_captures"], second["dynamic_hits"]) == \
+        (1, 1, 1), second
+
+
 @pytest.mark.slow
 def test_a_foreground_inductor_compile_is_stored_and_loaded(tmp_path):
     """Inductor compiling in the foreground (background_compile=False): the graph is stored

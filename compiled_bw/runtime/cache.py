@@ -124,7 +124,7 @@ class Cache:
         self.hits: dict = {}        # root key -> hits
         self.last: dict = {}        # root key -> last signature seen
         self.dynamic: dict = {}     # root key -> list of DynEntry (runtime/dynamic.py)
-        self.last_py: dict = {}     # (root key, base) -> (base, Python signature), last miss
+        self.last_py: dict = {}     # (root key, base) -> (base, Python signature, key), last miss
         # CacheKey -> KnownHit: the walk key of a step a dynamic graph served (runtime/dynamic.py
         # Note [Dynamic hits by walk key])
         self.dynamic_keys: dict = {}

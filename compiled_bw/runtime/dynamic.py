@@ -39,7 +39,7 @@ from ..trace.dynamic import (
 )
 from ..trace.dynamic import values_at as _values_at
 from ..trace.trace import TraceFailed, trace_backward
-from . import background
+from . import background, warm
 from .cache import Compiled
 from .slots import box_owned, slots_of
 
@@ -147,11 +147,19 @@ def step(state, w, root_edges, opts, grad_tensors, key, root_key):
     if not _eligible(state, w, key) or any(k.how not in _DYN_HOW for k in w.kinds):
         _why_static(state, w, key, root_key)
         return None     # (before a second walk: custom Functions' and hooked nodes' state)
+    base = _base(key)
+    cache = state.cache
+    if state.dynamic is not True and (root_key, base) not in cache.last_py and \
+            not cache.dynamic.get(root_key):
+        # the first miss of this root: the walk below would only be remembered, and a
+        # stored graph holds it (runtime/warm.py Note [Stored walk signature])
+        stored = warm.stored_walk_signature(state, key, key.options)
+        if stored is not None:
+            cache.last_py[(root_key, base)] = (base, stored, key)
+            return None
     pw = w.python_walk(root_edges)
     if pw is None or pw.hooks or any(k.how not in _DYN_HOW for k in pw.kinds):
         return None
-    base = _base(key)
-    cache = state.cache
     if pw is not w and list(w.saved_node) != list(pw.saved_node):
         return None     # (the run uses w: its saved tensors must be the Python walk's)
     for entry in cache.dynamic.get(root_key, ()):
@@ -174,7 +182,7 @@ def step(state, w, root_edges, opts, grad_tensors, key, root_key):
     if cache.pinned and (root_key, base, _structure(pw.signature)) in cache.pinned:
         return None     # Note [Dynamic graphs that pin a size]
     prev = cache.last_py.get((root_key, base))      # the last miss with the same options
-    cache.last_py[(root_key, base)] = (base, pw.signature)
+    cache.last_py[(root_key, base)] = (base, pw.signature, key)
     if state.dynamic is True:
         paths = all_size_paths(pw)
     elif prev is not None and prev[0] == base:
@@ -195,6 +203,13 @@ def step(state, w, root_edges, opts, grad_tensors, key, root_key):
         state.log_recompile(f"sizes changed but the graph stays static: {e}")
         return None
     return _capture(state, w, pw, opts, grad_tensors, key, root_key, spec, base, prev)
+
+
+def walk_signature(state, key, root_key):
+    """The Python walk's signature step() took at this miss of `key` (the last miss under
+    root_key with its options), or None (runtime/warm.py Note [Stored walk signature])."""
+    prev = state.cache.last_py.get((root_key, _base(key)))
+    return prev[1] if prev is not None and prev[2] is key else None
 
 
 def _offsets_match(w, offsets: tuple) -> bool:

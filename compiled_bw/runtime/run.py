@@ -433,7 +433,8 @@ def _miss(state, w, opts, grad_tensors, key: CacheKey, root_key: RootKey, slots=
                     state.cache.dynamic.get(root_key):
                 entry.compile_on_repeat = True      # Note [Compile on repeat]
             if isinstance(entry, Compiled):
-                warm.prepare(state, entry, w, opts, key, _example(w, grad_tensors))
+                warm.prepare(state, entry, w, opts, key, _example(w, grad_tensors),
+                             dynamic.walk_signature(state, key, root_key))
             state.cache.put(root_key, key, entry, state.cache_size_limit)
             state.stats.compile_seconds += time.perf_counter() - t0
             fresh = True
@@ -470,7 +471,7 @@ def _warm_load(state, w, opts, key: CacheKey) -> Compiled | None:
                      tuple(sorted({w.saved_node[k][0] for k in owned})), n_inputs=len(specs),
                      devices=frozenset(s[3] for s in specs if s[3] not in ("cpu", "meta"))
                      | streams.device_types(w.leaves.values()))
-    entry.warm = (data["name"], data["blob"], specs)
+    entry.warm = (data["name"], data["blob"], specs, data.get("walk_sig"))
     entry.make_gm = lambda: warm.graph_module(code)     # runtime/warm.py Note [Lazy stored graphs]
     if state.backend == "inductor":
         try:

@@ -105,6 +105,24 @@ def _source_hash(pkg: str | None = None) -> str:
     return digest
 
 
+# Note [Prefetch at import]
+# A process's first backward paid two costs that do not depend on it: importing the C++ walk
+# (~2.5 ms: dlopen and its init) and, with warm start on, the release folder's source hash
+# (~1.5 ms of stat()s).  compiled_bw's import (~1 s) now pays them (prefetch()), where they are
+# lost in the import: the walk only where it is already built for these sources (a build
+# takes minutes: it stays on the first backward, as before), the hash only with
+# COMPILED_BW_CACHE_DIR set.  A failure is the first backward's to report, as before.
+
+def prefetch() -> None:
+    """Note [Prefetch at import]."""
+    from ..walk import fastwalk
+    with contextlib.suppress(Exception):
+        fastwalk.load_if_built()
+    if root() is not None:
+        with contextlib.suppress(Exception):
+            release()
+
+
 # Note [Source hash memo]
 # Reading and hashing the package's ~75 source files costs ~2.5 ms of every process's first
 # backward; stat()ing them costs ~0.4 ms.  So the content hash is kept in
@@ -152,17 +170,18 @@ def _specs(example: list) -> list:
             for t in example]
 
 
-def prepare(state, entry, w, opts, key, example: list) -> None:
+def prepare(state, entry, w, opts, key, example: list, walk_sig=None) -> None:
     """A fresh capture: if it is storable, remember where it goes (entry.warm) and, for a
     backend compiled here, store it now (Inductor in the foreground: with its compiled graph,
     else not at all: a later process would capture it anyway); Inductor's background compile
-    stores it when done."""
+    stores it when done.  `walk_sig`: the Python walk's signature of this step, if it was
+    taken (Note [Stored walk signature])."""
     if not storable(state, entry, w, opts, key):
         return
     name, blob = _name(key, state.backend)
     if name is None:
         return
-    entry.warm = (name, blob, _specs(example))
+    entry.warm = (name, blob, _specs(example), walk_sig)
     if state.background:
         return
     compiled = None
@@ -179,12 +198,13 @@ def prepare(state, entry, w, opts, key, example: list) -> None:
 
 def store(entry, compiled: bytes | None) -> None:
     """Write entry's file (Note [Warm start]); any failure leaves the folder as it was."""
-    name, blob, specs = entry.warm
+    name, blob, specs, walk_sig = entry.warm
     try:
         gm = entry.graph_module()
         payload = pickle.dumps({"key": blob, "graph": gm.code, "eager": _eager_code(gm),
                                 "plan": entry.plan, "specs": specs, "compiled": compiled,
-                                "native": _native_module(entry.native)}, protocol=4)
+                                "native": _native_module(entry.native),
+                                "walk_sig": walk_sig}, protocol=4)
         write_atomic(os.path.join(folder(), name), pickle.dumps(
             {"format": FORMAT, "sha256": hashlib.sha256(payload).hexdigest(),
              "payload": payload}, protocol=4))
@@ -193,11 +213,30 @@ def store(entry, compiled: bytes | None) -> None:
     trim()
 
 
-def load(state, key, w, opts) -> dict | None:
-    """What is stored under `key` ({"graph", "plan", "specs", "compiled", "name", "blob"}), or
-    None: not stored, not for this step, or ignored with a note (Note [Warm start])."""
-    if not _keyed(state, opts, key):
-        return None
+# Note [Stored walk signature]
+# On a static graph's first miss under a root, runtime/dynamic.py walks the graph again in
+# Python (~3 ms) only to remember its signature: the next miss of that root compares sizes
+# with it and captures one dynamic graph for the sizes that changed.  A stored graph keeps that
+# signature (the key equal, the walk's is equal: sizes and structure, no object of the
+# process), so a process loading it remembers the stored one instead of walking again, and its
+# next size goes dynamic as in the process that stored it.  The file is read once for both
+# (_read keeps the last read).
+
+_LAST_READ: list = [None]     # (key, what _read returned for it): one slot, set whole
+
+
+def _read(state, key, opts):
+    """(name, blob, path, data) of the checked file stored under `key`, or None: not stored
+    (or ignored with a note).  Remembers the last key read (Note [Stored walk signature])."""
+    memo = _LAST_READ[0]
+    if memo is not None and memo[0] is key:
+        return memo[1]
+    got = _read_file(state, key) if _keyed(state, opts, key) else None
+    _LAST_READ[0] = (key, got)
+    return got
+
+
+def _read_file(state, key):
     name, blob = _name(key, state.backend)
     if name is None:
         return None
@@ -216,6 +255,30 @@ def load(state, key, w, opts) -> dict | None:
         data = pickle.loads(outer["payload"])
         if data["key"] != blob:
             raise ValueError("its key is not the one its name hashes")
+    except Exception as e:  # noqa: BLE001 -- never trusted: captured instead
+        state.note(f"warm start: ignored the stored graph {path} ({type(e).__name__}: "
+                   f"{str(e).splitlines()[0][:160] if str(e) else ''})")
+        return None
+    return name, blob, path, data
+
+
+def stored_walk_signature(state, key, opts):
+    """The Python walk's signature stored with the graph under `key`, or None (Note [Stored
+    walk signature])."""
+    got = _read(state, key, opts)
+    return None if got is None else got[3].get("walk_sig")
+
+
+def load(state, key, w, opts) -> dict | None:
+    """What is stored under `key` ({"graph", "plan", "specs", "compiled", "name", "blob"}), or
+    None: not stored, not for this step, or ignored with a note (Note [Warm start])."""
+    got = _read(state, key, opts)
+    _LAST_READ[0] = None
+    if got is None:
+        return None
+    name, blob, path, data = got
+    data = dict(data)
+    try:
         if any(not w.leaves[i].requires_grad for i, _ in data["plan"].leaf_outputs):
             return None     # the capture would refuse it: capture, and let it say why
         data["eager"] = _eager_fn(data.get("eager"))

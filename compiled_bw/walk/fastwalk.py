@@ -257,6 +257,22 @@ def _load_once(verbose: bool):
     return ext
 
 
+def load_if_built() -> None:
+    """Load the C++ walk now if it is on and already built for these sources (never build):
+    compiled_bw's import does it, so a process's first backward does not pay the import
+    (runtime/warm.py Note [Prefetch at import])."""
+    if _S.tried or not _S.enabled:
+        return
+    d = os.path.join(build_base(), f"fastwalk-{build_key()}")
+    try:
+        with open(os.path.join(d, _STAMP)) as f:
+            if f.read() != source_hash():
+                return
+    except OSError:
+        return
+    load()
+
+
 def enable_fastwalk(on: bool = True) -> bool:
     """Turn the C++ walk on/off for this process; True if it is (now) in use."""
     _S.enabled = on
