@@ -270,6 +270,24 @@ def test_timm_checkpoint_seq_closures_are_traced(every, flatten):
     assert "carry hooks" not in _opaque_nodes(), _opaque_nodes()
 
 
+def test_torch_checkpoint_sequential_is_traced():
+    """torch.utils.checkpoint.checkpoint_sequential (non-reentrant) checkpoints closures of
+    the same shape as timm's (Note [Checkpointed closures]): every segment traced."""
+    def build():
+        return [nn.Sequential(*[_TimmBlock() for _ in range(6)]).train(), torch.randn(5, 6)]
+
+    def step(st):
+        blocks, x = st
+        blocks.zero_grad(set_to_none=True)
+        xr = x.detach().requires_grad_()
+        cp.checkpoint_sequential(blocks, 3, xr, use_reentrant=False).pow(2).sum().backward()
+        return [*grads(blocks), xr.grad]
+
+    st = differential(build, step, strict=True)
+    assert st.recompute_refused == 0 and st.recompute_captures >= 2, st
+    assert "carry hooks" not in _opaque_nodes(), _opaque_nodes()
+
+
 def test_checkpointed_gru_is_traced():
     """nn.GRU (two layers, dropout between them): Dynamo judges it with RNNs allowed (its
     graph never runs), and the CPU GRU cell's in-place ops on tensors it made (sigmoid_,

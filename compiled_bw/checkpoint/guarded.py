@@ -33,7 +33,9 @@ the very modules the closure calls.  A tensor it reads any other way (a global's
 tensor in a cell) is a constant of the trace, which recompute.py declines.  A closure whose
 cells hold no module declines (it can only read what the trace cannot make an input).  The
 key holds the code and the cells' plain values (timm's `start`/`end`), so the blocks of one
-stack do not share (and exhaust) one key's captures.
+stack do not share (and exhaust) one key's captures.  torch's own
+`torch.utils.checkpoint.checkpoint_sequential` makes the same closure, in a file Dynamo skips
+(it refuses to trace it): Dynamo is shown the same code filed under another name.
 
 Note [A refusal stops new traces only]).  What Dynamo does not guard
 is checked apart: module hooks (recompute.py's hook checks, every step), tensors the forward
@@ -57,6 +59,7 @@ import functools
 import types
 
 import torch
+import torch.utils.checkpoint
 
 from ..torchapi.dynamo import pytree, region_guards
 
@@ -147,9 +150,29 @@ def partial_tensors(fn) -> dict:
     return out
 
 
+_SEQUENTIAL = "checkpoint_sequential.<locals>.run_function.<locals>.forward"
+_RETARGETED: dict = {}      # torch's code object -> the same code under our file name
+
+
+def _as_dynamo_traces(fn):
+    """fn, or for torch's own checkpoint_sequential segment (a closure in a file Dynamo skips:
+    it would refuse it) the same function with the same code, cells and globals, filed under
+    a name Dynamo traces (Note [Checkpointed closures]).  One code object per torch code, so
+    Dynamo's guard on the closure's code holds from step to step."""
+    if type(fn) is not types.FunctionType or fn.__qualname__ != _SEQUENTIAL or \
+            fn.__code__.co_filename != torch.utils.checkpoint.__file__:
+        return fn
+    code = _RETARGETED.get(fn.__code__)
+    if code is None:
+        code = _RETARGETED[fn.__code__] = fn.__code__.replace(
+            co_filename="<compiled_bw: torch checkpoint_sequential segment>")
+    return types.FunctionType(code, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+
+
 def lookup(fn, key, args: tuple) -> Capture | None:
     """The capture whose guards hold for `fn(*args)` now; a new Dynamo trace if none does;
     None if Dynamo refuses the region (or it was recaptured too often)."""
+    fn = _as_dynamo_traces(fn)
     caps = _CAPTURES.setdefault(key, [])
     for c in caps:      # before the refusal: Note [A refusal stops new traces only]
         if c.guards.check(fn, args):
