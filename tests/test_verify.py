@@ -194,3 +194,39 @@ def test_repro_of_a_dynamic_graph(tmp_path, monkeypatch):
     assert r.returncode == 0, r.stdout + r.stderr
     r = _python(wrong)
     assert r.returncode == 1 and "output 0" in r.stdout, r.stdout + r.stderr
+
+
+class _MakesATensor(torch.nn.Module):
+    """A checkpointed region that makes a tensor from Python values: its traced recomputation
+    holds it as a constant (get_attr)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(6, 6)
+
+    def forward(self, x):
+        y = self.lin(x)
+        return y * torch.sqrt(torch.tensor(y.size(-1) * 2.0))
+
+
+@pytest.mark.needs_feature("traced checkpoint recomputation")
+def test_repro_of_a_graph_with_constants(tmp_path, monkeypatch):
+    """A graph holding a constant gets a script too (its constants saved beside it): it runs
+    clean with the eager backend and shows a wrong kernel."""
+    import torch.utils.checkpoint as cp
+
+    from compiled_bw.runtime import repro
+    monkeypatch.setenv("COMPILED_BW_REPRO_DIR", str(tmp_path))
+    compiled_bw.reset()
+    m = _MakesATensor()
+    with compiled_bw.enable(backend="eager"):
+        x = torch.randn(5, 6, requires_grad=True)
+        cp.checkpoint(m, x, use_reentrant=False).tanh().sum().backward()
+    gm = compiled_bw.last_graph()
+    assert gm.graph.find_nodes(op="get_attr"), gm.code
+    clean, wrong = repro.write(gm, "eager", "a test"), repro.write(gm, off_by_a_bit, "a test")
+    assert clean is not None and os.path.exists(clean[:-3] + ".constants.pt")
+    r = _python(clean)
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = _python(wrong)
+    assert r.returncode == 1 and "output 0" in r.stdout, r.stdout + r.stderr

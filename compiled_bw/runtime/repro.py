@@ -16,8 +16,10 @@ runs the graph's code as it is -- the
 reference: the nodes' formulas, op by op -- and compiles it with the backend and runs that, then
 compares each output as verify does (runtime/compare.py TOL) and exits 1 naming the first
 difference, 2 if the backend's compile raises, 0 if both agree.  Not written: graphs holding
-calls back into user code (compiled_bw::opaque / deliver: they need the live autograd graph) or
-constants (get_attr); write() then returns None and says why in the log.  A dynamic graph's
+calls back into user code (compiled_bw::opaque / deliver: they need the live autograd graph);
+write() then returns None and says why in the log.  A graph's constants (get_attr: a tensor a
+traced region made from Python values) are saved beside the script (repro_N.constants.pt) and
+set on the script's module before it runs.  A dynamic graph's
 script runs it at the sizes it was captured with (each symbolic size's hint; its size inputs
 are ints of those values), on random inputs (the step's real ones, with
 COMPILED_BW_REPRO_INPUTS=full, may have other sizes: not saved).  Random inputs show a wrong kernel; a difference that needs the step's real values
@@ -48,8 +50,6 @@ def repro_dir() -> str:
 
 def _why_not(gm) -> str | None:
     for n in gm.graph.nodes:
-        if n.op == "get_attr":
-            return "it holds constants (get_attr)"
         if n.op == "call_function" and getattr(n.target, "namespace", "") == "compiled_bw" and \
                 n.target._name.split("::")[-1].split(".")[0] not in ("exact_strides",):
             return f"it calls back into the autograd graph ({n.target})"
@@ -144,8 +144,29 @@ if __name__ == "__main__":
 '''
     if inputs is not None and not symbolic:     # (a dynamic graph's: the capture's sizes)
         torch.save([t.detach().cpu() for t in inputs], out[:-3] + ".pt")
+    consts = {n.target: _attr(gm, n.target) for n in gm.graph.find_nodes(op="get_attr")}
+    if consts:
+        torch.save({k: v.detach() for k, v in consts.items()}, out[:-3] + ".constants.pt")
     write_atomic(out, text.encode())
     return out
+
+
+def _attr(obj, dotted: str):
+    for part in dotted.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _set_constants(mod, constants: dict) -> None:
+    """The graph's get_attr tensors, set where its code reads them (`self.<target>`)."""
+    for dotted, value in constants.items():
+        *path, last = dotted.split(".")
+        owner = mod
+        for part in path:
+            if not hasattr(owner, part):
+                owner.add_module(part, torch.nn.Module())
+            owner = getattr(owner, part)
+        setattr(owner, last, value)
 
 
 def after_compile_failure(gm, backend, error: str) -> str:
@@ -205,6 +226,9 @@ def check(module_cls, specs, name, path=None, qualname=None, script=None) -> int
         return [torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=dev).copy_(t)
                 for t, (*_, dev) in zip(real, specs, strict=True)]
     mod = module_cls()
+    consts = None if script is None else os.path.splitext(script)[0] + ".constants.pt"
+    if consts is not None and os.path.exists(consts):
+        _set_constants(mod, torch.load(consts))
     ref = list(mod(*make_inputs()))
     gm = torch.fx.symbolic_trace(mod)
     example = make_inputs()
