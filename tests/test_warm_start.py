@@ -225,10 +225,15 @@ def test_inductor_cache_dir_cleaned_between_runs(tmp_path):
 def test_a_compiled_graph_that_does_not_load_is_captured_again(tmp_path):
     _run(tmp_path / "c", "inductor", inductor_dir=tmp_path / "i")
     (path,) = _files(tmp_path / "c")
-    _rewrite(path, lambda data: data.update(compiled=b"not a compiled graph"))
+    size, digest = pickle.loads(pickle.load(open(path, "rb"))["payload"])["compiled"]
+    (body,) = glob.glob(path[:-len(".graph")] + ".*.compiled")    # Note [Sidecar files]
+    assert os.path.getsize(body) == size and digest[:16] in body
+    with open(body, "wb") as f:         # damaged: its checksum no longer matches
+        f.write(b"not a compiled graph")
     second = _run(tmp_path / "c", "inductor", inductor_dir=tmp_path / "i")
     assert second["warm_loads"] == 1 and second["captures"] == 1, second
     assert any("did not load" in r for r in second["reasons"]), second
+    assert not os.path.exists(body), "the damaged file should leave with its graph"
 
 
 def test_cache_command(tmp_path):

@@ -183,17 +183,32 @@ def _compile(entry, gm, sites: list, cache_dir: str | None, threads: int, done,
         done(time.perf_counter() - t0, None, fn)
 
 
-def load_stored(entry, body: bytes, specs: list, done, cache, key) -> None:
+# Note [The stored graph loads after the first backward]
+# A loaded graph's first run starts the job that loads its whole compiled graph (runtime/run.py
+# _run_first_or_hit, after the run).  That job imports Inductor: ~1.4 s, mostly holding the GIL.
+# Started at once, it took the GIL while the first backward was still returning through Python,
+# which then waited for the interpreter's switch interval (5 ms): the overhead model's warm first
+# backward took 8-13 ms instead of 6-9.  The job waits STORED_LOAD_DELAY first, so the backward
+# returns; the user's next forward runs mostly in torch's C++, which releases the GIL.  Nothing
+# waits for the job but wait_for_compiles(): the first runs take the stored C entry point (Note
+# [Native first runs]) or the eager backend.
+STORED_LOAD_DELAY = 0.05
+
+
+def load_stored(entry, body, specs: list, done, cache, key) -> None:
     """runtime/warm.py Note [Warm start]: on the job thread, load the compiled graph a former
-    process stored (it carries its generated code) and switch entry.fn to it; if that fails, the stored file is removed and `key` leaves `cache`, so the next step
-    captures it afresh (and compiles it here)."""
+    process stored (`body()` reads its bytes; it carries its generated code) and switch
+    entry.fn to it; if that fails, the stored file is removed and `key` leaves `cache`, so the
+    next step captures it afresh (and compiles it here)."""
     def job() -> None:
+        time.sleep(STORED_LOAD_DELAY)   # Note [The stored graph loads after the first backward]
         t0 = time.perf_counter()
         try:
             from ..backends import inductor_artifact
             from . import warm
+            compiled = body()
             with trace_lock():
-                fn = inductor_artifact.load_compiled(body, warm.fakes(specs))
+                fn = inductor_artifact.load_compiled(compiled, warm.fakes(specs))
         except Exception as e:  # noqa: BLE001 -- a stale entry: recaptured
             warm.forget(entry)
             cache.entries.pop(key, None)

@@ -482,8 +482,8 @@ def _warm_load(state, w, opts, key: CacheKey) -> Compiled | None:
         # after the first run: the job thread's Inductor import (~1.4 s, mostly holding the
         # GIL) slowed a first backward running at the same time 3x (cnn: 63 -> 181 ms)
         entry.after_first_run = lambda: background.load_stored(
-            entry, data["compiled"], specs, state.compiled_in_background(entry), state.cache,
-            key)
+            entry, lambda: warm.compiled_bytes(data), specs,
+            state.compiled_in_background(entry), state.cache, key)
     return entry
 
 
