@@ -424,6 +424,7 @@ def test_inductor_call_order_hook():
     from torch._inductor import comms, dependencies, ir
 
     from compiled_bw.backends import inductor
+    inductor.install()      # as each compile does (an earlier test may have uninstalled it)
     assert comms.decide_global_ordering_of_comms is inductor._ordered_calls, (
         "torch._inductor.comms.decide_global_ordering_of_comms moved: backends/inductor.py "
         "Note [Inductor: call order] orders opaque calls and delivery points through it")
