@@ -1,8 +1,9 @@
 """Checkpointed regions of modules that did not opt in, traced under Dynamo's guards.
 
 Consumes a non-reentrant checkpoint region's recompute callable (a module, its bound
-__call__/forward, or functools.partial(function, module, **kwargs) as Hugging Face's
-gradient checkpointing builds) and its arguments at walk time; produces, per step, the
+__call__/forward, functools.partial(function, module, **kwargs) as Hugging Face's
+gradient checkpointing builds, or a closure over modules as timm's checkpoint_seq builds) and
+its arguments at walk time; produces, per step, the
 Capture whose guards hold for them now (or None: the region keeps the per-node path).
 checkpoint/recompute.py traces and keys what it returns.
 
@@ -22,6 +23,11 @@ Guards that hold select that capture (its number is in the region's key, so the 
 graph traced with it is the one reused); none holding is a new Dynamo trace (a recapture,
 counted), up to _MAX_PER_KEY per function, then the region declines.  A region Dynamo
 refuses is declined for good (its function's key remembers it: no new trace of that key,
+Note [A refusal stops new traces only]).  What Dynamo does not guard
+is checked apart: module hooks (recompute.py's hook checks, every step), tensors the forward
+reads that are not parameters, buffers or arguments (a traced constant would be stale:
+recompute.py declines a trace holding one).
+
 Note [Checkpointed closures]
 timm's `checkpoint_seq` (and older Hugging Face code's `create_custom_forward(module)`)
 checkpoints a closure: `forward(x)` runs `functions[start..end]`, which its cells hold.  Such a
@@ -36,11 +42,6 @@ key holds the code and the cells' plain values (timm's `start`/`end`), so the bl
 stack do not share (and exhaust) one key's captures.  torch's own
 `torch.utils.checkpoint.checkpoint_sequential` makes the same closure, in a file Dynamo skips
 (it refuses to trace it): Dynamo is shown the same code filed under another name.
-
-Note [A refusal stops new traces only]).  What Dynamo does not guard
-is checked apart: module hooks (recompute.py's hook checks, every step), tensors the forward
-reads that are not parameters, buffers or arguments (a traced constant would be stale:
-recompute.py declines a trace holding one).
 
 Note [A refusal stops new traces only]
 One function key serves every region that calls the same code (Hugging Face's blocks share
