@@ -111,7 +111,8 @@ def _source_hash(pkg: str | None = None) -> str:
 # (~1.5 ms of stat()s).  compiled_bw's import (~1 s) now pays them (prefetch()), where they are
 # lost in the import: the walk only where it is already built for these sources (a build
 # takes minutes: it stays on the first backward, as before), the hash only with
-# COMPILED_BW_CACHE_DIR set.  A failure is the first backward's to report, as before.
+# COMPILED_BW_CACHE_DIR set.  A walk that does not load says so as before (its warning, now
+# at import; the Python walk is used).
 
 def prefetch() -> None:
     """Note [Prefetch at import]."""
