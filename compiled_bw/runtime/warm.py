@@ -197,11 +197,17 @@ def prepare(state, entry, w, opts, key, example: list, walk_sig=None) -> None:
     store(entry, compiled)
 
 
+def _sidecar_path(name: str, digest: str, suffix: str) -> str:
+    """Where the sidecar of graph file `name` with this content hash lies (Note [Sidecar
+    files])."""
+    return os.path.join(folder(), f"{name[:-len('.graph')]}.{digest[:16]}{suffix}")
+
+
 def _sidecar(name: str, body: bytes, suffix: str) -> tuple:
     """Write body beside the graph file `name` under its content hash (Note [Sidecar files]);
     (size, hex digest)."""
     digest = hashlib.sha256(body).hexdigest()
-    path = os.path.join(folder(), f"{name[:-len('.graph')]}.{digest[:16]}{suffix}")
+    path = _sidecar_path(name, digest, suffix)
     if not (os.path.exists(path) and os.path.getsize(path) == len(body)):
         write_atomic(path, body)
     return len(body), digest
@@ -391,15 +397,11 @@ def _native_module(native) -> tuple | None:
         return mod.__name__, native.__name__, f.read()
 
 
-def _sidecar_path(data: dict, digest: str, suffix: str) -> str:
-    return os.path.join(folder(), f"{data['name'][:-len('.graph')]}.{digest[:16]}{suffix}")
-
-
 def compiled_bytes(data: dict) -> bytes:
     """The compiled graph's bytes stored beside a graph (read on the job thread, after the
     first run: Note [Sidecar files]); raises if missing or not what was stored."""
     size, digest = data["compiled"]
-    with open(_sidecar_path(data, digest, ".compiled"), "rb") as f:
+    with open(_sidecar_path(data["name"], digest, ".compiled"), "rb") as f:
         body = f.read()
     if len(body) != size or hashlib.sha256(body).hexdigest() != digest:
         raise ValueError("its compiled graph's file does not match the stored checksum")
@@ -419,7 +421,7 @@ def native_entry(data: dict):
     from ..torchapi.autograd import inductor_module_env
     mod = sys.modules.get(module_name)
     if mod is None:
-        path = _sidecar_path(data, digest, ".so")
+        path = _sidecar_path(data["name"], digest, ".so")
         if os.path.getsize(path) != size:
             raise ValueError(f"{path} is not the size stored with its graph")
         os.environ.update(inductor_module_env())

@@ -148,8 +148,12 @@ def source_hash() -> str:
     return h.hexdigest()[:16]
 
 
+def _build_path() -> str:
+    return os.path.join(build_base(), f"fastwalk-{build_key()}")
+
+
 def build_dir() -> str:
-    d = os.path.join(build_base(), f"fastwalk-{build_key()}")
+    d = _build_path()
     os.makedirs(d, exist_ok=True)
     return d
 
@@ -196,9 +200,9 @@ def _build_lock(d: str):
 _STAMP = "compiled_bw_source.txt"
 
 
-def _built(d: str):
-    """Note [Loading a built walk]: the extension built from these sources, imported directly,
-    or None (not built, or built from other sources: torch's loader builds it)."""
+def _built_so(d: str) -> str | None:
+    """Note [Loading a built walk]: the path of the extension built in d from these sources, or
+    None (not built, or built from other sources)."""
     so = os.path.join(d, "compiled_bw_fastwalk.so")     # (torch's loader's name for it)
     try:
         with open(os.path.join(d, _STAMP)) as f:
@@ -206,7 +210,14 @@ def _built(d: str):
                 return None
     except OSError:
         return None
-    return import_extension("compiled_bw_fastwalk", so)
+    return so
+
+
+def _built(d: str):
+    """Note [Loading a built walk]: the extension built from these sources, imported directly,
+    or None (not built, or built from other sources: torch's loader builds it)."""
+    so = _built_so(d)
+    return None if so is None else import_extension("compiled_bw_fastwalk", so)
 
 
 # Note [Loading a built walk]
@@ -261,16 +272,8 @@ def load_if_built() -> None:
     """Load the C++ walk now if it is on and already built for these sources (never build):
     compiled_bw's import does it, so a process's first backward does not pay the import
     (runtime/warm.py Note [Prefetch at import])."""
-    if _S.tried or not _S.enabled:
-        return
-    d = os.path.join(build_base(), f"fastwalk-{build_key()}")
-    try:
-        with open(os.path.join(d, _STAMP)) as f:
-            if f.read() != source_hash():
-                return
-    except OSError:
-        return
-    load()
+    if not _S.tried and _S.enabled and _built_so(_build_path()) is not None:
+        load()
 
 
 def enable_fastwalk(on: bool = True) -> bool:
