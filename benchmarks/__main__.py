@@ -106,8 +106,8 @@ def main(argv=None) -> int:
             step_rows = hf if name in hf_step.BENCH_MODELS else \
                 ho if name in higher_order.MODELS else None
             if step_rows is not None:       # a full training step per mode, a table each
-                bench = _bench_hf if step_rows is hf else _bench_higher_order
-                step_rows[name] = r = bench(name, n_steps)
+                step_rows[name] = r = _bench_hf(name, n_steps) if step_rows is hf else \
+                    _bench_higher_order(name, n_steps, a.device)
                 print(f" {time.perf_counter() - t_model:.0f} s; " + ", ".join(
                     f"{m} {x:.2f}x" for m, x in r["step_ratio"].items() if m != "eager"),
                     file=sys.stderr, flush=True)
@@ -169,9 +169,10 @@ def _bench_hf(name: str, steps: int) -> dict:
     return _one_thread(lambda: hf_step.run(model, ckpt, steps, list(hf_step.MODES)), steps)
 
 
-def _bench_higher_order(name: str, steps: int) -> dict:
+def _bench_higher_order(name: str, steps: int, device: str = "cpu") -> dict:
     """higher_order.run's result for `name`, every mode (_one_thread)."""
-    return _one_thread(lambda: higher_order.run(name, steps, list(higher_order.MODES)), steps)
+    return _one_thread(lambda: higher_order.run(name, steps, list(higher_order.MODES), device),
+                       steps)
 
 
 def _one_thread(run, steps: int) -> dict:

@@ -8,6 +8,8 @@ step); compiled_bw on the eager backend; compiled_bw on Inductor (background com
 create_graph graphs themselves run on the eager backend there: trace/differentiable.py Note
 [create_graph]).  Each mode trains its own copy from the same weights on the same batches;
 one torch thread, thread CPU time, the median over steps of each mode's time / eager's.
+`--device cuda`: the models and batches on the GPU, wall-clock time of each step with the device
+synchronized around it, peak memory as torch.cuda.max_memory_allocated over one step.
 
 pinn              Burgers' equation residual u_t + u u_x - nu u_xx on a 4 x 64 tanh MLP u(x, t),
                   2048 collocation points: grad(create_graph=True) twice per step.
@@ -74,17 +76,30 @@ def _context(mode: str):
     return available_modes()[mode]
 
 
-def run(model: str, steps: int, modes: list) -> dict:
+def _clock(device: str):
+    """The step's clock: thread CPU time on the CPU, wall clock with the GPU synchronized."""
+    if device == "cpu":
+        return time.thread_time
+
+    def clock() -> float:
+        torch.cuda.synchronize()
+        return time.perf_counter()
+    return clock
+
+
+def run(model: str, steps: int, modes: list, device: str = "cpu") -> dict:
     import compiled_bw
     torch.set_num_threads(1)
     torch.manual_seed(0)
     base, batch, loss_fn = MODELS[model]()
+    base.to(device)
     runs = {}
     for mode in modes:
         m = copy.deepcopy(base)
         runs[mode] = (m, torch.optim.Adam(m.parameters(), lr=1e-3))
     g = torch.Generator().manual_seed(1)
-    batches = [batch(g) for _ in range(steps + WARMUP)]
+    batches = [tuple(t.to(device) for t in batch(g)) for _ in range(steps + WARMUP)]
+    clock = _clock(device)
     step_t = {m: [] for m in modes}
     total = dict.fromkeys(modes, 0.0)
     losses = {m: [] for m in modes}
@@ -105,13 +120,13 @@ def run(model: str, steps: int, modes: list) -> dict:
         for mode in modes:
             if mode in failed:
                 continue
-            t0 = time.thread_time()
+            t0 = clock()
             try:
                 loss = one_step(mode, b)
             except Exception as e:  # noqa: BLE001 -- a mode that cannot run it is reported
                 failed[mode] = f"{type(e).__name__}: {str(e).splitlines()[0][:120]}"
                 continue
-            dt = time.thread_time() - t0
+            dt = clock() - t0
             total[mode] += dt
             losses[mode].append(loss.item())
             if s >= WARMUP:
@@ -119,22 +134,32 @@ def run(model: str, steps: int, modes: list) -> dict:
         compiled_bw.wait_for_compiles()
     st = compiled_bw.stats()
     ok = [m for m in modes if m not in failed]
-    peak = {m: _peak_bytes(lambda m=m: one_step(m, batches[-1])) for m in ok}
+    peak = {m: _peak_bytes(lambda m=m: one_step(m, batches[-1]), device) for m in ok}
     ratio = {m: statistics.median(a / b for a, b in zip(step_t[m], step_t["eager"], strict=True))
              for m in ok}
     drift = {m: max(abs(a - b) / max(abs(b), 1e-12) for a, b in
                     zip(losses[m], losses["eager"], strict=True)) for m in ok}
     return {"step": {m: statistics.median(step_t[m]) for m in ok}, "step_ratio": ratio,
             "total": total, "loss_drift": drift, "failed": failed, "peak": peak, "captures": st.captures,
-            "fallbacks": st.fallbacks, "reasons": sorted(set(st.fallback_reasons))}
+            "fallbacks": st.fallbacks, "reasons": sorted(set(st.fallback_reasons)),
+            "device": device}
 
 
-def _peak_bytes(step) -> int:
+def _peak_bytes(step, device: str = "cpu") -> int:
     """Peak live tensor bytes during one step (forward, grads, backward, optimizer), above
-    what was live before it (benchmarks/memory.py's method)."""
+    what was live before it (benchmarks/memory.py's method; on a GPU, the allocator's
+    peak)."""
     from torch.profiler import ProfilerActivity, profile
 
     import compiled_bw
+    if device != "cpu":
+        torch.cuda.synchronize()
+        before = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        with compiled_bw.profile_compiled():
+            step()
+        torch.cuda.synchronize()
+        return torch.cuda.max_memory_allocated() - before
 
     from .memory import _allocations, _quiet_stderr
     prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
@@ -152,7 +177,9 @@ def _peak_bytes(step) -> int:
 
 
 def header(model: str, steps: int, r: dict, seconds: float) -> str:
-    return (f"{model} (create_graph=True), Adam; 1 thread, thread CPU time, medians of {steps} "
+    clock = "1 thread, thread CPU time" if r.get("device", "cpu") == "cpu" else \
+        f"{r['device']}, wall clock (device synchronized)"
+    return (f"{model} (create_graph=True), Adam; {clock}, medians of {steps} "
             f"steps after {WARMUP} warm-up; compiled_bw: {r['captures']} captures, "
             f"{r['fallbacks']} fallbacks{': ' + '; '.join(r['reasons']) if r['reasons'] else ''};"
             f" run took {seconds:.0f} s.")
@@ -177,10 +204,11 @@ def main(argv=None) -> int:
     ap.add_argument("--model", choices=tuple(MODELS), default="pinn")
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--modes", default=",".join(MODES))
+    ap.add_argument("--device", default="cpu")
     a = ap.parse_args(argv)
     modes = ["eager", *[m for m in a.modes.split(",") if m != "eager"]]
     t0 = time.perf_counter()
-    r = run(a.model, a.steps, modes)
+    r = run(a.model, a.steps, modes, a.device)
     print(header(a.model, a.steps, r, time.perf_counter() - t0) + "\n")
     print("\n".join(table(r, modes)))
     return 0

@@ -5,8 +5,9 @@
 #   bash tools/gpu_check.sh OUTDIR --dry-run  # anywhere: the same steps, CPU-sized, no GPU
 #   bash tools/gpu_check.sh OUTDIR --full     # also the full GPU benchmark (several minutes)
 #   bash tools/gpu_check.sh OUTDIR --bench M  # only the full GPU benchmark of models M (e.g.
-#        overhead,pointwise): the device tool allows 10 minutes a command, so a session runs
-#        the checks in one command and the full benchmark in parts
+#        overhead,pointwise; pinn,gradient_penalty: the create_graph=True steps of
+#        benchmarks/higher_order.py): the device tool allows 10 minutes a command, so a session
+#        runs the checks in one command and the full benchmark in parts
 #   GPU_CHECK_BUDGET=S bash tools/gpu_check.sh ...  # end within S seconds: each step's limit is
 #        cut to what is left, a step that cannot start with 30 s left is SKIPPED (and the run
 #        FAILED: not whole).  The CPU suite runs last: it is the one a CPU machine can redo.
