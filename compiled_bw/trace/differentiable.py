@@ -25,8 +25,12 @@ mode on, recording history, or raise eager's error for `once_differentiable`), d
 saved-tensor hooks (the C++ walk gives those up: fastwalk.walk), tensor subclasses, a backward
 that mutates its inputs, and anything the graph calls that is not an aten/prims op.  The
 graph runs on the eager backend (its ops one by one): AOTAutograd's joint compile of it would
-make its results' backward AOT's, which raises at third order (a PINN needs it); compiling it
-needs a backward that is itself differentiable, not built (benchmarks/RESULTS.md).
+make its results' backward AOT's, which raises at third order (a PINN needs it).  A compiled
+form with a differentiable backward (one custom Function: Inductor's forward, the partitioned
+joint as its backward) was built and measured on branch `create-graph-compiled`: exact, but
+on a CPU no faster than this (PINN step 0.90-1.01x eager's against 0.79-0.83x here:
+benchmarks/RESULTS.md), so not on main; a GPU, where this eager backend pays a launch per
+op, is where it may pay.
 """
 from __future__ import annotations
 
