@@ -319,3 +319,51 @@ def test_source_hash_follows_contents_not_times(tmp_path, monkeypatch):
     (memo,) = [m for m in (tmp_path / "cache" / "sources").iterdir() if m.read_text() == changed]
     memo.write_text("remembered")
     assert warm._source_hash(str(pkg)) == "remembered"
+
+
+# Graphs of MLPs of the given widths, one step each under compiled_bw (eager backend), in
+# order, a second apart (the folder's clock: file times), grads compared with eager's.
+WIDTHS = r'''
+import json, sys, time, torch, compiled_bw
+bad = []
+for w in map(int, sys.argv[1].split(",")):
+    torch.manual_seed(w)
+    m = torch.nn.Sequential(torch.nn.Linear(5, w), torch.nn.Tanh(), torch.nn.Linear(w, 3))
+    x = torch.randn(4, 5)
+    def step():
+        m.zero_grad(set_to_none=True)
+        m(x).square().sum().backward()
+        return [p.grad.clone() for p in m.parameters()]
+    ref = step()
+    with compiled_bw.enable(backend="eager", dynamic=False):   # a static graph per width
+        got = step()
+    bad += [w for r, g in zip(ref, got) if not torch.allclose(g, r) or g.stride() != r.stride()]
+    time.sleep(1.1)
+s = compiled_bw.stats()
+print(json.dumps({"bad": bad, "captures": s.captures, "warm_loads": s.warm_loads}))
+'''
+
+
+def test_the_folder_keeps_its_size_bound_least_recently_used_out_first(tmp_path, monkeypatch):
+    """COMPILED_BW_CACHE_MB bounds the folder: storing a graph that does not fit removes the
+    least recently used ones (a load counts as a use), and the rest still load."""
+    monkeypatch.setenv("COMPILED_BW_CACHE_DIR", str(tmp_path))     # (warm.entries() here)
+    def run(widths: str, mb: float | None = None) -> dict:
+        env = {**os.environ, "COMPILED_BW_CACHE_DIR": str(tmp_path),
+               "PYTHONPATH": os.pathsep.join(sys.path)}
+        if mb is not None:
+            env["COMPILED_BW_CACHE_MB"] = str(mb)
+        return _result(subprocess.Popen([sys.executable, "-c", WIDTHS, widths],
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                        text=True, env=env))
+    assert run("7,8")["captures"] == 2
+    size = sum(e[1] for e in warm.entries())
+    assert len(warm.entries()) == 2
+    bound = size * 1.25 / 2**20             # two graphs of about this size fit, three do not
+    r = run("7,9", bound)                   # 7 loads (used now), 9 is stored: 8 goes
+    assert (r["warm_loads"], r["captures"]) == (1, 1), r
+    assert len(_files(tmp_path)) == 2 and sum(e[1] for e in warm.entries()) <= bound * 2**20
+    r = run("7,9")
+    assert (r["warm_loads"], r["captures"]) == (2, 0), r
+    r = run("8")
+    assert (r["warm_loads"], r["captures"]) == (0, 1), r

@@ -469,8 +469,9 @@ def _sidecars(graph_path: str) -> list:
     return []
 
 
-def _remove(graph_path: str) -> None:
-    for p in (graph_path, *_sidecars(graph_path)):
+def _remove(graph_path: str, sidecars: list | None = None) -> None:
+    """A graph file and its sidecars (listed from its folder unless given)."""
+    for p in (graph_path, *(_sidecars(graph_path) if sidecars is None else sidecars)):
         with contextlib.suppress(OSError, TypeError):
             os.remove(p)
 
@@ -491,40 +492,49 @@ def limit_bytes() -> int:
 def entries() -> list:
     """(path, size with its sidecars, mtime) of every stored graph under the cache root (all
     releases)."""
+    return [e[:3] for e in _entries()]
+
+
+def _entries() -> list:
+    """entries() with each graph's sidecar paths: one listing of each folder."""
     d = root()
     out = []
     if d is None or not os.path.isdir(d):
         return out
     for sub, _, files in os.walk(d):
         sizes: dict = {}
+        side: dict = {}
         for f in files:     # a sidecar's stem is its graph's: Note [Sidecar files]
             with contextlib.suppress(OSError):
                 stem = f.split(".")[0]
                 sizes[stem] = sizes.get(stem, 0) + os.path.getsize(os.path.join(sub, f))
+                if not f.endswith((".graph", ".tmp")):
+                    side.setdefault(stem, []).append(os.path.join(sub, f))
         for f in files:
             if f.endswith(".graph"):
                 p = os.path.join(sub, f)
+                stem = f.split(".")[0]
                 with contextlib.suppress(OSError):
                     st = os.stat(p)
-                    out.append((p, sizes.get(f.split(".")[0], st.st_size), st.st_mtime))
+                    out.append((p, sizes.get(stem, st.st_size), st.st_mtime, side.get(stem, [])))
     return out
 
 
 def trim() -> None:
     """Remove the least recently used files until the folder fits COMPILED_BW_CACHE_MB."""
-    files = sorted(entries(), key=lambda e: e[2])
+    files = sorted(_entries(), key=lambda e: e[2])
     total, cap = sum(e[1] for e in files), limit_bytes()
-    for p, size, _ in files:
+    for p, size, _, sidecars in files:
         if total <= cap:
             break
-        _remove(p)
+        _remove(p, sidecars)
         total -= size
 
 
 def clear() -> int:
     n = 0
-    for p, _, _ in entries():
-        _remove(p)
+    for p, _, _, sidecars in _entries():
+        _remove(p, sidecars)
         n += 1
     if root() is not None:      # Note [Source hash memo]
         shutil.rmtree(os.path.join(root(), "sources"), ignore_errors=True)
