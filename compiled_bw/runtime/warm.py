@@ -459,13 +459,18 @@ def forget(entry) -> None:
     _remove(os.path.join(folder(), entry.warm[0]))
 
 
+def _sidecar_of(f: str) -> str | None:
+    """The stem of the graph whose sidecar file name `f` is (Note [Sidecar files]), or None (a
+    graph file, or a file being written)."""
+    return None if f.endswith((".graph", ".tmp")) else f.split(".")[0]
+
+
 def _sidecars(graph_path: str) -> list:
     """The sidecar files of a graph file (Note [Sidecar files])."""
-    stem = os.path.basename(graph_path)[:-len(".graph")] + "."
+    stem = os.path.basename(graph_path)[:-len(".graph")]
     with contextlib.suppress(OSError):
         return [os.path.join(os.path.dirname(graph_path), f)
-                for f in os.listdir(os.path.dirname(graph_path))
-                if f.startswith(stem) and not f.endswith((".graph", ".tmp"))]
+                for f in os.listdir(os.path.dirname(graph_path)) if _sidecar_of(f) == stem]
     return []
 
 
@@ -508,7 +513,7 @@ def _entries() -> list:
             with contextlib.suppress(OSError):
                 stem = f.split(".")[0]
                 sizes[stem] = sizes.get(stem, 0) + os.path.getsize(os.path.join(sub, f))
-                if not f.endswith((".graph", ".tmp")):
+                if _sidecar_of(f) is not None:
                     side.setdefault(stem, []).append(os.path.join(sub, f))
         for f in files:
             if f.endswith(".graph"):
