@@ -191,10 +191,78 @@ def test_another_releases_entry_is_not_read(tmp_path):
     assert len(_files(tmp_path)) == 2
 
 
-def test_graphs_with_hooks_are_not_stored(tmp_path):
-    r = _run(tmp_path, hook=True)
-    assert r["captures"] == 1
-    assert _files(tmp_path) == []
+def test_graphs_with_hooks_are_stored_and_call_this_processes_hooks(tmp_path):
+    """Note [Keys that name user code]: a graph whose hook is a lambda made in each process
+    is stored, and a second process loads it and calls its own lambda."""
+    first = _run(tmp_path, hook=True)
+    assert first["captures"] == 1 and len(_files(tmp_path)) == 1, first
+    second = _run(tmp_path, hook=True)
+    assert second["captures"] == 0 and second["warm_loads"] == 1, second
+
+
+# User code in the graph: a custom Function Dynamo finds safe (traced in), one it refuses (an
+# opaque call: its backward reads .item()), module full backward hooks and a tensor hook with
+# a closure.  argv: backend, which backward _Scaled has ("a" or "b": one qualified name, other
+# code, as after an edit), SCALE (a global its backward reads).  Hook calls are logged (and
+# compared with eager's in this process); the Dynamo verdicts asked and read from disk are
+# printed (graph/custom.py Note [Stored verdicts]).
+USER_CODE = r'''
+import json, sys, torch, compiled_bw
+from compiled_bw.graph import custom
+backend, variant, SCALE = sys.argv[1], sys.argv[2], float(sys.argv[3])
+
+class _Scaled(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+    if variant == "a":
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return g * x * SCALE
+    else:
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return g * x * SCALE + 1
+
+class _Refused(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+    @staticmethod
+    def backward(ctx, g):
+        return g * (1.0 + 0.0 * g.sum().item())
+
+torch.manual_seed(0)
+m = torch.nn.Sequential(torch.nn.Linear(5, 7), torch.nn.Tanh(), torch.nn.Linear(7, 3))
+log = []
+for i, lin in enumerate((m[0], m[2])):
+    lin.register_full_backward_hook(lambda mod, gi, go, i=i: log.append(("module", i)))
+x = torch.randn(4, 5)
+def step():
+    m.zero_grad(set_to_none=True)
+    log.clear()
+    h = m[1](m[0](x))
+    h.register_hook(lambda g: log.append(("tensor", tuple(g.shape))) or g * 2)
+    m[2](_Refused.apply(_Scaled.apply(h))).square().sum().backward()
+    return [p.grad for p in m.parameters()], list(log)
+ref, ref_log = step()
+bad = []
+with compiled_bw.enable(backend=backend):
+    for i in range(3):
+        got, got_log = step()
+        bad += [i for r, g in zip(ref, got) if g is None or g.stride() != r.stride()
+                or not torch.allclose(g, r, rtol=1e-5, atol=1e-6)]
+        bad += [(i, got_log)] if got_log != ref_log else []
+        compiled_bw.wait_for_compiles()
+s = compiled_bw.stats()
+print(json.dumps({"bad": bad, "captures": s.captures, "warm_loads": s.warm_loads,
+                  "verdicts": custom.COUNTS["dynamo_verdicts"],
+                  "stored_verdicts": custom.COUNTS["stored_verdicts"],
+                  "fallbacks": s.fallbacks, "reasons": s.fallback_reasons, "notes": s.notes}))
+'''
 
 
 def test_two_processes_write_one_cache_at_once(tmp_path):
@@ -367,3 +435,39 @@ def test_the_folder_keeps_its_size_bound_least_recently_used_out_first(tmp_path,
     assert (r["warm_loads"], r["captures"]) == (2, 0), r
     r = run("8")
     assert (r["warm_loads"], r["captures"]) == (0, 1), r
+
+
+def _user_code(cache, backend="eager", variant="a", scale=2.0) -> dict:
+    env = {**os.environ, "COMPILED_BW_CACHE_DIR": str(cache),
+           "PYTHONPATH": os.pathsep.join(sys.path)}
+    r = subprocess.run([sys.executable, "-c", USER_CODE, backend, variant, str(scale)],
+                       capture_output=True, text=True, env=env, timeout=600, check=False)
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["bad"] == [] and out["fallbacks"] == 0, out
+    return out
+
+
+@pytest.mark.parametrize("backend", ["eager", pytest.param("inductor", marks=pytest.mark.slow)])
+def test_graphs_with_user_code_load_in_a_second_process(tmp_path, backend):
+    """A traced custom Function, an opaque one, module and tensor hooks: stored, loaded by a
+    second process (no capture, no Dynamo verdict asked: it is read from disk) with eager's
+    grads and hook calls."""
+    first = _user_code(tmp_path, backend)
+    assert (first["captures"], first["warm_loads"]) == (1, 0), first
+    assert first["verdicts"] >= 1, first        # Dynamo judged _Scaled (and _Refused)
+    second = _user_code(tmp_path, backend)
+    assert (second["captures"], second["warm_loads"]) == (0, 1), second
+    assert second["verdicts"] == 0 and second["stored_verdicts"] >= 1, second
+
+
+def test_a_changed_backward_or_global_is_not_loaded(tmp_path):
+    """Note [Keys that name user code]: the same Function name with other backward code, or
+    the same code reading another value of a global, is another key: captured again (a stale
+    graph would give the old backward's grads, which `bad` would show)."""
+    _user_code(tmp_path, variant="a", scale=2.0)
+    for variant, scale in (("b", 2.0), ("a", 3.0)):
+        r = _user_code(tmp_path, variant=variant, scale=scale)
+        assert (r["captures"], r["warm_loads"]) == (1, 0), (variant, scale, r)
+    r = _user_code(tmp_path, variant="b", scale=2.0)
+    assert (r["captures"], r["warm_loads"]) == (0, 1), r

@@ -462,7 +462,7 @@ def class_refusal(node, saved: tuple, meta) -> str | None:
 # is always exact (an opaque call is eager's PyNode call); it only forgoes a class whose
 # backward takes a safe branch for other values.  The first verdict of a class is asked at the
 # walk (a class first seen is a capture anyway), later ones at capture (trace.py).
-COUNTS = {"dynamo_verdicts": 0, "cached_verdicts": 0}
+COUNTS = {"dynamo_verdicts": 0, "cached_verdicts": 0, "stored_verdicts": 0}
 
 
 def dynamo_verdict(node, saved: tuple, grad_meta: tuple) -> str | None:
@@ -485,6 +485,12 @@ def dynamo_verdict(node, saved: tuple, grad_meta: tuple) -> str | None:
             f"its ctx values changed {len(states)} times (each a recapture while traced)")
         _changed()
         return got
+    stored = STORED_VERDICTS[0]
+    if stored is not None:              # Note [Stored verdicts]
+        got = stored.get(key)
+        if got is not False:
+            COUNTS["stored_verdicts"] += 1
+            return _remember(key, got)
     COUNTS["dynamo_verdicts"] += 1
     ctx = _StandInCtx()
     vars(ctx).update(vars(node))
@@ -498,11 +504,31 @@ def dynamo_verdict(node, saved: tuple, grad_meta: tuple) -> str | None:
         got = backward_verdict(fn, (ctx, *grads), _covered(fn))
     except Exception as e:  # noqa: BLE001 -- our own failure: the node stays opaque
         got = f"judging it failed: {type(e).__name__}: {e}"
+    else:
+        if stored is not None:
+            stored.put(key, got)
+    return _remember(key, got)
+
+
+def _remember(key, got):
     _VERDICTS[key] = got
     if got is not None:
-        _CLASS_VERDICT[type(node)] = got
+        _CLASS_VERDICT[key[0]] = got
         _changed()
     return got
+
+
+# Note [Stored verdicts]
+# Dynamo's verdict on a backward costs a process its first ~2 s (importing Dynamo, tracing the
+# backward): with warm start on, a stored graph holding a traced custom Function would wait for
+# it at every process start, since the walk asks before the key is known.  The verdict is a
+# function of its key here -- the backward's code and what it reads (function keys), the ctx
+# state, the saved tensors' and grads' metadata -- and of the torch release and compiled_bw's
+# sources, so runtime/warm.py keeps verdicts on disk beside the graphs, keyed as it keys graphs
+# (Note [Keys that name user code]), and STORED_VERDICTS[0] answers from them: `get(key)` a
+# verdict or False (none stored, or a key that does not pickle), `put(key, verdict)`.  A
+# verdict that raised in our own code is not stored.
+STORED_VERDICTS: list = [None]
 
 
 def fwd_info(node) -> FwdInfo | None:

@@ -21,11 +21,13 @@ renamed: a reader sees a whole file or none.  The folder is kept under
 COMPILED_BW_CACHE_MB (default 1024): the least recently used files go first.
 Which graphs are stored: static graphs (no symbolic size) of the "eager" and "inductor"
 backends (another backend might call the graph with its own convention, which the graph traced
-again on load need not keep) whose every node
-is a built-in traced node or a leaf -- no custom Function, hook, checkpointed region,
-saved-tensor hook, opaque call, delivery point, subclass, mutated input or create_graph.  Their
-keys hold no identity of a Python object, so a key read from disk means the same graph in any
-process.  Others are captured as before.
+again on load need not keep) with no checkpointed region, saved-tensor hook, spliced
+torch.compile'd backward, subclass, mutated input or create_graph (_STORED_SITES,
+_STORED_KINDS).  Hooks, custom Functions (traced in or run as opaque calls) and delivery
+points are kept: the key names their code as any process would (Note [Keys that name user
+code]), and each run calls that step's own hooks and nodes.  Dynamo's verdicts on custom
+backwards are kept beside the graphs (graph/custom.py Note [Stored verdicts]), so a loading
+process does not import Dynamo to re-judge them.  Others are captured as before.
 Loading runs every check a hit makes (the walk, the key, each step's version checks and
 guards are those of the entry); the trace's own refusals that do not depend on the key (a
 leaf whose requires_grad changed) are repeated.  A file that does not load (corrupt, written
@@ -44,6 +46,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import marshal
 import math
 import operator
@@ -52,13 +55,15 @@ import pickle
 import re
 import shutil
 import sys
+import types
 
 import torch
 
 from ..core.paths import import_extension, write_atomic
-from ..graph.nodes import LEAF, TRACE
+from ..graph.nodes import CUSTOM, LEAF, OPAQUE, TRACE, TRACE_CUSTOM
+from ..walk.fastwalk import CSig
 
-FORMAT = 3
+FORMAT = 4
 
 
 def root() -> str | None:
@@ -115,7 +120,10 @@ def _source_hash(pkg: str | None = None) -> str:
 # at import; the Python walk is used).
 
 def prefetch() -> None:
-    """Note [Prefetch at import]."""
+    """Note [Prefetch at import]; and graph/custom.py's verdicts answered from disk (Note
+    [Stored verdicts])."""
+    from ..graph import custom
+    custom.STORED_VERDICTS[0] = _Verdicts()
     from ..walk import fastwalk
     with contextlib.suppress(Exception):
         fastwalk.load_if_built()
@@ -148,18 +156,155 @@ def _keyed(state, opts, key) -> bool:
 def storable(state, entry, w, opts, key) -> bool:
     """Note [Warm start]: which graphs are kept."""
     plan = entry.plan
-    return (_keyed(state, opts, key) and not plan.opaque_sites
-            and not plan.delivers and not plan.auto_traced and not plan.mutated_inputs
-            and plan.in_layouts is None and plan.out_layouts is None and not w.hooks
-            and all(w.kinds[i].how in (TRACE, LEAF) and not w.kinds[i].hooked
+    return (_keyed(state, opts, key)
+            and all(s.kind in _STORED_SITES for s in plan.opaque_sites)
+            and not plan.mutated_inputs
+            and plan.in_layouts is None and plan.out_layouts is None
+            and all(w.kinds[i].how in _STORED_KINDS and not w.kinds[i].hooked
                     for i in range(len(w.kinds)))
             and not entry.native_tail)
 
 
+# Note [Warm start]: the calls a stored graph may make (each calls this step's own node, hook
+# or AccumulateGrad; Note [Keys that name user code]) and the node kinds it may hold: not the
+# calls of saved-tensor hooks ("hooked", "unpack"), not checkpointed regions (their saved
+# tensors carry hooks), not spliced torch.compile'd backwards (AOT).
+_STORED_SITES = frozenset(("node", "custom", "pre", "pre-capture", "post", "leaf"))
+_STORED_KINDS = frozenset((TRACE, LEAF, OPAQUE, CUSTOM, TRACE_CUSTOM))
+
+
+# Note [Keys that name user code]
+# A graph whose steps call user code (hooks, custom Functions run opaquely) or trace it (a
+# custom backward traced in: graph/custom.py Note [What a traced function may read]) has a key
+# holding Python objects by identity: the Function's node class, the backward function, code
+# objects, modules.  Within a process identity is right; on disk each is written as what it
+# stands for in any process (_KeyPickler):
+#   - a code object: a SHA-256 of its bytecode, names, flags and constants (code constants
+#     hashed the same way, frozensets in a fixed order), not of its file or line numbers: an
+#     edit elsewhere in the file keeps it, any change of what it runs is another key;
+#   - a function: its module, qualified name and its code's hash (what it reads -- closure
+#     cells, defaults, globals -- is in the key already, beside it);
+#   - a custom Function's node class: its Function's module and qualified name, the hash of
+#     its forward's and backward's code, and its `compiled_bw_traceable` setting;
+#   - a module: its name (torch's own is fixed by the release folder).
+# A custom op's Function (torch.library register_autograd) is refused: its backward is
+# registered, not named by its class, so no key part would see another one.  Anything else
+# pickle cannot write by reference makes the key unpicklable: that graph is not stored.
+# What such a graph calls at run time is this step's own objects (the walk's nodes and hooks,
+# as on any hit), so a key equal on disk means the same graph.
+
+
+def code_hash(code) -> str:
+    """Note [Keys that name user code]: a process-free hash of what a code object runs."""
+    h = hashlib.sha256()
+    _hash_code(code, h)
+    return h.hexdigest()[:32]
+
+
+def _hash_code(code, h) -> None:
+    h.update(repr((code.co_name, code.co_qualname if hasattr(code, "co_qualname") else "",
+                   code.co_argcount, code.co_posonlyargcount, code.co_kwonlyargcount,
+                   code.co_flags, code.co_names, code.co_varnames, code.co_freevars,
+                   code.co_cellvars)).encode())
+    h.update(code.co_code)
+    for c in code.co_consts:
+        _hash_const(c, h)
+
+
+def _hash_const(c, h) -> None:
+    if isinstance(c, types.CodeType):
+        h.update(b"<code>")
+        _hash_code(c, h)
+    elif isinstance(c, (tuple, frozenset)):
+        items = list(c)
+        if isinstance(c, frozenset):
+            items.sort(key=repr)
+        h.update(f"<{type(c).__name__} {len(items)}>".encode())
+        for x in items:
+            _hash_const(x, h)
+    else:
+        h.update(f"{type(c).__name__}:{c!r};".encode())
+
+
+class _KeyPickler(pickle.Pickler):
+    """Note [Keys that name user code]."""
+
+    def persistent_id(self, obj):
+        if isinstance(obj, types.CodeType):
+            return ("code", code_hash(obj))
+        if isinstance(obj, types.FunctionType):
+            return ("function", obj.__module__, obj.__qualname__, code_hash(obj.__code__))
+        if isinstance(obj, types.ModuleType):
+            return ("module", obj.__name__)
+        if isinstance(obj, type) and getattr(obj, "_forward_cls", None) is not None:
+            return _node_class_id(obj)
+        return None
+
+    def reducer_override(self, obj):
+        # a C++ walk's signature without its hash (of Python objects' ids when it has extra
+        # entries): written as what it compares equal on; keys are compared, never loaded
+        if type(obj) is CSig:
+            return tuple, (("CSig", obj.key, obj.extra, obj.layout),)
+        return NotImplemented
+
+
+def _node_class_id(cls) -> tuple:
+    from ..graph.custom import AUTO_OP, TRACEABLE_ATTR, auto_traced
+    fwd = cls._forward_cls
+    if auto_traced(cls) == AUTO_OP:
+        raise pickle.PicklingError(f"{fwd.__qualname__}: a custom op's Function")
+    codes = tuple(code_hash(f.__code__) if isinstance(f, types.FunctionType) else repr(f)
+                  for f in (getattr(fwd, "forward", None), getattr(fwd, "backward", None)))
+    return ("function class", fwd.__module__, fwd.__qualname__, codes,
+            repr(getattr(fwd, TRACEABLE_ATTR, None)))
+
+
+def _dumps_key(key) -> bytes:
+    buf = io.BytesIO()
+    _KeyPickler(buf, protocol=4).dump(key)
+    return buf.getvalue()
+
+
+class _Verdicts:
+    """graph/custom.py Note [Stored verdicts]: <folder>/verdicts/<hash of the key>, holding the
+    pickled key (compared on read) and the verdict."""
+
+    def _path(self, key):
+        if root() is None:
+            return None, None
+        try:
+            blob = _dumps_key(key)
+        except Exception:  # noqa: BLE001 -- a key that does not pickle: not stored
+            return None, None
+        return os.path.join(folder(), "verdicts",
+                            hashlib.sha256(blob).hexdigest()[:40]), blob
+
+    def get(self, key):
+        path, blob = self._path(key)
+        if path is None:
+            return False
+        try:
+            with open(path, "rb") as f:
+                got = pickle.load(f)
+        except Exception:  # noqa: BLE001 -- none stored, or unreadable: ask Dynamo
+            return False
+        if type(got) is not tuple or len(got) != 2 or got[0] != blob or \
+                not (got[1] is None or type(got[1]) is str):
+            return False
+        return got[1]
+
+    def put(self, key, verdict) -> None:
+        path, blob = self._path(key)
+        if path is not None:
+            with contextlib.suppress(OSError):
+                write_atomic(path, pickle.dumps((blob, verdict), protocol=4))
+
+
 def _name(key, backend: str) -> tuple:
-    """(file name, pickled key) or (None, None) if the key does not pickle."""
+    """(file name, pickled key) or (None, None) if the key does not pickle (Note [Keys that
+    name user code])."""
     try:
-        blob = pickle.dumps(key, protocol=4)
+        blob = _dumps_key(key)
     except Exception:  # noqa: BLE001 -- an unpicklable key: not stored
         return None, None
     h = hashlib.sha256(blob + f"|{backend}|{torch.get_num_threads()}".encode()).hexdigest()
@@ -316,10 +461,16 @@ def load(state, key, w, opts) -> dict | None:
 
 def _namespace() -> dict:
     """The globals a stored graph's code may name: those FX's code generation gives any graph
-    (torch, device, inf, pytree, ...) and `operator`."""
+    (torch, device, inf, pytree, ...), `operator`, and the eager backend's direct calls of
+    opaque calls and delivery points (calls/opaque.py Note [Direct opaque calls]) under the
+    names FX gives them."""
+    from ..calls.deliver import deliver_direct
+    from ..calls.opaque import opaque_direct
     return {**torch.fx.Graph().python_code(root_module="self").globals, "torch": torch,
             "device": torch.device, "inf": math.inf, "nan": math.nan,
-            "NoneType": type(None), "operator": operator}
+            "NoneType": type(None), "operator": operator,
+            "compiled_bw_calls_opaque_opaque_direct": opaque_direct,
+            "compiled_bw_calls_deliver_deliver_direct": deliver_direct}
 
 
 def _exec(code):
