@@ -24,13 +24,15 @@ from .calls.run_hooks import HookRegisteredDuringBackward
 from .compress import compress_activations
 from .errors import CompiledBwError, Unsupported
 from .graph.packed import traceable_saved_tensors_hooks
+from .runtime import background as _background
 from .runtime import warm as _warm
 from .runtime.run import profile_compiled
 
 # Registration entry points are wrapped at import: hooks and custom Functions created before
 # this line are not seen (graph/hooks.py, graph/custom.py).  uninstall() undoes it.
 install()
-_warm.prefetch()     # runtime/warm.py Note [Prefetch at import]
+if _warm.prefetch():             # runtime/warm.py Note [Prefetch at import]
+    _background.job_thread()    # (Note [Read-ahead]: started here, not in a first backward)
 
 __all__ = [
            "CompiledBwError",

@@ -471,3 +471,21 @@ def test_a_changed_backward_or_global_is_not_loaded(tmp_path):
         assert (r["captures"], r["warm_loads"]) == (1, 0), (variant, scale, r)
     r = _user_code(tmp_path, variant="b", scale=2.0)
     assert (r["captures"], r["warm_loads"]) == (0, 1), r
+
+
+def test_read_ahead_holds_checked_graphs_only(tmp_path, monkeypatch):
+    """Note [Read-ahead]: what the import's thread reads ahead is a checked graph file with its
+    eager code compiled, taken (once) by the read of its key; a damaged file is not held."""
+    _run(tmp_path)
+    (path,) = _files(tmp_path)
+    monkeypatch.setenv("COMPILED_BW_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(warm, "_READ", {})
+    warm._read_ahead()
+    name = os.path.basename(path)
+    assert list(warm._READ) == [name] and callable(warm._READ[name][1])
+    with open(path, "r+b") as f:
+        f.seek(40)
+        f.write(b"\x00garbage\x00" * 8)
+    warm._READ.clear()
+    warm._read_ahead()
+    assert warm._READ == {}

@@ -225,16 +225,24 @@ def load_stored(entry, body, specs: list, done, cache, key) -> None:
 def _submit(job) -> None:
     """Run job on the job thread: a daemon thread, so that a process exiting during a compile
     does not wait for it (Note [Compiles in flight at exit])."""
-    global _jobs
     fut: Future = Future()
+    jobs = job_thread()
+    with _lock:
+        _pending.add(fut)
+    fut.add_done_callback(_finished)
+    jobs.put((fut, job))
+
+
+def job_thread() -> queue.SimpleQueue:
+    """The job thread's queue, the thread started if it was not (~1-4 ms: a warm start starts
+    it at import, not in its first backward: runtime/warm.py Note [Read-ahead])."""
+    global _jobs
     with _lock:
         if _jobs is None:
             _jobs = queue.SimpleQueue()
             threading.Thread(target=_job_loop, args=(_jobs,), name="compiled_bw-compile",
                              daemon=True).start()
-        _pending.add(fut)
-    fut.add_done_callback(_finished)
-    _jobs.put((fut, job))
+        return _jobs
 
 
 def _job_loop(jobs: queue.SimpleQueue) -> None:
