@@ -8,7 +8,8 @@ cbw-inductor  compiled_bw, Inductor backend (when this torch has Inductor), back
 cbw-inductor-cg  the same with enable(cudagraphs=True) (GPU only)
 cbw-inductor-verify  the same with every run verified against eager autograd (enable(verify=N),
               N beyond any benchmark's steps: runtime/verify.py Note [Verify]); what a verified
-              step costs (`--modes eager,cbw-inductor,cbw-inductor-verify`; not in the defaults)
+              step costs (`--modes eager,cbw-inductor,cbw-inductor-verify`; not in the defaults);
+              graphs with user code too (verify_user_code=True: their hooks run twice)
 """
 from __future__ import annotations
 
@@ -39,7 +40,8 @@ def available_modes(device: str = "cpu") -> dict:
         modes["cbw-inductor"] = lambda: compiled_bw.enable(backend="inductor",
                                                            background_compile=True)
         modes["cbw-inductor-verify"] = lambda: compiled_bw.enable(
-            backend="inductor", background_compile=True, verify=VERIFY_ALL)
+            backend="inductor", background_compile=True, verify=VERIFY_ALL,
+            verify_user_code=True)
         if device == "cuda":
             modes["cbw-inductor-cg"] = lambda: compiled_bw.enable(
                 backend="inductor", background_compile=True, cudagraphs=True)

@@ -94,6 +94,7 @@ class Settings(NamedTuple):
     cudagraphs: bool
     dynamic: bool | None = None  # sizes symbolic: None after a size change, True always, False never
     verify: int = 0              # runs verified per graph and callable (runtime/verify.py)
+    verify_user_code: bool = False  # also graphs that call user code (Note [Verify])
 
 
 def _in_background(backend, background_compile: bool) -> bool:
@@ -111,6 +112,7 @@ class _State:
             cfg.strict, cfg.cache_size_limit, cfg.cudagraphs
         self.dynamic = cfg.dynamic
         self.verify = cfg.verify
+        self.verify_user_code = cfg.verify_user_code
         self.backend_key = backend if isinstance(backend, str) else id(backend)
         self.background = _in_background(backend, cfg.background_compile)
         self.cache = _G.caches.setdefault(self.backend_key, Cache())
@@ -337,6 +339,10 @@ class enable(contextlib.ContextDecorator):
     verified run costs eager's backward on top of the compiled one; a difference drops the
     graph (its backwards run eager autograd), warns, writes a repro script and gives eager's
     grads (runtime/verify.py Note [Verify]; stats().verified_runs / verify_mismatches).
+    verify_user_code: also verify graphs whose backward calls user code (hooks, custom
+    Functions run as themselves): that code then runs twice per verified backward, once in
+    eager's run and once in ours (default: COMPILED_BW_VERIFY_USER_CODE=1, off when unset).
+    Graphs with hooks on leaves or retain_grad() are never verified (Note [Verify]).
     A class, not a generator: entering and leaving it is on every step's path (~1 µs).
     """
     __slots__ = ("_cfg",)
@@ -344,14 +350,18 @@ class enable(contextlib.ContextDecorator):
     def __init__(self, backend: str | Callable = "eager", *, strict: bool = False,
                  cache_size_limit: int = 8, background_compile: bool | None = None,
                  cudagraphs: bool = False, dynamic: bool | None = None,
-                 verify: bool | int | None = None) -> None:
+                 verify: bool | int | None = None,
+                 verify_user_code: bool | None = None) -> None:
         if background_compile is None:
             background_compile = os.environ.get("COMPILED_BW_BACKGROUND_COMPILE", "1") not in (
                 "", "0")
         if dynamic not in (None, True, False):
             raise ValueError(f"enable(dynamic=...) takes None, True or False, not {dynamic!r}")
+        if verify_user_code is None:
+            verify_user_code = os.environ.get("COMPILED_BW_VERIFY_USER_CODE", "") not in (
+                "", "0")
         cfg = Settings(backend, strict, cache_size_limit, bool(background_compile),
-                       bool(cudagraphs), dynamic, verify_runs(verify))
+                       bool(cudagraphs), dynamic, verify_runs(verify), bool(verify_user_code))
         if not (isinstance(backend, str) and cfg in _G.states):
             lookup_backend(backend, load=not _in_background(backend, background_compile))
             _install()

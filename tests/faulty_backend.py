@@ -13,3 +13,15 @@ def off_by_a_bit(gm, example_inputs):
 
 def raises(gm, example_inputs):
     raise RuntimeError("this backend cannot compile anything")
+
+
+def mm_off_by_a_bit(gm, example_inputs):
+    """Adds 1e-2 to the graph's first matmul (a wrong kernel inside the graph, where a graph
+    with delivery points has no grad output to perturb)."""
+    import torch
+    mm = next(n for n in gm.graph.nodes if n.target is torch.ops.aten.mm.default)
+    with gm.graph.inserting_after(mm):
+        bumped = gm.graph.call_function(torch.ops.aten.add.Tensor, (mm, 1e-2))
+    mm.replace_all_uses_with(bumped, delete_user_cb=lambda user: user is not bumped)
+    gm.recompile()
+    return lambda *args: list(gm(*args))

@@ -11,7 +11,7 @@ import warnings
 import pytest
 import torch
 from differential import differential, grads
-from faulty_backend import off_by_a_bit, raises
+from faulty_backend import mm_off_by_a_bit, off_by_a_bit, raises
 
 import compiled_bw
 
@@ -111,6 +111,94 @@ def test_hooked_graph_is_not_verified_and_its_hooks_run_once():
         return grads(m), list(log)
 
     st = differential(build, step, steps=3, options={"verify": True})
+    assert st.verified_runs == 0
+    assert any(n.startswith("verify: a graph is not verified") for n in st.notes), st.notes
+
+
+class _Opaque(torch.autograd.Function):
+    """A custom Function run as itself (compiled_bw_traceable = False)."""
+    compiled_bw_traceable = False
+
+    @staticmethod
+    def forward(ctx, x):
+        return x * 3
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 3
+
+
+def _user_code_build():
+    """An MLP with user code inside its backward and none on its leaves: a module full backward
+    hook, a tensor hook on an activation, an opaque custom Function; each call logged."""
+    m = _mlp_build()
+    m.log = []
+    m[2].register_full_backward_hook(lambda mod, gi, go: m.log.append("module"))
+    return m
+
+
+def _user_code_step(m):
+    m.zero_grad(set_to_none=True)
+    m.log.clear()
+    h = m[1](m[0](torch.randn(4, 5)))
+    h.register_hook(lambda g: m.log.append("tensor") or g * 2)
+    m[2](_Opaque.apply(h)).square().sum().backward()
+    return grads(m), len(m.log)
+
+
+@pytest.mark.both_backends
+def test_verify_user_code_verifies_hooked_graphs_running_their_hooks_twice():
+    """enable(verify_user_code=True): a graph with hooks and an opaque custom Function is
+    verified; on a verified backward its user code runs twice (eager's run, then ours), after
+    the verified runs once, as eager's."""
+    counts = []
+
+    def step(m):
+        g, n = _user_code_step(m)
+        counts.append(n)
+        return g
+    st = differential(_user_code_build, step, steps=5,
+                      options={"verify": True, "verify_user_code": True})
+    assert st.verify_mismatches == 0 and st.verified_runs >= 2, (st.verified_runs, st.notes)
+    eager = counts[0]       # differential runs eager's steps first (the reference)
+    assert eager == 2 and counts[:5] == [2] * 5, counts
+    verified = st.verified_runs
+    assert counts[5:] == [4] * verified + [2] * (5 - verified), (counts, verified)
+
+
+def test_verify_user_code_catches_a_wrong_kernel_in_a_hooked_graph():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        st = differential(_user_code_build, lambda m: _user_code_step(m)[0], steps=3,
+                          backend=mm_off_by_a_bit, fallbacks=2,
+                          options={"verify": True, "verify_user_code": True})
+    assert st.verify_mismatches == 1, st.notes
+    assert st.fallback_reasons[0].startswith("verify: compiled, the .grad of leaf")
+
+
+@pytest.mark.parametrize("what", ["leaf hook", "post-accumulate hook", "retain_grad"])
+def test_verify_user_code_never_reruns_leaf_hooks_or_retain_grad(what):
+    """An optimizer step in a post-accumulate-grad hook, or a retained .grad, must not see a
+    second run: such graphs are not verified, even when asked (Note [Verify])."""
+    calls = []
+
+    def build():
+        m = _mlp_build()
+        if what == "leaf hook":
+            m[0].weight.register_hook(lambda g: calls.append(1))
+        elif what == "post-accumulate hook":
+            m[0].weight.register_post_accumulate_grad_hook(lambda p: calls.append(1))
+        return m
+
+    def step(m):
+        calls.clear()
+        m.zero_grad(set_to_none=True)
+        h = m[0](torch.randn(4, 5))
+        if what == "retain_grad":
+            h.retain_grad()
+        m[2](m[1](h)).square().sum().backward()
+        return grads(m), len(calls), None if what != "retain_grad" else h.grad
+    st = differential(build, step, steps=3, options={"verify": True, "verify_user_code": True})
     assert st.verified_runs == 0
     assert any(n.startswith("verify: a graph is not verified") for n in st.notes), st.notes
 

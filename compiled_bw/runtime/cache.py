@@ -79,10 +79,11 @@ class Compiled:
     watch_strides: bool = False
     out_strides: list | None = None
     # runtime/verify.py Note [Verify]: the callable whose runs are being verified, how many
-    # are left, and why this graph is not verified ("" : it is; None: not asked yet)
+    # are left, and whether it is: (verify_user_code asked with, why not or "" if it is),
+    # None: not asked yet
     verify_fn: Callable | None = None
     verify_left: int = 0
-    verify_skip: str | None = None
+    verify_skip: tuple | None = None   # (verify_user_code, why not: "" if verified)
     # runtime/warm.py Note [Warm start]: (file name, pickled key, input metadata) when it is
     # kept on disk
     warm: tuple | None = None

@@ -31,7 +31,13 @@ Only graphs that run no user code are verified: no opaque call (hook, custom Fun
 untraceable node), no delivery point, no hook anywhere, no mutated input, no tensor subclass, not create_graph,
 no backward of a torch.compile'd forward (AOTAutograd's, with donated buffers, refuses to run
 twice); eager's run of anything else would run user code twice (a post-accumulate-grad optimizer
-step, a counter in a hook).  A custom Function traced into the graph is verified: its backward
+step, a counter in a hook).  enable(verify_user_code=True) (COMPILED_BW_VERIFY_USER_CODE=1)
+verifies graphs with hooks, custom Functions run as themselves and delivery points too: their
+user code then runs twice per verified backward (a counter in a hook counts two), which the
+user accepts by asking.  Never, even then: graphs with a hook on a leaf (its AccumulateGrad's:
+tensor hooks, post-accumulate-grad hooks, DDP/FSDP reducers -- an optimizer step or a
+reduction must not run twice), with retain_grad() (a second run accumulates into the retained
+.grad), or calling saved-tensor unpack hooks.  A custom Function traced into the graph is verified: its backward
 runs once, in eager's run (the graph holds its aten ops, not its Python).  A skipped graph gets a note once.  A checkpointed region that is traced
 is verified: eager's run recomputes its forward once more (a side effect in that forward, such
 as a BatchNorm's running statistics in a checkpointed region, happens twice).
@@ -75,16 +81,21 @@ def runs_from(verify) -> int:
     raise ValueError(f"enable(verify=...) takes True, False or a run count, not {verify!r}")
 
 
-def unverifiable(entry, w, opts) -> str | None:
-    """Why eager's reference run of this graph would run user code twice (Note [Verify]);
-    None: it would not."""
+def unverifiable(entry, w, opts, user_code: bool = False) -> str | None:
+    """Why eager's reference run of this graph would run user code twice, or code that must not
+    run twice (Note [Verify]); None: it would not.  user_code: enable(verify_user_code=True)."""
     plan = entry.plan
     if opts.create_graph:
         return "a create_graph=True backward"
-    if plan.opaque_sites:
-        return f"user code runs inside ({', '.join(plan.opaque_names) or 'opaque calls'})"
-    if plan.delivers or w.hooks:
-        return "hooks observe it"
+    if user_code:
+        why = _refused_user_code(plan, w, opts)
+        if why is not None:
+            return why
+    elif plan.opaque_sites:
+        return (f"user code runs inside ({', '.join(plan.opaque_names) or 'opaque calls'}); "
+                "enable(verify_user_code=True) verifies it, running that code twice")
+    elif plan.delivers or w.hooks:
+        return "hooks observe it; enable(verify_user_code=True) verifies it, running them twice"
     if plan.mutated_inputs:
         return "it mutates an input"
     if plan.in_layouts is not None or plan.out_layouts is not None:
@@ -95,15 +106,33 @@ def unverifiable(entry, w, opts) -> str | None:
     return None
 
 
+_RERUN_SITES = frozenset(("node", "custom", "pre", "pre-capture", "post", "leaf"))
+
+
+def _refused_user_code(plan, w, opts) -> str | None:
+    """What never runs twice, even with verify_user_code (Note [Verify])."""
+    if w.leaf_observed() is not False:    # (None: unknown, without the C++ walk)
+        return ("hooks on leaves (an optimizer step or a reduction across ranks there must "
+                "not run twice)")
+    if any(getattr(h, "retains", None) for h in w.hooks.values()):
+        return "retain_grad() (a second run would accumulate into the retained .grad)"
+    odd = sorted({s.name for s in plan.opaque_sites if s.kind not in _RERUN_SITES})
+    if odd:
+        return f"saved-tensor hooks' unpack calls ({', '.join(odd)})"
+    return None
+
+
 def due(state, entry, w, opts) -> bool:
     """Whether this run of `entry` is verified (counts per callable: Note [Verify])."""
     if entry.verify_fn is not entry.fn:
         entry.verify_fn, entry.verify_left = entry.fn, state.verify
-        if entry.verify_skip is None:
-            entry.verify_skip = unverifiable(entry, w, opts) or ""
-            if entry.verify_skip:
-                state.note(f"verify: a graph is not verified: {entry.verify_skip}")
-    return entry.verify_left > 0 and not entry.verify_skip
+    skip = entry.verify_skip
+    if skip is None or skip[0] != state.verify_user_code:
+        why = unverifiable(entry, w, opts, state.verify_user_code) or ""
+        entry.verify_skip = skip = (state.verify_user_code, why)
+        if why:
+            state.note(f"verify: a graph is not verified: {why}")
+    return entry.verify_left > 0 and not skip[1]
 
 
 def checked(state, entry, w, opts, t_outputs, grad_tensors, inputs, key, root_key, run):
