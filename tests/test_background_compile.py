@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 import pickle
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -242,3 +244,49 @@ def test_a_graph_with_a_custom_op_of_a_package_compiles_in_the_worker(bg, tmp_pa
     here = any("not in the background" in n for n in st.notes)
     assert (st.background_compiles, here, st.fallbacks) == \
         ((1, False, 0) if where == "module" else (0, True, 0)), st
+
+
+# A process forked after `import compiled_bw` started the job thread (warm start on: Note
+# [Read-ahead]) compiles in the background on its own: its wait_for_compiles() returns and its
+# steps switch to Inductor's code; the parent's job thread and worker are untouched by the
+# child's exit (runtime/background.py Note [Fork]).
+FORK = r'''
+import os, signal, sys, torch, compiled_bw
+def run(tag, width):
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(5, width), torch.nn.Tanh(), torch.nn.Linear(width, 3))
+    x = torch.randn(4, 5)
+    def step():
+        m.zero_grad(set_to_none=True)
+        m(x).square().sum().backward()
+        return [p.grad.clone() for p in m.parameters()]
+    ref = step()
+    before = compiled_bw.stats().background_compiles
+    with compiled_bw.enable(backend="inductor"):
+        for _ in range(3):
+            got = step()
+            assert all(torch.allclose(r, g, rtol=1e-5, atol=1e-6) for r, g in zip(ref, got))
+            compiled_bw.wait_for_compiles()
+    print(tag, compiled_bw.stats().background_compiles - before, flush=True)
+run("parent-before", 7)       # the parent's worker is running when it forks
+pid = os.fork()
+if pid == 0:
+    signal.alarm(240)
+    run("child", 9)
+    sys.exit(0)
+_, status = os.waitpid(pid, 0)
+assert os.waitstatus_to_exitcode(status) == 0, status
+run("parent-after", 11)
+'''
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_compiles_in_the_background_on_its_own(tmp_path):
+    env = {**os.environ, "COMPILED_BW_CACHE_DIR": str(tmp_path),
+           "PYTHONPATH": os.pathsep.join(sys.path)}
+    r = subprocess.run([sys.executable, "-c", FORK], capture_output=True, text=True, env=env,
+                       timeout=600, check=False)
+    assert r.returncode == 0, r.stdout + r.stderr
+    compiled = dict(line.split() for line in r.stdout.splitlines()
+                    if line.startswith(("child", "parent")))
+    assert compiled == {"parent-before": "1", "child": "1", "parent-after": "1"}, r.stdout

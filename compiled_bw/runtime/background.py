@@ -124,6 +124,25 @@ def _at_exit() -> None:
 atexit.register(_at_exit)
 
 
+# Note [Fork]
+# A process forked from one that started the job thread (at import, with warm start on:
+# runtime/warm.py Note [Read-ahead]) or the compile worker inherits their objects but not the
+# thread: its jobs would queue with nobody to run them (wait_for_compiles() waiting forever),
+# and at its exit it would kill its parent's worker.  The child starts afresh: no job thread
+# (started again when it needs one), no worker of its own yet, nothing pending (the parent's
+# compiles in flight land in the parent; the child's graphs keep the eager backend's code).
+def _after_fork_in_child() -> None:
+    global _lock, _jobs, _pending, _worker
+    _lock = threading.Lock()
+    _jobs = None
+    _pending = set()
+    _worker = _Worker()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def start_worker() -> None:
     """Start the compile worker now (its imports take seconds) and, meanwhile, warm this
     process up for loading what it sends (inductor_artifact.warm_up), on the job thread."""
