@@ -198,7 +198,8 @@ def storable(state, entry, w, opts, key) -> bool:
     """Note [Warm start]: which graphs are kept."""
     plan = entry.plan
     return (_keyed(state, opts, key)
-            and all(s.kind in _STORED_SITES for s in plan.opaque_sites)
+            and all(s.kind in _STORED_SITES and not (s.kind != "leaf" and s.feeds_delivery)
+                    for s in plan.opaque_sites)
             and not plan.mutated_inputs
             and plan.in_layouts is None and plan.out_layouts is None
             and all(w.kinds[i].how in _STORED_KINDS and not w.kinds[i].hooked
@@ -210,6 +211,14 @@ def storable(state, entry, w, opts, key) -> bool:
 # or AccumulateGrad; Note [Keys that name user code]) and the node kinds it may hold: not the
 # calls of saved-tensor hooks ("hooked", "unpack"), not checkpointed regions (their saved
 # tensors carry hooks), not spliced torch.compile'd backwards (AOT).
+# A call whose output goes straight to a delivery point is not stored either: whether the leaf
+# may take that tensor (runtime/run.py Note [Stealing at delivery points]) is read from its
+# Python reference count (calls/opaque.py _OWNED_REFS), which is one lower in a process where
+# Dynamo did not judge the Function's backward -- as in a warm process, which reads the
+# verdict from disk -- so a leaf there took a grad the custom backward had also kept, where
+# eager copies (tests/test_no_grad_copy.py run twice on one COMPILED_BW_CACHE_DIR).  The same
+# holds for a Function that opted out (compiled_bw_traceable = False) in any process:
+# test_no_grad_copy.py's xfail test.
 _STORED_SITES = frozenset(("node", "custom", "pre", "pre-capture", "post", "leaf"))
 _STORED_KINDS = frozenset((TRACE, LEAF, OPAQUE, CUSTOM, TRACE_CUSTOM))
 
@@ -532,19 +541,21 @@ def _globals() -> dict:
     (torch, device, inf, pytree, ...), `operator`, and the eager backend's direct calls of
     opaque calls and delivery points (calls/opaque.py Note [Direct opaque calls]) under the
     names FX gives them."""
+    from ..backends.eager import _buffer_add
     from ..calls.deliver import deliver_direct
     from ..calls.opaque import opaque_direct
     return {**torch.fx.Graph().python_code(root_module="self").globals, "torch": torch,
             "device": torch.device, "inf": math.inf, "nan": math.nan,
             "NoneType": type(None), "operator": operator,
             "compiled_bw_calls_opaque_opaque_direct": opaque_direct,
-            "compiled_bw_calls_deliver_deliver_direct": deliver_direct}
+            "compiled_bw_calls_deliver_deliver_direct": deliver_direct,
+            "compiled_bw_backends_eager__buffer_add": _buffer_add}
 
 
-def _exec(code):
+def _exec(code, extra: dict | None = None):
     """The `forward` function a stored graph's code (its source, or that compiled) defines (a
-    trusted folder: see Note [Warm start])."""
-    ns = dict(_namespace())
+    trusted folder: see Note [Warm start]); extra: more globals."""
+    ns = dict(_namespace(), **(extra or {}))
     exec(compile(code, "<compiled_bw stored graph>", "exec") if isinstance(code, str) else code,
          ns)
     return ns["forward"]
@@ -553,10 +564,28 @@ def _exec(code):
 def graph_module(code: str) -> torch.fx.GraphModule:
     """The GraphModule of a graph's Python code (GraphModule.code), traced again with FX (what
     unpickling a GraphModule does, without pickling its tracer's state).  Note [Lazy stored
-    graphs]: built when something asks for the graph, not on load."""
+    graphs]: built when something asks for the graph, not on load.  Our own ops
+    (`torch.ops.compiled_bw.*`: opaque calls, delivery points) are called through stand-ins
+    that record the call: one whose arguments hold no traced value (a hook called with
+    `[None]`) would otherwise run during the trace, outside any backward."""
+    tracer = torch.fx.Tracer()
+    ours: dict = {}
+
+    def stand_in(m) -> str:
+        name = f"_compiled_bw_{m.group(1)}"
+        if name not in ours:
+            op = getattr(torch.ops.compiled_bw, m.group(1)).default
+            ours[name] = lambda *args, op=op, **kwargs: tracer.create_proxy(
+                "call_function", op, args, kwargs)
+        return name + "("
+
     class Stored(torch.nn.Module):
-        forward = _exec(code)
-    return torch.fx.symbolic_trace(Stored())
+        forward = _exec(_OUR_OPS.sub(stand_in, code), ours)
+    root = Stored()
+    return torch.fx.GraphModule(root, tracer.trace(root), "Stored")
+
+
+_OUR_OPS = re.compile(r"\btorch\.ops\.compiled_bw\.(\w+)\.default\(")
 
 
 def _eager_code(gm: torch.fx.GraphModule) -> tuple | None:
@@ -586,7 +615,7 @@ def _eager_fn(stored: tuple | None, forward=None):
             target = getattr(target, part)
     if forward is None:
         forward = _exec(marshal.loads(code))
-    return lambda box: forward(None, box)
+    return types.MethodType(forward, _Holder())
 
 
 _OPS = re.compile(r"\btorch\.ops(?:\.\w+)+")
@@ -765,3 +794,7 @@ def clear() -> int:
     if root() is not None:      # Note [Source hash memo]
         shutil.rmtree(os.path.join(root(), "sources"), ignore_errors=True)
     return n
+
+
+class _Holder:
+    """What a stored graph's `forward` is bound to (its code reads nothing of its module)."""
