@@ -480,9 +480,15 @@ def test_read_ahead_holds_checked_graphs_only(tmp_path, monkeypatch):
     (path,) = _files(tmp_path)
     monkeypatch.setenv("COMPILED_BW_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(warm, "_READ", {})
+    monkeypatch.setattr(warm, "_TAKEN", set())
     warm._read_ahead()
     name = os.path.basename(path)
     assert list(warm._READ) == [name] and callable(warm._READ[name][1])
+    warm._READ.clear()
+    warm._TAKEN.add(name)       # a backward read it before the thread got to it: not held
+    warm._read_ahead()
+    assert warm._READ == {}
+    warm._TAKEN.clear()
     with open(path, "r+b") as f:
         f.seek(40)
         f.write(b"\x00garbage\x00" * 8)

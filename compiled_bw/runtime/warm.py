@@ -145,11 +145,14 @@ def prefetch() -> bool:
 # for any read), and load takes its compiled code.  A file not read ahead yet (or that failed
 # there) is read as before, and its failure is noted there.  The thread runs no torch op and
 # imports nothing of the user's: the operators the code calls are checked on load, in the
-# main thread.  At most READ_AHEAD files and READ_AHEAD_BYTES are held.  The job thread, which
+# main thread.  At most READ_AHEAD files and READ_AHEAD_BYTES are held.  A file a backward
+# read itself (the thread had not got to it) is not held afterwards: it may have been removed
+# since (a compiled graph that did not load), and a later read must find it gone.  The job thread, which
 # loads a stored graph's compiled code after its first run, is started at import too (starting
 # it in the first backward cost 1-4 ms there).
 READ_AHEAD, READ_AHEAD_BYTES = 8, 8 * 2**20
 _READ: dict = {}        # file name -> (payload dict, its eager code's `forward` | None)
+_TAKEN: set = set()     # file names a backward read: never held after that (the file may go)
 
 
 def _read_ahead() -> None:
@@ -169,6 +172,8 @@ def _read_ahead() -> None:
                 data = _payload(f.read())
             stored = data.get("eager")
             _READ[e.name] = (data, None if stored is None else _exec(marshal.loads(stored[1])))
+            if e.name in _TAKEN:    # the first backward read it meanwhile (or it was removed)
+                _READ.pop(e.name, None)
         except Exception:  # noqa: BLE001 -- read again, and noted, by the backward that needs it
             continue
 
@@ -466,7 +471,8 @@ def _read_file(state, key):
     if name is None:
         return None
     path = os.path.join(folder(), name)
-    ahead = _READ.pop(name, None)       # Note [Read-ahead]
+    _TAKEN.add(name)                    # Note [Read-ahead]: read once, by whichever
+    ahead = _READ.pop(name, None)
     if ahead is not None:
         data = dict(ahead[0], read_ahead=ahead[1])
         return (name, blob, path, data) if data["key"] == blob else None
