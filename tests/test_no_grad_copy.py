@@ -165,7 +165,7 @@ def test_passed_through_grad_used_again_is_not_stolen():
     differential(_ab, step)
 
 
-# A fresh process (in this one, an earlier test's Dynamo verdict changes the count).
+# A fresh process: the bug shows where Dynamo never judged the Function's backward.
 OPTED_OUT = r'''
 import sys, torch, compiled_bw
 class PassOptedOut(torch.autograd.Function):
@@ -195,9 +195,10 @@ sys.exit(0 if eager == ours else 1)
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "found 2026-11-28: in a process where Dynamo judged no custom backward, calls/opaque.py "
-    "_owned_input's reference count (_OWNED_REFS) is one lower, so the leaf takes the grad a "
-    "backward also kept (eager copies); runtime/warm.py does not store such graphs"))
+    "found 2026-11-28: where Dynamo did not judge a Function's backward in this process (it "
+    "opted out), calls/opaque.py _owned_input's reference count (_OWNED_REFS) is one lower, "
+    "so the leaf takes the grad the backward also kept (eager copies); what holds the extra "
+    "reference where Dynamo judged it was not found"))
 def test_kept_grad_of_an_opted_out_function_is_copied_in_a_fresh_process():
     import os
     import subprocess

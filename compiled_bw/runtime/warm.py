@@ -203,8 +203,7 @@ def storable(state, entry, w, opts, key) -> bool:
     """Note [Warm start]: which graphs are kept."""
     plan = entry.plan
     return (_keyed(state, opts, key)
-            and all(s.kind in _STORED_SITES and not (s.kind != "leaf" and s.feeds_delivery)
-                    for s in plan.opaque_sites)
+            and all(s.kind in _STORED_SITES for s in plan.opaque_sites)
             and not plan.mutated_inputs
             and plan.in_layouts is None and plan.out_layouts is None
             and all(w.kinds[i].how in _STORED_KINDS and not w.kinds[i].hooked
@@ -216,14 +215,6 @@ def storable(state, entry, w, opts, key) -> bool:
 # or AccumulateGrad; Note [Keys that name user code]) and the node kinds it may hold: not the
 # calls of saved-tensor hooks ("hooked", "unpack"), not checkpointed regions (their saved
 # tensors carry hooks), not spliced torch.compile'd backwards (AOT).
-# A call whose output goes straight to a delivery point is not stored either: whether the leaf
-# may take that tensor (runtime/run.py Note [Stealing at delivery points]) is read from its
-# Python reference count (calls/opaque.py _OWNED_REFS), which is one lower in a process where
-# Dynamo did not judge the Function's backward -- as in a warm process, which reads the
-# verdict from disk -- so a leaf there took a grad the custom backward had also kept, where
-# eager copies (tests/test_no_grad_copy.py run twice on one COMPILED_BW_CACHE_DIR).  The same
-# holds for a Function that opted out (compiled_bw_traceable = False) in any process:
-# test_no_grad_copy.py's xfail test.
 _STORED_SITES = frozenset(("node", "custom", "pre", "pre-capture", "post", "leaf"))
 _STORED_KINDS = frozenset((TRACE, LEAF, OPAQUE, CUSTOM, TRACE_CUSTOM))
 
