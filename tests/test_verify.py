@@ -12,6 +12,7 @@ import pytest
 import torch
 from differential import differential, grads
 from faulty_backend import mm_off_by_a_bit, off_by_a_bit, raises
+from functions import Triple
 
 import compiled_bw
 
@@ -115,22 +116,10 @@ def test_hooked_graph_is_not_verified_and_its_hooks_run_once():
     assert any(n.startswith("verify: a graph is not verified") for n in st.notes), st.notes
 
 
-class _Opaque(torch.autograd.Function):
-    """A custom Function run as itself (compiled_bw_traceable = False)."""
-    compiled_bw_traceable = False
-
-    @staticmethod
-    def forward(ctx, x):
-        return x * 3
-
-    @staticmethod
-    def backward(ctx, g):
-        return g * 3
-
-
 def _user_code_build():
     """An MLP with user code inside its backward and none on its leaves: a module full backward
-    hook, a tensor hook on an activation, an opaque custom Function; each call logged."""
+    hook, a tensor hook on an activation, an opaque custom Function (Triple); each call
+    logged."""
     m = _mlp_build()
     m.log = []
     m[2].register_full_backward_hook(lambda mod, gi, go: m.log.append("module"))
@@ -142,7 +131,7 @@ def _user_code_step(m):
     m.log.clear()
     h = m[1](m[0](torch.randn(4, 5)))
     h.register_hook(lambda g: m.log.append("tensor") or g * 2)
-    m[2](_Opaque.apply(h)).square().sum().backward()
+    m[2](Triple.apply(h)).square().sum().backward()
     return grads(m), len(m.log)
 
 
