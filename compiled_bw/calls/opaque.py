@@ -72,6 +72,13 @@ class OpaqueSite:
     #                        validation needs no lookup of this step's nodes
 
 
+# The opaque calls that run only this step's own node, hook or AccumulateGrad, found again by
+# index each step: a stored graph may hold them (runtime/warm.py Note [Warm start]), a
+# verified one may run them twice (runtime/verify.py Note [Verify]).  Not the calls of
+# saved-tensor hooks ("hooked", "unpack"): their saved tensors carry state from the forward.
+USER_CALL_KINDS = frozenset(("node", "custom", "pre", "pre-capture", "post", "leaf"))
+
+
 # Note [Opaque output layout]
 # Whatever consumes an opaque call's outputs was traced against the fake outputs, so the real
 # outputs must have the fake ones' strides too: a traced `view` of a contiguous fake fails on
@@ -627,7 +634,9 @@ def _outputs(step, s: OpaqueSite, site: int, outs, grads: list, label: str,
         # Note [Passed-through grads]: a grad user code returned unchanged goes on as is
         if any(o is g for g in grads) and _same_layout(o, want) and \
                 (len(outs) == 1 or sum(x is o for x in outs) == 1):
-            if s.free_inputs and _owned_input(o, grads, s.free_inputs):
+            # (the count is read here, not in a helper: Note [Counting references inline])
+            if s.free_inputs and sys.getrefcount(o) <= _OWNED_REFS and \
+                    _owned_input(o, grads, s.free_inputs):
                 step.stealable[id(o)] = weakref.ref(o)
             res.append(o)
             continue
@@ -635,7 +644,7 @@ def _outputs(step, s: OpaqueSite, site: int, outs, grads: list, label: str,
         # delivery points]; asked only where some output goes to a delivery point): the
         # Python object only in `outs` (3 = `outs`, `o` and the argument), its storage held by
         # no other tensor (a kept view holds it; 2 = the tensor + the temporary storage object)
-        unreferenced = s.feeds_delivery and plain and sys.getrefcount(o) <= 3 and \
+        unreferenced = s.feeds_delivery and plain and sys.getrefcount(o) <= _UNREFERENCED and \
             _storage_use_count(o.untyped_storage()._cdata) <= 2
         # layout: Note [Opaque output layout]; views of inputs are copied (custom op outputs).
         # An unreferenced output shares its storage with no input grad (that grad would hold
@@ -703,16 +712,39 @@ def _one_owner(s: OpaqueSite, outs: list) -> list:
 
 
 # Python references to a grad a custom backward was given and returned, when nothing but the
-# graph holds it: the graph's variable and argument list, `outs`, _outputs' and
-# _owned_input's `o`, getrefcount's argument, and one more on this path (measured on both
-# backends; tests/test_no_grad_copy.py fails, naming it, if the count moves)
-_OWNED_REFS = 7
+# graph holds it, read in _outputs: the graph's variable and argument list, `outs`, _outputs'
+# `o` and getrefcount's argument (tests/test_no_grad_copy.py fails, naming it, if the count
+# moves)
+def _refs_of_a_local() -> int:
+    o = object()
+    return sys.getrefcount(o)
 
+
+# What a reference count read as `sys.getrefcount(o)` of a local `o` includes beyond the
+# references the counts here name: 0 where the call's argument is a reference of its own
+# (CPython 3.11-3.13), -1 where the interpreter lends the local to the call (3.14's borrowed
+# loads; sys.getrefcount's documentation)
+_REF_SHIFT = _refs_of_a_local() - 2
+_OWNED_REFS = 5 + _REF_SHIFT
+_UNREFERENCED = 3 + _REF_SHIFT      # `outs`, `o` and getrefcount's argument
+
+
+# Note [Counting references inline]
+# A reference count that decides whether user code kept a tensor is read in the frame that
+# holds the tensor, never in a Python function it is passed to.  How many references a call's
+# argument costs depends on the interpreter's state, not on our code: CPython 3.11 moves the
+# arguments of a Python-to-Python call into the callee's frame, but once a PEP 523 frame
+# evaluator is installed (Dynamo installs one the first time it runs in a process, e.g. to
+# judge a custom backward) calls are not inlined and the caller's stack keeps its own
+# reference too.  _OWNED_REFS read one frame down was 6 in a process where Dynamo never ran
+# and 7 where it had: a constant right for one stole the grad a custom backward also kept in
+# the other (found 2026-11-28; tests/test_no_grad_copy.py's fresh-process test).
 
 def _owned_input(o: torch.Tensor, grads: list, free: frozenset) -> bool:
+    """The rest of the test for a passed-through grad no user code holds (the caller has read
+    the reference count): the graph uses that input nowhere else, no other tensor shares it."""
     return any(g is o and i in free for i, g in enumerate(grads)) and \
-        sys.getrefcount(o) <= _OWNED_REFS and o._use_count() == 1 and \
-        _storage_use_count(o.untyped_storage()._cdata) <= 2
+        o._use_count() == 1 and _storage_use_count(o.untyped_storage()._cdata) <= 2
 
 
 def _views_input(o: torch.Tensor, grads: list) -> bool:

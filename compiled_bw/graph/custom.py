@@ -505,7 +505,7 @@ def dynamo_verdict(node, saved: tuple, grad_meta: tuple) -> str | None:
     except Exception as e:  # noqa: BLE001 -- our own failure: the node stays opaque
         got = f"judging it failed: {type(e).__name__}: {e}"
     else:
-        if stored is not None and got is None:
+        if stored is not None:
             stored.put(key, got)
     return _remember(key, got)
 
@@ -526,13 +526,12 @@ def _remember(key, got):
 # state, the saved tensors' and grads' metadata -- and of the torch release and compiled_bw's
 # sources, so runtime/warm.py keeps verdicts on disk beside the graphs, keyed as it keys graphs
 # (Note [Keys that name user code]), and STORED_VERDICTS[0] answers from them: `get(key)` a
-# verdict or False (none stored, or a key that does not pickle), `put(key, verdict)`.  Only
-# "traced" is stored: a refused class runs as opaque calls, whose passed-through grads the
-# leaves may steal by a reference count (calls/opaque.py _OWNED_REFS) that is one lower in a
-# process where Dynamo did not judge that backward -- there a grad the backward had also kept
-# was stolen (tests/test_no_grad_copy.py's fresh-process test) -- so a refused class is judged
-# again in each process, as in the first.  A verdict that raised in our own code is not
-# stored.
+# verdict or False (none stored, or a key that does not pickle), `put(key, verdict)`.  Both
+# "traced" (None) and a refusal (its reason) are stored; a verdict that raised in our own code
+# is not.  (Until 2026-11-28 only "traced" was: a refused class runs as opaque calls, and the
+# reference count that decides whether a leaf may steal a grad such a call passed through read
+# one lower in a process where Dynamo never ran; calls/opaque.py Note [Counting references
+# inline] fixed that.)
 STORED_VERDICTS: list = [None]
 
 

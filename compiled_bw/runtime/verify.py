@@ -51,6 +51,7 @@ import warnings
 
 import torch
 
+from ..calls.opaque import USER_CALL_KINDS
 from ..graph.nodes import AOT
 from ..torchapi import autograd as torch_autograd
 from . import repro, warm
@@ -106,9 +107,6 @@ def unverifiable(entry, w, opts, user_code: bool = False) -> str | None:
     return None
 
 
-_RERUN_SITES = frozenset(("node", "custom", "pre", "pre-capture", "post", "leaf"))
-
-
 def _refused_user_code(plan, w, opts) -> str | None:
     """What never runs twice, even with verify_user_code (Note [Verify])."""
     if w.leaf_observed() is not False:    # (None: unknown, without the C++ walk)
@@ -116,7 +114,7 @@ def _refused_user_code(plan, w, opts) -> str | None:
                 "not run twice)")
     if any(getattr(h, "retains", None) for h in w.hooks.values()):
         return "retain_grad() (a second run would accumulate into the retained .grad)"
-    odd = sorted({s.name for s in plan.opaque_sites if s.kind not in _RERUN_SITES})
+    odd = sorted({s.name for s in plan.opaque_sites if s.kind not in USER_CALL_KINDS})
     if odd:
         return f"saved-tensor hooks' unpack calls ({', '.join(odd)})"
     return None

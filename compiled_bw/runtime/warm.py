@@ -22,7 +22,7 @@ COMPILED_BW_CACHE_MB (default 1024): the least recently used files go first.
 Which graphs are stored: static graphs (no symbolic size) of the "eager" and "inductor"
 backends (another backend might call the graph with its own convention, which the graph traced
 again on load need not keep) with no checkpointed region, saved-tensor hook, spliced
-torch.compile'd backward, subclass, mutated input or create_graph (_STORED_SITES,
+torch.compile'd backward, subclass, mutated input or create_graph (USER_CALL_KINDS,
 _STORED_KINDS).  Hooks, custom Functions (traced in or run as opaque calls) and delivery
 points are kept: the key names their code as any process would (Note [Keys that name user
 code]), and each run calls that step's own hooks and nodes.  Dynamo's verdicts on custom
@@ -60,6 +60,7 @@ import types
 
 import torch
 
+from ..calls.opaque import USER_CALL_KINDS
 from ..core.paths import import_extension, write_atomic
 from ..graph.nodes import CUSTOM, LEAF, OPAQUE, TRACE, TRACE_CUSTOM
 from ..walk.fastwalk import CSig
@@ -203,7 +204,7 @@ def storable(state, entry, w, opts, key) -> bool:
     """Note [Warm start]: which graphs are kept."""
     plan = entry.plan
     return (_keyed(state, opts, key)
-            and all(s.kind in _STORED_SITES for s in plan.opaque_sites)
+            and all(s.kind in USER_CALL_KINDS for s in plan.opaque_sites)
             and not plan.mutated_inputs
             and plan.in_layouts is None and plan.out_layouts is None
             and all(w.kinds[i].how in _STORED_KINDS and not w.kinds[i].hooked
@@ -215,7 +216,6 @@ def storable(state, entry, w, opts, key) -> bool:
 # or AccumulateGrad; Note [Keys that name user code]) and the node kinds it may hold: not the
 # calls of saved-tensor hooks ("hooked", "unpack"), not checkpointed regions (their saved
 # tensors carry hooks), not spliced torch.compile'd backwards (AOT).
-_STORED_SITES = frozenset(("node", "custom", "pre", "pre-capture", "post", "leaf"))
 _STORED_KINDS = frozenset((TRACE, LEAF, OPAQUE, CUSTOM, TRACE_CUSTOM))
 
 
@@ -612,7 +612,7 @@ def _eager_fn(stored: tuple | None, forward=None):
             target = getattr(target, part)
     if forward is None:
         forward = _exec(marshal.loads(code))
-    return types.MethodType(forward, _Holder())
+    return lambda box: forward(None, box)   # (its code reads nothing of `self`)
 
 
 _OPS = re.compile(r"\btorch\.ops(?:\.\w+)+")
@@ -792,6 +792,3 @@ def clear() -> int:
         shutil.rmtree(os.path.join(root(), "sources"), ignore_errors=True)
     return n
 
-
-class _Holder:
-    """What a stored graph's `forward` is bound to (its code reads nothing of its module)."""
