@@ -274,6 +274,30 @@ def test_retain_graph_twice():
     differential(build, step, captures=2)
 
 
+@pytest.mark.xfail(strict=True, reason=(
+    "found 2026-11-28: the second backward's walk differs between the steps where the first "
+    "was captured and where it hit. A capture installs compiled_bw's slots on the trunk's "
+    "saved tensors (a hit does not), and a slotted node's key part is the bytes recorded at "
+    "install, whose saved-tensor ids count from the first backward's walk. So the second "
+    "backward is captured twice: 3 captures, not 2. Grads are eager's either way. "
+    "create_graph=True chains pay the same; the PINN captures 6 graphs, not 3."))
+def test_two_losses_through_a_retained_trunk_are_captured_once_each():
+    def build():
+        torch.manual_seed(0)
+        return [nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 4)),
+                nn.Linear(4, 1), nn.Linear(4, 1)]
+
+    def step(ms):
+        trunk, head1, head2 = ms
+        for m in ms:
+            m.zero_grad(set_to_none=True)
+        h = trunk(torch.randn(32, 8))
+        head1(h).sum().backward(retain_graph=True)
+        head2(h).pow(2).sum().backward()
+        return [grads(m) for m in ms]
+    differential(build, step, steps=4, captures=2)
+
+
 def test_non_scalar_root_error():
     def build():
         return [torch.randn(3, requires_grad=True)]
