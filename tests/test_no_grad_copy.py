@@ -209,3 +209,49 @@ def test_kept_grad_of_an_opted_out_function_is_copied_in_a_fresh_process(backend
                        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
                        timeout=300, check=False)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+class _KeepTwo(Function):
+    """Keeps its grad and returns it for both inputs (eager: both leaves copy)."""
+    compiled_bw_traceable = False
+    kept: list | None = None
+
+    @staticmethod
+    def forward(ctx, a, b):
+        return a + b
+
+    @staticmethod
+    def backward(ctx, g):
+        _KeepTwo.kept.append(g)
+        return g, g
+
+
+class _KeepPass(Function):
+    """Keeps the grad it is given and passes it through."""
+    compiled_bw_traceable = False
+
+    @staticmethod
+    def forward(ctx, x):
+        return x * 1
+
+    @staticmethod
+    def backward(ctx, g):
+        _KeepTwo.kept.append(g)
+        return g
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_a_grad_kept_downstream_of_a_shared_one_is_not_stolen(backend):
+    """_KeepTwo returns its grad for two inputs (the graph copies it for one of them, a buffer
+    nobody holds yet); _KeepPass then keeps that copy and passes it to leaf `a`: eager's
+    AccumulateGrad copies it, since the backward holds it too (calls/opaque.py Note [User
+    code may keep what it is given]).  Found by a random-program differential."""
+    def step(st):
+        a, b = st
+        a.grad = b.grad = None
+        _KeepTwo.kept = []
+        (_KeepTwo.apply(_KeepPass.apply(a), b) * torch.arange(30.0).view(5, 6)).sum().backward()
+        kept = _KeepTwo.kept
+        return ([a.grad.data_ptr() == k.data_ptr() for k in kept],
+                [b.grad.data_ptr() == k.data_ptr() for k in kept], a.grad, b.grad)
+    differential(_ab, step, backend=backend, options={"background_compile": False})

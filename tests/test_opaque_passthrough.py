@@ -57,3 +57,33 @@ def test_custom_backward_return_reaches_hook_as_the_same_tensor():
         return [*grads(ps), [Passthrough.seen[1] is Passthrough.seen[0],
                              hooked[0] is Passthrough.seen[0]]]
     differential(_build, step)
+
+
+class PassToBoth(torch.autograd.Function):
+    """Returns its one grad for both inputs (PyTorch's test_no_grad_copy MyFunc), opaque."""
+    compiled_bw_traceable = False
+
+    @staticmethod
+    def forward(ctx, a, b):
+        return a + b
+
+    @staticmethod
+    def backward(ctx, g):
+        Passthrough.seen.append(g)
+        return g, g
+
+
+def test_grad_returns_one_passed_through_tensor_for_both_inputs():
+    """torch.autograd.grad (no leaf accumulates): eager's input buffers hold the one tensor the
+    backward returned for both inputs, and grad() returns it for each; so does ours (in a
+    backward() that accumulates into leaves the graph copies it for all but one, as eager's
+    AccumulateGrad does: tests/test_no_grad_copy.py)."""
+    def build():
+        return [torch.randn(4, 3, requires_grad=True), torch.randn(4, 3, requires_grad=True)]
+
+    def step(ps):
+        a, b = ps
+        Passthrough.seen.clear()
+        ga, gb = torch.autograd.grad((PassToBoth.apply(a, b) * 3).sum(), [a, b])
+        return [ga, gb, [ga is gb, ga is Passthrough.seen[0]]]
+    differential(build, step)

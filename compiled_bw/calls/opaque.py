@@ -409,6 +409,10 @@ def opaque_direct(site: int, grads: list, label: str, loose: frozenset = frozens
     kind = s.kind
     if step.originals:      # Note [The tensor user code returned, to user code]
         grads = originals(step, grads)
+    if step.stealable:      # Note [User code may keep what it is given]
+        for g in grads:
+            if g is not None:
+                step.stealable.pop(id(g), None)
     if (kind == "pre" or kind == "post") and not step.undefined:
         h = step.hooks[s.node_index]
         if kind == "post":
@@ -633,7 +637,8 @@ def _outputs(step, s: OpaqueSite, site: int, outs, grads: list, label: str,
             _check_dense(o, label)
         # Note [Passed-through grads]: a grad user code returned unchanged goes on as is
         if any(o is g for g in grads) and _same_layout(o, want) and \
-                (len(outs) == 1 or sum(x is o for x in outs) == 1):
+                (len(outs) == 1 or sum(x is o for x in outs) == 1 or
+                 not (step.plan.leaf_outputs or step.plan.delivers)):
             # (the count is read here, not in a helper: Note [Counting references inline])
             if s.free_inputs and sys.getrefcount(o) <= _OWNED_REFS and \
                     _owned_input(o, grads, s.free_inputs):
@@ -676,7 +681,21 @@ def _outputs(step, s: OpaqueSite, site: int, outs, grads: list, label: str,
 # (the graph holds the input).  A view of an input (other offset or strides) is still copied,
 # and so is a grad returned for two inputs: eager's AccumulateGrad then copies for the first
 # leaf and may steal for the last; one shared tensor in two graph outputs would be stolen
-# by whichever leaf comes first (docs/semantics.md Known deviations: such grads are copied).
+# by whichever leaf comes first.  That copy is made only where a leaf of this backward
+# accumulates a grad: in a grad() (nothing accumulates) the one tensor goes on for each
+# output, as eager's input buffers hold it (`torch.autograd.grad` then returns that very
+# tensor for each input, as eager's does; found by a random-program differential, 2026-11-28).
+
+
+# Note [User code may keep what it is given]
+# A buffer an opaque call returned unreferenced is marked stealable (Step.stealable): a leaf
+# it reaches may take it as `.grad`.  Passed into a later opaque call first (a custom Function
+# or hook further down the path), it is user code's to keep: that call unmarks it before it
+# runs, and marks it again only if it hands it back with no reference kept (Note
+# [Passed-through grads]).  Without that a leaf took a grad that a custom backward had kept
+# (`ctx.kept = g; return g` downstream of a call that returned the grad for two inputs), so
+# `.grad` shared the kept tensor's buffer where eager copies (found by a random-program
+# differential with user code, 2026-11-28; tests/test_no_grad_copy.py).
 
 
 # Note [One grad for several leaves]
