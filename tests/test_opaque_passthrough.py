@@ -87,3 +87,35 @@ def test_grad_returns_one_passed_through_tensor_for_both_inputs():
         ga, gb = torch.autograd.grad((PassToBoth.apply(a, b) * 3).sum(), [a, b])
         return [ga, gb, [ga is gb, ga is Passthrough.seen[0]]]
     differential(build, step)
+
+
+class Pass(torch.autograd.Function):
+    """Passes its grad on and records which object it got, opaque."""
+    compiled_bw_traceable = False
+
+    @staticmethod
+    def forward(ctx, x):
+        return x * 1
+
+    @staticmethod
+    def backward(ctx, g):
+        Passthrough.seen.append(g)
+        return g
+
+
+def test_a_grad_passed_to_two_inputs_reaches_the_next_backward_as_itself():
+    """PassToBoth hands its grad to leaf `b` and to Pass's node: eager's input buffers hold
+    that one tensor, so Pass's backward gets the very object PassToBoth got (and may keep it);
+    the leaf copies it, as eager's AccumulateGrad does with a grad referenced elsewhere."""
+    def build():
+        return [torch.randn(4, 3, requires_grad=True), torch.randn(4, 3, requires_grad=True)]
+
+    def step(ps):
+        a, b = ps
+        a.grad = b.grad = None
+        Passthrough.seen.clear()
+        (PassToBoth.apply(Pass.apply(a), b) * 3).sum().backward()
+        first, second = Passthrough.seen
+        return [*grads(ps), [second is first, a.grad.data_ptr() == first.data_ptr(),
+                             b.grad.data_ptr() == first.data_ptr()]]
+    differential(build, step)

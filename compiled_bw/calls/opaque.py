@@ -61,6 +61,10 @@ class OpaqueSite:
     # some output goes straight to a delivery point (only then can the call's outputs be
     # stolen there: `Step.stealable` is read by such delivery points only)
     feeds_delivery: bool = True
+    # the kept outputs only other nodes of the graph read (no delivery point, not a graph
+    # output): a grad passed through to several of them goes on as itself (Note
+    # [Passed-through grads])
+    inner_outputs: frozenset = frozenset()
     attr: str = ""         # unpack: the saved tensor's attr (unpacked.py Note [Unpack calls])
     observe: tuple | None = None   # unpack: (record, traced meta); hooked: (record, attrs)
     grad_metas: tuple | None = None  # unpack: the node's grads as (shape, stride, dtype,
@@ -638,6 +642,7 @@ def _outputs(step, s: OpaqueSite, site: int, outs, grads: list, label: str,
         # Note [Passed-through grads]: a grad user code returned unchanged goes on as is
         if any(o is g for g in grads) and _same_layout(o, want) and \
                 (len(outs) == 1 or sum(x is o for x in outs) == 1 or
+                 len(res) in s.inner_outputs or
                  not (step.plan.leaf_outputs or step.plan.delivers)):
             # (the count is read here, not in a helper: Note [Counting references inline])
             if s.free_inputs and sys.getrefcount(o) <= _OWNED_REFS and \
@@ -681,10 +686,12 @@ def _outputs(step, s: OpaqueSite, site: int, outs, grads: list, label: str,
 # (the graph holds the input).  A view of an input (other offset or strides) is still copied,
 # and so is a grad returned for two inputs: eager's AccumulateGrad then copies for the first
 # leaf and may steal for the last; one shared tensor in two graph outputs would be stolen
-# by whichever leaf comes first.  That copy is made only where a leaf of this backward
-# accumulates a grad: in a grad() (nothing accumulates) the one tensor goes on for each
-# output, as eager's input buffers hold it (`torch.autograd.grad` then returns that very
-# tensor for each input, as eager's does; found by a random-program differential, 2026-11-28).
+# by whichever leaf comes first.  That copy is made only for an output a leaf may take: one
+# that is a graph output or goes to a delivery point, in a backward where some leaf
+# accumulates.  Elsewhere the one tensor goes on for each output, as eager's input buffers
+# hold it: the next custom backward or hook gets that very tensor (and may keep it), and
+# `torch.autograd.grad` returns it for each input, as eager's does (`inner_outputs`, set by
+# runtime/run.py mark_stealing; found by a random-program differential, 2026-11-28).
 
 
 # Note [User code may keep what it is given]
