@@ -59,6 +59,11 @@ def deliver_direct(site: int, grad, label: str, owned: bool = False) -> None:
     if s.steal and grad is not None:
         ref = step.stealable.get(id(grad))
         steal = ref is not None and ref() is grad
+        if steal and step.shared:   # calls/opaque.py Note [One grad for several leaves]
+            left = step.shared.get(id(grad), 1)
+            if left > 1:            # a later delivery point gets it too: this one copies
+                step.shared[id(grad)] = left - 1
+                steal = False
     prev = step.current
     step.current = s.node_index
     try:

@@ -617,8 +617,7 @@ def _outputs(step, s: OpaqueSite, site: int, outs, grads: list, label: str,
     specs = s.out_specs
     if len(outs) != len(specs):     # zip(strict=True) raised here before
         raise ValueError(f"compiled_bw: {label}: {len(outs)} outputs, {len(specs)} expected")
-    if s.deliver_order is not None and len(outs) > 1:
-        outs = _one_owner(s, outs)
+    times = _repeated(s, outs) if s.deliver_order is not None and len(outs) > 1 else None
     res = []
     for k in range(len(outs)):
         spec = specs[k]
@@ -639,22 +638,27 @@ def _outputs(step, s: OpaqueSite, site: int, outs, grads: list, label: str,
                 res.append(o)
                 continue
             _check_dense(o, label)
+        # Note [One grad for several leaves]: returned `n` times, each a delivery point's
+        n = 1 if times is None else times.get(id(o), 1)
         # Note [Passed-through grads]: a grad user code returned unchanged goes on as is
         if any(o is g for g in grads) and _same_layout(o, want) and \
-                (len(outs) == 1 or sum(x is o for x in outs) == 1 or
+                (len(outs) == 1 or n > 1 or sum(x is o for x in outs) == 1 or
                  len(res) in s.inner_outputs or
                  not (step.plan.leaf_outputs or step.plan.delivers)):
             # (the count is read here, not in a helper: Note [Counting references inline])
-            if s.free_inputs and sys.getrefcount(o) <= _OWNED_REFS and \
+            if s.free_inputs and sys.getrefcount(o) <= _OWNED_REFS + n - 1 and \
                     _owned_input(o, grads, s.free_inputs):
                 step.stealable[id(o)] = weakref.ref(o)
+                if n > 1:
+                    step.shared[id(o)] = n
             res.append(o)
             continue
         # which outputs user code kept no reference to (runtime/run.py Note [Stealing at
         # delivery points]; asked only where some output goes to a delivery point): the
         # Python object only in `outs` (3 = `outs`, `o` and the argument), its storage held by
         # no other tensor (a kept view holds it; 2 = the tensor + the temporary storage object)
-        unreferenced = s.feeds_delivery and plain and sys.getrefcount(o) <= _UNREFERENCED and \
+        unreferenced = s.feeds_delivery and plain and \
+            sys.getrefcount(o) <= _UNREFERENCED + n - 1 and \
             _storage_use_count(o.untyped_storage()._cdata) <= 2
         # layout: Note [Opaque output layout]; views of inputs are copied (custom op outputs).
         # An unreferenced output shares its storage with no input grad (that grad would hold
@@ -672,6 +676,8 @@ def _outputs(step, s: OpaqueSite, site: int, outs, grads: list, label: str,
             unreferenced = True
         if unreferenced:
             step.stealable[id(o)] = weakref.ref(o)
+            if n > 1:
+                step.shared[id(o)] = n
         res.append(o)
     return res
 
@@ -710,31 +716,32 @@ def _outputs(step, s: OpaqueSite, site: int, outs, grads: list, label: str,
 # test_no_grad_copy), and eager's engine puts that one tensor into each next node's input
 # buffer.  Where those are leaves, the AccumulateGrads that run first find it referenced
 # elsewhere and copy it; the last one, the only holder left, takes the buffer itself (when
-# nothing else references it; accumulate_grad.h).  So when every output of an opaque call goes
-# straight to a delivery point (mark_stealing: `deliver_order`), a tensor returned several
-# times stays itself where it is delivered last and is a copy elsewhere; it is then stealable
-# by the usual rules (Note [Stealing at delivery points]) -- for a grad the call was given and
-# returned (Note [Passed-through grads]), only when the graph uses that input nowhere else
-# (`free_inputs`) and no other tensor or Python reference holds it than the graph's own
-# variable and argument list (`_owned_input`), as eager's use count would show.
+# nothing else references it; accumulate_grad.h).  Each of them runs its leaf's hooks on that
+# very tensor first, so a hook that writes into its grad (`g.add_(1)`, which the hook contract
+# forbids but eager runs) changes what the later leaves get.  So when every output of an
+# opaque call goes straight to a delivery point (mark_stealing: `deliver_order`), a tensor
+# returned `n` times goes to each of them as itself; it is stealable by the usual rules (Note
+# [Stealing at delivery points]; the reference counts allow for the `n - 1` more slots of
+# `outs` that hold it) -- for a grad the call was given and returned (Note [Passed-through
+# grads]), only when the graph uses that input nowhere else (`free_inputs`) and no other
+# tensor or Python reference holds it than the graph's own variable and argument list
+# (`_owned_input`), as eager's use count would show -- and Step.shared then lets only the last
+# of its `n` deliveries take it (calls/deliver.py); the others copy, as AccumulateGrad does
+# with a grad referenced elsewhere.  (Until 2026-11-28 the earlier ones got copies made here,
+# so a hook writing into its grad did not reach the later leaves: a wrong grad, found by a
+# random-program differential with user code.)
 
-def _one_owner(s: OpaqueSite, outs: list) -> list:
-    kept = [k for k, spec in enumerate(s.out_specs) if spec is not None]
+def _repeated(s: OpaqueSite, outs: list) -> dict | None:
+    """Note [One grad for several leaves]: id -> how many kept outputs are that tensor, for
+    tensors returned more than once, when every kept output goes to a delivery point."""
+    kept = [outs[k] for k, spec in enumerate(s.out_specs) if spec is not None]
     if len(kept) != len(s.deliver_order):
-        return outs
-    rank = {pos: r for r, pos in enumerate(s.deliver_order)}
-    last: dict = {}
-    for pos, k in enumerate(kept):
-        o = outs[k]
-        if o is not None and (id(o) not in last or rank[pos] > rank[last[id(o)][0]]):
-            last[id(o)] = (pos, k)
-    if len(last) == sum(outs[k] is not None for k in kept):
-        return outs
-    for k in kept:          # (`outs` is ours: custom.finish and the hook runners make it)
-        o = outs[k]
-        if o is not None and last[id(o)][1] != k:
-            outs[k] = o.clone()
-    return outs
+        return None
+    times: dict = {}
+    for o in kept:
+        if o is not None:
+            times[id(o)] = times.get(id(o), 0) + 1
+    return {k: v for k, v in times.items() if v > 1} or None
 
 
 # Python references to a grad a custom backward was given and returned, when nothing but the

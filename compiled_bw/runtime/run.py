@@ -128,8 +128,8 @@ class Step:
     """What opaque calls and engine-state queries read at run time (calls/opaque.py,
     runtime/engine_state.py): this step's nodes, input metadata and hooks."""
     __slots__ = ("_will_ids", "captured_ids", "checks", "current", "hooks", "hooks_changed",
-                 "in_meta", "memo", "nodes", "notes", "originals", "plan", "real_layouts", "sites",
-                 "stealable", "tls", "undefined", "walk", "went_sparse")
+                 "in_meta", "memo", "nodes", "notes", "originals", "plan", "real_layouts",
+                 "shared", "sites", "stealable", "tls", "undefined", "walk", "went_sparse")
 
     def __init__(self, w, plan, opts=None) -> None:
         self.walk = w            # engine_state.py's execution order reads its edges
@@ -146,6 +146,9 @@ class Step:
         self.undefined: set = set()   # opaque outputs that came back None (graph/defined.py)
         self.memo: dict = {}
         self.stealable: dict = {}  # id -> weakref of opaque outputs nobody else references
+        # id -> deliveries left of a stealable tensor several delivery points get
+        # (calls/opaque.py Note [One grad for several leaves]): only the last may take it
+        self.shared: dict = {}
         self.real_layouts: dict = {}  # (site, output) -> (shape, strides) where the guess was wrong
         # id(copy) -> (weakref of the copy, what user code returned): calls/opaque.py
         # Note [The tensor user code returned, to user code]
