@@ -223,3 +223,33 @@ def test_opaque_calls_get_eagers_strides_size_one_dims_included():
         loss.backward()
         return [x.grad, w.grad, log]
     differential(build, step, steps=3, backend="inductor")
+
+
+class _DoublesItsGrad(torch.autograd.Function):
+    """A backward Dynamo finds traceable that writes into its grad in place."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x * 1
+
+    @staticmethod
+    def backward(ctx, g):
+        return g.mul_(2)
+
+
+def test_a_traced_write_into_a_grad_a_hook_kept_stays_on_the_eager_backend():
+    """The hook keeps its grad, the traced backward after it doubles that very tensor in place:
+    eager's kept tensor is doubled.  Inductor's functionalized code would leave it unchanged,
+    so this graph stays on the eager backend, the reason recorded (backends/inductor.py Note
+    [Inductor: writes into tensors user code holds]).  Found by a random-program differential."""
+    def step(ps):
+        (x,) = ps
+        x.grad = None
+        kept = []
+        y = _DoublesItsGrad.apply(x)
+        y.register_hook(kept.append)
+        ((y * 2) * torch.arange(3.0)).sum().backward()
+        return [*grads(ps), kept[0]]
+    st = differential(lambda: [torch.ones(3, requires_grad=True)], step, backend="inductor",
+                      fallbacks=1, strict=False)
+    assert "writes in place into a tensor user code holds" in st.fallback_reasons[0], st

@@ -289,3 +289,22 @@ def test_a_hook_writing_into_a_shared_grad_reaches_the_other_leaf(backend):
         return a.grad, b.grad, [a.grad.data_ptr() == _FreshToBoth.ptr,
                                 b.grad.data_ptr() == _FreshToBoth.ptr]
     differential(_ab, step, backend=backend, options={"background_compile": False})
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+@pytest.mark.parametrize("keeper", [0, 1])
+def test_a_hook_keeping_a_shared_grad_stops_the_other_leaf_taking_it(backend, keeper):
+    """_FreshToBoth's one tensor reaches both leaves; one leaf's hook keeps it: eager's
+    AccumulateGrads both copy (the kept reference shows in the use count), so neither `.grad`
+    shares the kept tensor's buffer."""
+    def step(st):
+        kept = []
+        a, b = st
+        a.grad = b.grad = None
+        h = st[keeper].register_hook(kept.append)
+        _FreshToBoth.apply(a, b).sin().sum().backward()
+        h.remove()
+        return a.grad, b.grad, [a.grad.data_ptr() == kept[0].data_ptr(),
+                                b.grad.data_ptr() == kept[0].data_ptr(),
+                                kept[0].data_ptr() == _FreshToBoth.ptr]
+    differential(_ab, step, backend=backend, options={"background_compile": False})

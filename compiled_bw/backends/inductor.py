@@ -544,6 +544,50 @@ def _exact_output_strides(gm: torch.fx.GraphModule, vals: list) -> None:
         gm.recompile()
 
 
+# Note [Inductor: writes into tensors user code holds]
+# A traced custom backward may write into its grad in place (`return g.mul_(2)`).  Where that
+# grad is a tensor user code got or returned -- an opaque call's input or output (a hook that
+# kept `g`), or a delivered grad -- eager's in-place op changes the tensor user code holds.
+# The eager backend runs the op as traced, in place; Inductor's retrace functionalizes it into
+# a new value, and the held tensor would keep its old values (found by a random-program
+# differential with user code, 2026-11-28).  Such a graph is not compiled by Inductor: it
+# runs on the eager backend, with the compile failure recorded (stats().fallback_reasons).
+# Writes into graph inputs (saved tensors, root grads) are copied back by functionalization
+# as eager leaves them.
+def _writes_user_code_sees(gm: torch.fx.GraphModule) -> list:
+    """The in-place ops that write into an opaque call's input or output or a delivered grad
+    (or a view of one)."""
+    seen: set = set()
+    for n in gm.graph.nodes:
+        if n.op != "call_function":
+            continue
+        if n.target is opaque:
+            seen.update(n.users)
+            seen.update(g for g in n.args[1] if isinstance(g, torch.fx.Node))
+        elif n.target is deliver and isinstance(n.args[1], torch.fx.Node):
+            seen.add(n.args[1])
+    if not seen:
+        return []
+    bad = []
+    for n in gm.graph.nodes:
+        op = n.target
+        if n.op != "call_function" or not isinstance(op, OpOverload) or \
+                not op._schema.is_mutable:
+            continue
+        for a, arg in zip(op._schema.arguments, n.args, strict=False):
+            if a.alias_info is None or not a.alias_info.is_write:
+                continue
+            base = arg
+            while isinstance(base, torch.fx.Node) and base not in seen and \
+                    base.op == "call_function" and isinstance(base.target, OpOverload) and \
+                    base.args and any(r.alias_info is not None
+                                      for r in base.target._schema.returns):
+                base = base.args[0]     # a view (or an in-place op's result) of its input
+            if base in seen:
+                bad.append(n.name)
+    return bad
+
+
 def compile_inductor(gm: torch.fx.GraphModule, example_inputs: list):
     with pool_sizes_without_parity_guards():   # the sizes as our trace saw them
         return _compile_inductor(gm, example_inputs)
@@ -551,6 +595,12 @@ def compile_inductor(gm: torch.fx.GraphModule, example_inputs: list):
 
 def _compile_inductor(gm: torch.fx.GraphModule, example_inputs: list):
     install()               # (after compiled_bw.uninstall(): our compiles need it)
+    written = _writes_user_code_sees(gm)
+    if written:     # Note [Inductor: writes into tensors user code holds]
+        raise NotImplementedError(
+            f"the graph writes in place into a tensor user code holds ({', '.join(written[:3])}"
+            ": a traced custom backward's in-place op on a grad a hook or custom backward got "
+            "or returned); Inductor's functionalization would leave that tensor unchanged")
     vals = _output_vals(gm)
     twins = fresh_returns.needs_twins(gm)
     direct = fresh_returns.needs_functional(gm)

@@ -13,6 +13,7 @@ backward's graph task, with `_current_autograd_node()` answering that node
 from __future__ import annotations
 
 import operator
+import sys
 
 import torch
 
@@ -21,6 +22,7 @@ from ..core.thread import THREAD
 from ..graph import defined
 from ..graph.native import hook_dicts, run_leaf
 from ..graph.saved import check_after_call
+from ..torchapi.autograd import storage_use_count
 from ..torchapi.dynamo import OpOverload
 from . import run_hooks
 from .opaque import originals
@@ -56,6 +58,7 @@ def deliver_direct(site: int, grad, label: str, owned: bool = False) -> None:
         grad = originals(step, [grad])[0]
     node = step.nodes[s.node_index]
     steal = owned       # runtime/run.py Note [Stealing at delivery points]
+    held = None
     if s.steal and grad is not None:
         ref = step.stealable.get(id(grad))
         steal = ref is not None and ref() is grad
@@ -64,12 +67,20 @@ def deliver_direct(site: int, grad, label: str, owned: bool = False) -> None:
             if left > 1:            # a later delivery point gets it too: this one copies
                 step.shared[id(grad)] = left - 1
                 steal = False
+                # (read here, in this frame: calls/opaque.py Note [Counting references inline])
+                held = (sys.getrefcount(grad), grad._use_count(),
+                        storage_use_count(grad.untyped_storage()._cdata))
     prev = step.current
     step.current = s.node_index
     try:
         run_leaf(node, grad, steal)
     finally:
         step.current = prev
+    if held is not None and held != (sys.getrefcount(grad), grad._use_count(),
+                                     storage_use_count(grad.untyped_storage()._cdata)):
+        # this leaf's hooks kept the tensor (or a view of it): the later leaves copy it too,
+        # as eager's AccumulateGrad does with a grad referenced elsewhere
+        step.stealable.pop(id(grad), None)
     if step.hooks_changed:      # hooks.py Note [Hooks registered during the backward]
         run_hooks.check_registered(step, s, hook_dicts())
     if step.checks:     # trace/trace.py Note [Saved tensors modified during the backward]

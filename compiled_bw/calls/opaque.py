@@ -727,7 +727,9 @@ def _outputs(step, s: OpaqueSite, site: int, outs, grads: list, label: str,
 # tensor or Python reference holds it than the graph's own variable and argument list
 # (`_owned_input`), as eager's use count would show -- and Step.shared then lets only the last
 # of its `n` deliveries take it (calls/deliver.py); the others copy, as AccumulateGrad does
-# with a grad referenced elsewhere.  (Until 2026-11-28 the earlier ones got copies made here,
+# with a grad referenced elsewhere.  An earlier leaf's hooks get that tensor and may keep it
+# (or a view): then no later leaf takes it (deliver_direct compares its reference, use and
+# storage counts before and after that delivery).  (Until 2026-11-28 the earlier ones got copies made here,
 # so a hook writing into its grad did not reach the later leaves: a wrong grad, found by a
 # random-program differential with user code.)
 
