@@ -226,56 +226,26 @@ class _KeepTwo(Function):
         return g, g
 
 
-class _KeepPass(Function):
-    """Keeps the grad it is given and passes it through."""
-    compiled_bw_traceable = False
-
-    @staticmethod
-    def forward(ctx, x):
-        return x * 1
-
-    @staticmethod
-    def backward(ctx, g):
-        _KeepTwo.kept.append(g)
-        return g
-
-
 @pytest.mark.parametrize("backend", ["eager", "inductor"])
 def test_a_grad_kept_downstream_of_a_shared_one_is_not_stolen(backend):
     """_KeepTwo returns its grad for two inputs (the graph copies it for one of them, a buffer
-    nobody holds yet); _KeepPass then keeps that copy and passes it to leaf `a`: eager's
+    nobody holds yet); _Pass then keeps that copy and passes it to leaf `a`: eager's
     AccumulateGrad copies it, since the backward holds it too (calls/opaque.py Note [User
     code may keep what it is given]).  Found by a random-program differential."""
     def step(st):
         a, b = st
         a.grad = b.grad = None
-        _KeepTwo.kept = []
-        (_KeepTwo.apply(_KeepPass.apply(a), b) * torch.arange(30.0).view(5, 6)).sum().backward()
+        _KeepTwo.kept = _Pass.keep = []     # (one list: the order they kept in)
+        (_KeepTwo.apply(_Pass.apply(a), b) * torch.arange(30.0).view(5, 6)).sum().backward()
         kept = _KeepTwo.kept
         return ([a.grad.data_ptr() == k.data_ptr() for k in kept],
                 [b.grad.data_ptr() == k.data_ptr() for k in kept], a.grad, b.grad)
     differential(_ab, step, backend=backend, options={"background_compile": False})
 
 
-class _FreshToBoth(Function):
-    """Returns one new tensor for both inputs, opaque."""
-    compiled_bw_traceable = False
-    ptr = None
-
-    @staticmethod
-    def forward(ctx, a, b):
-        return a + b
-
-    @staticmethod
-    def backward(ctx, g):
-        r = g * 3
-        _FreshToBoth.ptr = r.data_ptr()
-        return r, r
-
-
 @pytest.mark.parametrize("backend", ["eager", "inductor"])
 def test_a_hook_writing_into_a_shared_grad_reaches_the_other_leaf(backend):
-    """Eager's engine puts _FreshToBoth's one tensor into both leaves' buffers; `a`'s tensor
+    """Eager's engine puts _Shared's one tensor ("fresh") into both leaves' buffers; `a`'s tensor
     hook writes into it (the hook contract forbids it, eager runs it), so `b`, delivered
     after, gets the changed tensor and takes it (calls/opaque.py Note [One grad for several
     leaves]).  Ours gave `a` a copy made in advance: `b.grad` was 1 lower everywhere.  Found by
@@ -283,28 +253,30 @@ def test_a_hook_writing_into_a_shared_grad_reaches_the_other_leaf(backend):
     def step(st):
         a, b = st
         a.grad = b.grad = None
+        _Shared.mode = "fresh"
         h = a.register_hook(lambda g: g.add_(1))
-        _FreshToBoth.apply(a, b).sin().sum().backward()
+        _Shared.apply(a, b).sin().sum().backward()
         h.remove()
-        return a.grad, b.grad, [a.grad.data_ptr() == _FreshToBoth.ptr,
-                                b.grad.data_ptr() == _FreshToBoth.ptr]
+        return a.grad, b.grad, [a.grad.data_ptr() == _Shared.ptr,
+                                b.grad.data_ptr() == _Shared.ptr]
     differential(_ab, step, backend=backend, options={"background_compile": False})
 
 
 @pytest.mark.parametrize("backend", ["eager", "inductor"])
 @pytest.mark.parametrize("keeper", [0, 1])
 def test_a_hook_keeping_a_shared_grad_stops_the_other_leaf_taking_it(backend, keeper):
-    """_FreshToBoth's one tensor reaches both leaves; one leaf's hook keeps it: eager's
+    """_Shared's one tensor ("fresh") reaches both leaves; one leaf's hook keeps it: eager's
     AccumulateGrads both copy (the kept reference shows in the use count), so neither `.grad`
     shares the kept tensor's buffer."""
     def step(st):
         kept = []
         a, b = st
         a.grad = b.grad = None
+        _Shared.mode = "fresh"
         h = st[keeper].register_hook(kept.append)
-        _FreshToBoth.apply(a, b).sin().sum().backward()
+        _Shared.apply(a, b).sin().sum().backward()
         h.remove()
         return a.grad, b.grad, [a.grad.data_ptr() == kept[0].data_ptr(),
                                 b.grad.data_ptr() == kept[0].data_ptr(),
-                                kept[0].data_ptr() == _FreshToBoth.ptr]
+                                kept[0].data_ptr() == _Shared.ptr]
     differential(_ab, step, backend=backend, options={"background_compile": False})
