@@ -110,3 +110,23 @@ def test_a_grad_passed_to_two_inputs_reaches_the_next_backward_as_itself():
         return [*grads(ps), [second is first, a.grad.data_ptr() == first.data_ptr(),
                              b.grad.data_ptr() == first.data_ptr()]]
     differential(build, step)
+
+
+def test_a_grad_passed_to_an_unread_output_too_reaches_a_leaf_hook_as_itself():
+    """PassToBoth returns its grad for `b` too, which backward(inputs=[a]) never reads: `a`'s
+    hook gets the very tensor PassToBoth got (and kept), as in eager, so its in-place write
+    shows in the kept tensor."""
+    def build():
+        return [torch.randn(4, 3, requires_grad=True), torch.randn(4, 3, requires_grad=True)]
+
+    def step(ps):
+        a, b = ps
+        a.grad = None
+        Passthrough.seen.clear()
+        h = a.register_hook(lambda g: g.add_(1))
+        ((PassToBoth.apply(b, a) * 2) * torch.arange(12.0).view(4, 3)).sum().backward(
+            inputs=[a])
+        h.remove()
+        return [a.grad, Passthrough.seen[0]]
+    differential(build, step)
+

@@ -61,10 +61,10 @@ class OpaqueSite:
     # some output goes straight to a delivery point (only then can the call's outputs be
     # stolen there: `Step.stealable` is read by such delivery points only)
     feeds_delivery: bool = True
-    # the kept outputs only other nodes of the graph read (no delivery point, not a graph
-    # output): a grad passed through to several of them goes on as itself (Note
+    # the kept outputs the graph reads at all (mark_stealing): a tensor several of them
+    # are is never taken by a leaf unless they all go to delivery points (Note
     # [Passed-through grads])
-    inner_outputs: frozenset = frozenset()
+    used_outputs: frozenset = frozenset()
     attr: str = ""         # unpack: the saved tensor's attr (unpacked.py Note [Unpack calls])
     observe: tuple | None = None   # unpack: (record, traced meta); hooked: (record, attrs)
     grad_metas: tuple | None = None  # unpack: the node's grads as (shape, stride, dtype,
@@ -638,15 +638,17 @@ def _outputs(step, s: OpaqueSite, site: int, outs, grads: list, label: str,
                 res.append(o)
                 continue
             _check_dense(o, label)
-        # Note [One grad for several leaves]: returned `n` times, each a delivery point's
+        # Note [One grad for several leaves]: returned `n` times, each a delivery point's;
+        # `slots`: the places of `outs` that hold it (outputs the graph does not keep too)
         n = 1 if times is None else times.get(id(o), 1)
+        slots = 1 if len(outs) == 1 else sum(x is o for x in outs)
+        # a leaf may take it only where one graph read gets it, or only delivery points
+        # (Step.shared then lets the last of them take it): Note [Passed-through grads]
+        sole = slots == 1 or n > 1 or _readers(s, outs, o) <= 1
         # Note [Passed-through grads]: a grad user code returned unchanged goes on as is
-        if any(o is g for g in grads) and _same_layout(o, want) and \
-                (len(outs) == 1 or n > 1 or sum(x is o for x in outs) == 1 or
-                 len(res) in s.inner_outputs or
-                 not (step.plan.leaf_outputs or step.plan.delivers)):
+        if any(o is g for g in grads) and _same_layout(o, want):
             # (the count is read here, not in a helper: Note [Counting references inline])
-            if s.free_inputs and sys.getrefcount(o) <= _OWNED_REFS + n - 1 and \
+            if sole and s.free_inputs and sys.getrefcount(o) <= _OWNED_REFS + slots - 1 and \
                     _owned_input(o, grads, s.free_inputs):
                 step.stealable[id(o)] = weakref.ref(o)
                 if n > 1:
@@ -657,8 +659,8 @@ def _outputs(step, s: OpaqueSite, site: int, outs, grads: list, label: str,
         # delivery points]; asked only where some output goes to a delivery point): the
         # Python object only in `outs` (3 = `outs`, `o` and the argument), its storage held by
         # no other tensor (a kept view holds it; 2 = the tensor + the temporary storage object)
-        unreferenced = s.feeds_delivery and plain and \
-            sys.getrefcount(o) <= _UNREFERENCED + n - 1 and \
+        unreferenced = sole and s.feeds_delivery and plain and \
+            sys.getrefcount(o) <= _UNREFERENCED + slots - 1 and \
             _storage_use_count(o.untyped_storage()._cdata) <= 2
         # layout: Note [Opaque output layout]; views of inputs are copied (custom op outputs).
         # An unreferenced output shares its storage with no input grad (that grad would hold
@@ -689,15 +691,18 @@ def _outputs(step, s: OpaqueSite, site: int, outs, grads: list, label: str,
 # then be one of its inputs.  Nothing in the graph writes into a tensor in place, and Inductor
 # never reuses the buffers an opaque call reads or returns (backends/inductor.py Note
 # [Inductor: opaque buffers]), so the alias is safe.  It is never stolen at a delivery point
-# (the graph holds the input).  A view of an input (other offset or strides) is still copied,
-# and so is a grad returned for two inputs: eager's AccumulateGrad then copies for the first
-# leaf and may steal for the last; one shared tensor in two graph outputs would be stolen
-# by whichever leaf comes first.  That copy is made only for an output a leaf may take: one
-# that is a graph output or goes to a delivery point, in a backward where some leaf
-# accumulates.  Elsewhere the one tensor goes on for each output, as eager's input buffers
-# hold it: the next custom backward or hook gets that very tensor (and may keep it), and
-# `torch.autograd.grad` returns it for each input, as eager's does (`inner_outputs`, set by
-# runtime/run.py mark_stealing; found by a random-program differential, 2026-11-28).
+# (the graph holds the input).  A view of an input (other offset or strides) is still copied.
+# A grad returned for several inputs goes on as itself for each, as eager's input buffers
+# hold it: the next custom backward, hook or leaf gets that very tensor (and may keep it or,
+# against the hook contract, write into it: the later readers see that, as in eager), and
+# `torch.autograd.grad` returns it for each input.  A leaf may then take it (Note [Stealing
+# at delivery points]) only where the graph reads it once (`used_outputs`, set by
+# runtime/run.py mark_stealing), or where every read is a delivery point and it is the last
+# (Note [One grad for several leaves]); elsewhere AccumulateGrad copies it, as eager's does
+# while another buffer holds it (when eager's last leaf would take it instead, `.grad` is a
+# copy with eager's values).  Until 2026-11-28 such a grad was copied per output: the copies
+# did not carry a hook's in-place write to the other readers (a wrong grad) nor identity
+# (found by a random-program differential with user code).
 
 
 # Note [User code may keep what it is given]
@@ -732,6 +737,17 @@ def _outputs(step, s: OpaqueSite, site: int, outs, grads: list, label: str,
 # storage counts before and after that delivery).  (Until 2026-11-28 the earlier ones got copies made here,
 # so a hook writing into its grad did not reach the later leaves: a wrong grad, found by a
 # random-program differential with user code.)
+
+def _readers(s: OpaqueSite, outs: list, o) -> int:
+    """How many of the outputs the graph reads (`used_outputs`) are `o`."""
+    r, readers = 0, 0
+    for j, spec in enumerate(s.out_specs):
+        if spec is not None:
+            if outs[j] is o and r in s.used_outputs:
+                readers += 1
+            r += 1
+    return readers
+
 
 def _repeated(s: OpaqueSite, outs: list) -> dict | None:
     """Note [One grad for several leaves]: id -> how many kept outputs are that tensor, for

@@ -756,9 +756,8 @@ def mark_stealing(gm, sites: list) -> None:
                 and g.op != "placeholder" and len(g.users) == 1) \
                 if s.kind == "custom" and s.feeds_delivery else frozenset()
             s.deliver_order = None if not delivered else tuple(p for _, p in sorted(delivered))
-            s.inner_outputs = frozenset(
-                u.args[1] for u in n.users if u.target is operator.getitem and
-                not any(d.op == "output" or d.target is deliver for d in u.users))
+            s.used_outputs = frozenset(u.args[1] for u in n.users
+                                       if u.target is operator.getitem and u.users)
             continue
         if n.target is not deliver:
             continue

@@ -285,6 +285,7 @@ class _Engine:
         self.sub_saved = {key[0] for key, v in placeholders.items() if type(v) is not FakeTensor}
         self.df = defined.Tracker()      # Note [Undefined grads] (defined.py)
         self.outputs: list = []
+        self.out_versions: list = []    # Note [Returned grads written in place later]
         self.leaf_outputs: list = []
         self.capture_pos: list = [None] * len(opts.inputs)
         self.executed: list = []
@@ -342,6 +343,7 @@ class _Engine:
         if t is None:
             return None
         self.outputs.append(t)
+        self.out_versions.append(t._version)
         self.out_defined.append(self.df.of(t))
         return len(self.outputs) - 1
 
@@ -473,9 +475,23 @@ class _Engine:
         out_defined = self.out_defined
         out_defined = None if all(f is True for f in out_defined) else tuple(out_defined)
         checks = tuple((site, tuple(ks)) for site, ks in sorted(self.version_checks.items()))
+        if any(t._version != v for t, v in zip(self.outputs, self.out_versions, strict=True)):
+            raise TraceFailed("a grad the graph returns (a leaf's, or grad()'s) was written in "
+                              "place after its node took it (a traced custom backward's "
+                              "in-place op on a grad another node also got); Note [Returned "
+                              "grads written in place later]", eager_error=False)
         return EngineResult(self.outputs, tuple(self.leaf_outputs), tuple(self.capture_pos),
                             tuple(self.executed), will, out_defined, checks)
 
+
+# Note [Returned grads written in place later]
+# A traced custom backward may write into its grad in place (`g.mul_(2)`) where another node
+# got that same tensor: AddBackward0 hands one grad to both its inputs, and one is a leaf.
+# Eager's AccumulateGrad for that leaf, run before the custom node (engine order), copied the
+# grad's values at that moment; our graph returns the leaf's grad at its end, when the write
+# has happened.  Each returned grad's version is noted when its node takes it; one written
+# after that makes the capture fail, and the backward runs eager autograd with this reason
+# (found by a random-program differential with user code, 2026-11-28).
 
 def _dense_only(what: str, grads) -> None:
     """Opaque calls (hooks, custom Functions, untraceable nodes) run user code on real tensors
