@@ -48,3 +48,15 @@ def _sin_backward(ctx, g):
 
 
 scaled_sin.register_autograd(_sin_backward, setup_context=_sin_setup)
+
+
+class WritesItsGrad(torch.autograd.Function):
+    """A backward Dynamo finds traceable that writes into its grad in place (`g.mul_(2)`)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x * 1
+
+    @staticmethod
+    def backward(ctx, g):
+        return g.mul_(2)

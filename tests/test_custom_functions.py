@@ -7,7 +7,7 @@ import weakref
 import pytest
 import torch
 from differential import differential, grads
-from functions import Double, Triple
+from functions import Double, Triple, WritesItsGrad
 
 import compiled_bw
 
@@ -611,27 +611,15 @@ def test_grad_keeps_the_layout_a_custom_backward_returns():
                           torch.randn(5, 6, requires_grad=True)], step, strict=True)
 
 
-class _WritesItsGrad(torch.autograd.Function):
-    """A backward Dynamo finds traceable that writes into its grad in place."""
-
-    @staticmethod
-    def forward(ctx, x):
-        return x * 1
-
-    @staticmethod
-    def backward(ctx, g):
-        return g.mul_(2)
-
-
 def test_a_traced_write_into_a_grad_a_leaf_also_got_runs_eager_autograd():
-    """AddBackward0 hands one grad to leaf `b` and to _WritesItsGrad, whose backward doubles it
+    """AddBackward0 hands one grad to leaf `b` and to WritesItsGrad, whose backward doubles it
     in place: eager's AccumulateGrad for `b` ran first and copied the undoubled values.  Our
     graph would return the written tensor for `b` (2x); the capture refuses, the backward runs
     eager autograd (trace/trace.py Note [Returned grads written in place later])."""
     def step(st):
         a, b = st
         a.grad = b.grad = None
-        ((b + _WritesItsGrad.apply(a)) * torch.arange(1.0, 7.0).view(2, 3)).sum().backward()
+        ((b + WritesItsGrad.apply(a)) * torch.arange(1.0, 7.0).view(2, 3)).sum().backward()
         return a.grad, b.grad
     st = differential(lambda: [torch.randn(2, 3, requires_grad=True) for _ in range(2)], step,
                       captures=0, fallbacks=3, strict=False)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import pytest
 import torch
 from differential import differential, grads
+from functions import WritesItsGrad
 from torch import nn
 
 import compiled_bw
@@ -225,18 +226,6 @@ def test_opaque_calls_get_eagers_strides_size_one_dims_included():
     differential(build, step, steps=3, backend="inductor")
 
 
-class _DoublesItsGrad(torch.autograd.Function):
-    """A backward Dynamo finds traceable that writes into its grad in place."""
-
-    @staticmethod
-    def forward(ctx, x):
-        return x * 1
-
-    @staticmethod
-    def backward(ctx, g):
-        return g.mul_(2)
-
-
 def test_a_traced_write_into_a_grad_a_hook_kept_stays_on_the_eager_backend():
     """The hook keeps its grad, the traced backward after it doubles that very tensor in place:
     eager's kept tensor is doubled.  Inductor's functionalized code would leave it unchanged,
@@ -246,7 +235,7 @@ def test_a_traced_write_into_a_grad_a_hook_kept_stays_on_the_eager_backend():
         (x,) = ps
         x.grad = None
         kept = []
-        y = _DoublesItsGrad.apply(x)
+        y = WritesItsGrad.apply(x)
         y.register_hook(kept.append)
         ((y * 2) * torch.arange(3.0)).sum().backward()
         return [*grads(ps), kept[0]]
