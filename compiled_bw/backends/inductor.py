@@ -17,6 +17,7 @@ from ..calls.deliver import barrier, deliver, owned_grad
 from ..calls.opaque import current_sites, opaque
 from ..checkpoint.recompute import has_traced_recomputation
 from ..core.thread import THREAD
+from ..graph.mutated import written_args
 from ..graph.rng import rng_draw
 from ..torchapi import inductor as torch_inductor
 from ..torchapi.dynamo import (
@@ -574,9 +575,7 @@ def _writes_user_code_sees(gm: torch.fx.GraphModule) -> list:
         if n.op != "call_function" or not isinstance(op, OpOverload) or \
                 not op._schema.is_mutable:
             continue
-        for a, arg in zip(op._schema.arguments, n.args, strict=False):
-            if a.alias_info is None or not a.alias_info.is_write:
-                continue
+        for arg in written_args(n):
             base = arg
             while isinstance(base, torch.fx.Node) and base not in seen and \
                     base.op == "call_function" and isinstance(base.target, OpOverload) and \

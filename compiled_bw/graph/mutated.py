@@ -36,6 +36,16 @@ def _writes(target) -> list:
             if a.alias_info is not None and a.alias_info.is_write]
 
 
+def written_args(n: torch.fx.Node) -> list:
+    """The arguments (args or kwargs, lists flattened) that node n's op writes to."""
+    t = n.target
+    out = []
+    for k in _writes(t):
+        arg = n.args[k] if k < len(n.args) else n.kwargs.get(t._schema.arguments[k].name)
+        out.extend(arg if isinstance(arg, (list, tuple)) else (arg,))
+    return out
+
+
 def _is_view(target) -> bool:
     rets = target._schema.returns
     return (len(rets) == 1 and rets[0].alias_info is not None and not rets[0].alias_info.is_write
@@ -69,14 +79,12 @@ def mutated_inputs(gm: torch.fx.GraphModule) -> tuple:
             return ()   # a custom op's kernel writes (its own bumps), copied back by copy_
         if not isinstance(t, OpOverload) or not t._schema.is_mutable:
             continue
-        for k in _writes(t):
-            arg = n.args[k] if k < len(n.args) else n.kwargs.get(t._schema.arguments[k].name)
-            for a in (arg if isinstance(arg, (list, tuple)) else (arg,)):
-                p = _base(a, placeholders)
-                if p is None:
-                    continue
-                if t.namespace != "aten":
-                    other.add(p)
-                else:
-                    bumps[p] = bumps.get(p, 0) + (0 if n.meta.get(NO_VERSION_BUMP) else 1)
+        for a in written_args(n):
+            p = _base(a, placeholders)
+            if p is None:
+                continue
+            if t.namespace != "aten":
+                other.add(p)
+            else:
+                bumps[p] = bumps.get(p, 0) + (0 if n.meta.get(NO_VERSION_BUMP) else 1)
     return tuple((p, b) for p, b in sorted(bumps.items()) if p not in other)
