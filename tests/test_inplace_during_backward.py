@@ -315,3 +315,26 @@ def test_modified_between_two_backwards_of_a_retained_graph(forward, grad_mode):
     # the second backward's walk meets the error and runs eager autograd (a recorded fallback)
     # or raises it from our slot: either way the text must be eager's
     differential(build, step, allow_errors=True, fallbacks=None, captures=None)
+
+
+@pytest.mark.parametrize("hooked_runs_first", [True, False])
+def test_tensor_hook_writing_into_a_grad_another_branch_reads(hooked_runs_first):
+    """AddBackward0 hands its one grad tensor to both branches; a tensor hook on one branch
+    writes into it (against the hook contract, but eager runs it).  The other branch's node
+    reads the written values where it runs after the hook (eager runs the branch made later
+    first: its sequence number is higher) and the unwritten ones where it runs before
+    (backends/inductor.py Note [Inductor: one buffer for a value])."""
+    def build():
+        return [torch.randn(4, 5, requires_grad=True)]
+
+    def step(st):
+        (x,) = st
+        x.grad = None
+        if hooked_runs_first:
+            other, hooked = x.sin(), x.exp()
+        else:
+            hooked, other = x.exp(), x.sin()
+        hooked.register_hook(lambda g: g.add_(1))
+        ((hooked + other) * torch.arange(20.0).view(4, 5)).sum().backward()
+        return x.grad
+    differential(build, step)

@@ -282,13 +282,7 @@ def test_a_hook_keeping_a_shared_grad_stops_the_other_leaf_taking_it(backend, ke
     differential(_ab, step, backend=backend, options={"background_compile": False})
 
 
-@pytest.mark.parametrize("backend", ["eager", pytest.param("inductor", marks=pytest.mark.xfail(
-    strict=True, reason=(
-        "found 2026-11-28: Inductor's code does not order the delivery point's hook (which "
-        "writes into the grad) before its own kernel that reads the same tensor for the "
-        "other path; eager's engine runs the hook first. The eager backend runs the graph "
-        "in eager's order. Before 2026-11-28 both backends gave the other path a grad "
-        "without the write (the leaf got a copy)")))])
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
 def test_a_leaf_hook_writing_into_a_grad_two_paths_got_reaches_the_other_path(backend):
     """_TwoOut hands its grad to leaf `b` (whose hook writes into it, against the hook
     contract) and to the tanh on the other path: eager's buffers hold that one tensor, and

@@ -135,7 +135,11 @@ from . import fresh_returns
 #    every node between them -- what Inductor itself does to keep collectives in graph order
 #    (comms.decide_global_ordering_of_comms, which we wrap, on this thread during our compiles
 #    only; fake WeakDeps order, they keep no buffer alive).  Kernels after a call may still run
-#    before it where data allows: whatever a call's user code returns reaches them as data.
+#    before it where data allows: whatever a call's user code returns reaches them as data --
+#    except that user code may also write into what it got (a leaf's hook doing `g.add_(1)` on
+#    a grad another path reads; eager's engine runs that hook first and the other path reads
+#    the written values).  So a kernel that reads a tensor an earlier call got or returned gets
+#    a fake dependency on the latest call before it (tests/test_no_grad_copy.py two_paths_got).
 
 # Note [Inductor: recomputation order]
 #    A graph with traced checkpoint recomputation (checkpoint/recompute.py) already has each
@@ -241,10 +245,34 @@ def _eager_strides(grads, fx_args) -> list:
         if isinstance(g, ir.IRNode) and isinstance(val, torch.Tensor):
             key = (id(g), tuple(val.stride()))
             if key not in done:
+                ir.ExternKernel.realize_input(g)    # Note [Inductor: one buffer for a value]
                 done[key] = ir.ExternKernel.require_exact_strides(g, val.stride())
             g = done[key]
         out.append(g)
     return out
+
+
+# Note [Inductor: one buffer for a value]
+#    A tensor an opaque call or delivery point gets is the tensor later ops of the graph read
+#    in eager (AddBackward0 hands one grad to a custom backward and to a leaf; a hook may
+#    write into it, against the hook contract, and eager's later ops read the written values).
+#    Inductor would give the call a copy of an unrealized value (require_exact_strides, or a
+#    custom op's default layout constraint) and recompute the value inside later kernels from
+#    its inputs, so a write never reached them.  The value is realized itself, in place, and
+#    then given its strides (freezing its layout: no copy), so the call and later kernels share
+#    one buffer; a barrier realizes what it takes the same way (Note [Inductor: call order]).
+#    Later readers of that buffer run after the call (_ordered_calls).
+
+
+_barrier_fallback = lowering.fallback_handler(barrier, add_to_fallback_set=False)
+
+
+@lowering.register_lowering(barrier, type_promotion_kind=None)
+def _lower_barrier(live):
+    """Note [Inductor: one buffer for a value]: each tensor the barrier takes realized in
+    place, not copied."""
+    return _barrier_fallback([ir.ExternKernel.realize_input(x) if isinstance(x, ir.IRNode)
+                              else x for x in live])
 
 
 @lowering.register_lowering(opaque, type_promotion_kind=None)
@@ -387,14 +415,25 @@ def _insert_barriers(gm: torch.fx.GraphModule) -> None:
 
 def _ordered_calls(nodes: list, *args, **kwargs) -> list:
     """Note [Inductor: call order]: Inductor's ordering of collectives, then a WeakDep from
-    each of our calls on the
-    previous call and on every node between the two (scheduler nodes in graph order, before
-    dependencies are computed)."""
+    each of our calls on the previous call and on every node between the two, and from each
+    node reading a tensor user code got or returned on the latest call before it (scheduler
+    nodes in graph order, before dependencies are computed)."""
     nodes = _global_ordering(nodes, *args, **kwargs)
     if THREAD.keyed_inputs:
         before: list = []       # the previous call and the nodes after it
+        last = None             # the latest opaque call's / delivery point's buffer
+        seen: set = set()       # buffers user code got or returned so far
         for n in nodes:
-            if getattr(n.node, "op_overload", None) not in _CALLS:
+            op = getattr(n.node, "op_overload", None)
+            if op not in _CALLS:
+                names = n.get_buffer_names()
+                if last is not None and names and \
+                        any(d.name in seen for d in n.read_writes.reads):
+                    # mutating_buf: not a buffer the node writes, or fusion would take the
+                    # dep for an in-place mutation's (Scheduler.fusable_weak_dep)
+                    n.add_fake_dep(WeakDep(last, mutating_buf=last, is_fake=True))
+                    if isinstance(n.node, ir.MultiOutput):   # one of a call's outputs
+                        seen.update(names)
                 before.append(n)
                 continue
             mutating = next(iter(n.get_buffer_names()))
@@ -402,6 +441,10 @@ def _ordered_calls(nodes: list, *args, **kwargs) -> list:
                 for buf in p.get_buffer_names():
                     n.add_fake_dep(WeakDep(buf, mutating_buf=mutating, is_fake=True))
             before = [n]
+            if op is not barrier:
+                last = mutating
+                seen.update(d.name for d in n.read_writes.reads)
+                seen.add(mutating)
     return nodes
 
 
