@@ -66,11 +66,7 @@ def test_peak_backward_memory_at_most_eagers(model, backend):
     assert (st.captures, st.fallbacks) == (1, 0)
     if model in (ckpt4_traced, ckpt4_sac):
         assert "carry hooks" not in compiled_bw.explain(), "the regions were not traced"
-    # eager's reading once read 1.02 MB instead of 3.16 MB for ckpt4 (twice in full runs, never
-    # alone; cause not found): a second reading after ours, and the larger one is eager's
-    again = peak_backward_bytes(m, x, "eager")
-    assert ours <= 1.05 * max(eager, again), \
-        f"peak {ours / 2**20:.2f} MB vs eager {eager / 2**20:.2f} / {again / 2**20:.2f} MB"
+    assert ours <= 1.05 * eager, f"peak {ours / 2**20:.2f} MB vs eager {eager / 2**20:.2f} MB"
 
 
 @pytest.mark.parametrize("backend,fmt", [("eager", "fp8"), ("eager", "int8"),
@@ -90,6 +86,28 @@ def test_compressed_activations_lower_the_peak(backend, fmt):
     assert (st.captures, st.fallbacks) == (1, 0), st
     assert eager_c <= 0.7 * plain, f"eager+{fmt} {eager_c / 2**20:.2f} MB vs eager {plain / 2**20:.2f} MB"
     assert ours <= 1.05 * eager_c, f"cbw-{backend}+{fmt} {ours / 2**20:.2f} MB vs eager+{fmt} {eager_c / 2**20:.2f} MB"
+
+
+def test_a_block_an_earlier_profile_made_freed_in_the_window_is_not_counted():
+    """The reading counts the blocks allocated in its own window: a tensor allocated under an
+    earlier profile (an earlier test's) and freed during the measured step read as a negative
+    peak (-7.6 MB here) and made the memory tests fail in full runs only."""
+    torch.manual_seed(0)
+    m, x = nn.Sequential(*[PointwiseBlock(64) for _ in range(2)]), torch.randn(2048, 64)
+    clean = peak_backward_bytes(m, x, "eager")
+    keep = []
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
+                                profile_memory=True):
+        keep.append(torch.empty(4 * 2**20))
+    calls = []
+
+    def loss_fn(y):
+        calls.append(1)
+        if len(calls) == 3:          # the measured step (after peak_backward_bytes' 2 warm-ups)
+            keep.clear()
+        return y.float().pow(2).mean()
+    assert peak_backward_bytes(m, x, "eager", loss_fn=loss_fn) == clean
+    assert len(calls) == 3 and not keep
 
 
 def test_retain_graph_keeps_saved_tensors_for_a_second_backward():
