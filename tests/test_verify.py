@@ -252,6 +252,7 @@ def test_repro_with_the_steps_real_inputs(tmp_path, monkeypatch):
     assert r.returncode == 1 and "output 0" in r.stdout, r.stdout + r.stderr
 
 
+@pytest.mark.slow
 def test_repro_of_a_dynamic_graph(tmp_path, monkeypatch):
     """A graph with symbolic sizes gets a script too: it runs at the sizes the graph was
     captured with (its size inputs as ints), and shows a wrong kernel there."""

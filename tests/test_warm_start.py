@@ -89,7 +89,8 @@ def _files(cache) -> list:
     return glob.glob(os.path.join(str(cache), "*", "*.graph"))
 
 
-@pytest.mark.parametrize("backend", ["eager", pytest.param("inductor", marks=pytest.mark.slow)])
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
 def test_second_process_loads_instead_of_capturing(tmp_path, backend):
     first = _run(tmp_path / "c", backend, inductor_dir=tmp_path / "i")
     assert first["captures"] == 1 and first["warm_loads"] == 0, first
@@ -124,6 +125,7 @@ print(json.dumps({"bad": bad, "captures": s.captures, "warm_loads": s.warm_loads
 '''
 
 
+@pytest.mark.slow
 def test_a_loaded_graphs_next_size_goes_dynamic_as_in_the_first_process(tmp_path):
     """Note [Stored walk signature]: the process that stored a graph at batch 4 captures one
     dynamic graph when the batch changes; a process that loads it (no second walk at its
@@ -170,6 +172,7 @@ def test_warm_start_is_off_without_the_variable(tmp_path):
     assert not glob.glob(str(tmp_path / "**" / "*.graph"), recursive=True)
 
 
+@pytest.mark.slow
 def test_a_corrupted_entry_is_ignored_with_a_note(tmp_path):
     _run(tmp_path)
     (path,) = _files(tmp_path)
@@ -181,6 +184,7 @@ def test_a_corrupted_entry_is_ignored_with_a_note(tmp_path):
     assert any(n.startswith("warm start: ignored the stored graph") for n in second["notes"])
 
 
+@pytest.mark.slow
 def test_another_releases_entry_is_not_read(tmp_path):
     _run(tmp_path)
     (path,) = _files(tmp_path)
@@ -270,6 +274,7 @@ print(json.dumps({"bad": bad, "captures": s.captures, "warm_loads": s.warm_loads
 '''
 
 
+@pytest.mark.slow
 def test_two_processes_write_one_cache_at_once(tmp_path):
     procs = [_run(tmp_path, wait=False) for _ in range(2)]
     # each captures its graph (and stores it), or, started later than the other had stored
@@ -309,6 +314,7 @@ def test_a_compiled_graph_that_does_not_load_is_captured_again(tmp_path):
     assert not os.path.exists(body), "the damaged file should leave with its graph"
 
 
+@pytest.mark.slow
 def test_cache_command(tmp_path):
     _run(tmp_path)
     env = {**os.environ, "COMPILED_BW_CACHE_DIR": str(tmp_path)}
@@ -320,6 +326,7 @@ def test_cache_command(tmp_path):
     assert "removed 1 stored graphs" in clear.stdout and _files(tmp_path) == []
 
 
+@pytest.mark.slow
 def test_benchmark_rows_come_from_a_warm_second_process():
     """`python -m benchmarks.warm_start`'s rows: the second process loaded, captured nothing."""
     from benchmarks import warm_start
@@ -345,6 +352,7 @@ print(s.warm_loads, s.verify_mismatches, bool(torch.allclose(w.grad, ref)))
 '''
 
 
+@pytest.mark.slow
 def test_a_stored_graph_verify_rejects_leaves_the_cache(tmp_path):
     """A stored graph that computes something else (here: its file rewritten, checksum and
     all, with another op) is caught by verify, and removed: no later process loads it."""
@@ -417,6 +425,7 @@ print(json.dumps({"bad": bad, "captures": s.captures, "warm_loads": s.warm_loads
 '''
 
 
+@pytest.mark.slow
 def test_the_folder_keeps_its_size_bound_least_recently_used_out_first(tmp_path, monkeypatch):
     """COMPILED_BW_CACHE_MB bounds the folder: storing a graph that does not fit removes the
     least recently used ones (a load counts as a use), and the rest still load."""
@@ -453,7 +462,8 @@ def _user_code(cache, backend="eager", variant="a", scale=2.0) -> dict:
     return out
 
 
-@pytest.mark.parametrize("backend", ["eager", pytest.param("inductor", marks=pytest.mark.slow)])
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
 def test_graphs_with_user_code_load_in_a_second_process(tmp_path, backend):
     """A traced custom Function, an opaque one, module and tensor hooks: stored, loaded by a
     second process (no capture, no Dynamo verdict asked: both are read from disk) with eager's
@@ -467,6 +477,7 @@ def test_graphs_with_user_code_load_in_a_second_process(tmp_path, backend):
     assert second["refused"] == ["_RefusedBackward"], second
 
 
+@pytest.mark.slow
 def test_a_changed_backward_or_global_is_not_loaded(tmp_path):
     """Note [Keys that name user code]: the same Function name with other backward code, or
     the same code reading another value of a global, is another key: captured again (a stale
