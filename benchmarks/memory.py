@@ -16,9 +16,9 @@ makes the CPU allocator report every allocation and free; `_allocations` keeps t
 total of the bytes live among the blocks allocated within the profile.  The forward and
 backward of one warmed-up step run under the profiler, so the forward's activations are
 counted and their frees seen; a marker allocation of odd size separates forward from backward.
-Peak = max running total after the marker, minus what was live before the forward started;
-fwd+bwd peak = the same max over the whole step; saved = the running total at the marker (the
-forward's output and the tensors it left for the backward), minus the same baseline.
+Peak = max running total after the marker (the total starts at 0 with the profile, before
+the forward); fwd+bwd peak = the same max over the whole step; saved = the running total at
+the marker (the forward's output and the tensors it left for the backward).
 This counts every CPU tensor allocation (Inductor's buffers included), not Python objects.
 """
 from __future__ import annotations
@@ -135,10 +135,10 @@ def _allocations(prof) -> list:
         stack.extend(e.children)
         if e.tag == alloc:
             f = e.extra_fields
-            raw.append((e.start_time_ns, f.alloc_size < 0, f.alloc_size, f.ptr))
-    raw.sort(key=lambda r: r[:2])        # at one time stamp, an allocation before a free
+            raw.append((e.start_time_ns, f.alloc_size, f.ptr))
+    raw.sort(key=lambda r: (r[0], r[1] < 0))   # at one time stamp, an allocation before a free
     out, live, total = [], {}, 0
-    for t, _, size, ptr in raw:
+    for t, size, ptr in raw:
         if size >= 0:
             live[ptr] = size
         elif live.pop(ptr, None) is None:
@@ -198,20 +198,18 @@ def step_bytes(model, x, mode, warmup: int = 2,
         prof.start()
     try:
         with compiled_bw.profile_compiled():    # else it runs eager autograd (Note [Profiler])
-            torch.empty(1, dtype=torch.uint8)     # the first event fixes the baseline
             _step(model, x, ctx_factory, loss_fn, marker=True, fwd=fwd)
     finally:
         with _quiet_stderr():
             prof.stop()
     events = _allocations(prof)
     assert events, "the profiler reported no allocations"
-    base = events[0][2] - events[0][1]
     start = next((k for k, (_, size, _) in enumerate(events) if size == _MARKER), None)
     assert start is not None, "marker allocation not found in the profile"
     peak = max(total for _, _, total in events[start:])
-    return {"step": max(total for _, _, total in events) - base - _MARKER,
-            "backward": peak - base - _MARKER,
-            "saved": events[start][2] - base - _MARKER}
+    return {"step": max(total for _, _, total in events) - _MARKER,
+            "backward": peak - _MARKER,
+            "saved": events[start][2] - _MARKER}
 
 
 def peak_backward_bytes_cuda(model, x, mode, warmup: int = 2,
