@@ -55,6 +55,23 @@ def test_batch_sizes_one_dynamic_capture():
     assert "dynamic graph" in reason and "MeanBackward0" in reason and "16" in reason, reason
 
 
+def test_a_dynamic_graph_captured_where_two_nodes_saved_one_tensor():
+    """The dynamic capture (second size) is a step where two nodes saved one tensor (c2 is
+    c1); its hits alternate distinct and shared: each placeholder must be read where its own
+    input is (trace/trace.py Note [One placeholder per input]), not the shared one's."""
+    def make(state, n):
+        if state is None:
+            return [torch.randn(5, requires_grad=True), torch.randn(5, requires_grad=True)]
+        w1, w2 = state
+        w1.grad = w2.grad = None
+        c1 = torch.randn(n, 5)
+        c2 = c1 if n % 2 else torch.randn(n, 5)
+        (w1 * c1 + (w2 * c2).tanh() * c1).sum().backward()
+        return grads(state)
+    st = run([4, 5, 6, 7, 8, 9], make, captures=2, dynamic_captures=1)
+    assert st.dynamic_hits == 4
+
+
 def test_dynamic_true_from_the_first_capture():
     st = run([5, 9, 13], mlp, captures=1, dynamic_captures=1, options={"dynamic": True})
     assert st.dynamic_hits == 2

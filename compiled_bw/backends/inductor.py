@@ -17,6 +17,7 @@ from ..calls.deliver import barrier, deliver, owned_grad
 from ..calls.opaque import current_sites, opaque
 from ..checkpoint.recompute import has_traced_recomputation
 from ..core.thread import THREAD
+from ..graph.distinct import one_object_per_input
 from ..graph.mutated import written_args
 from ..graph.rng import rng_draw
 from ..torchapi import inductor as torch_inductor
@@ -661,7 +662,7 @@ def _compile_inductor(gm: torch.fx.GraphModule, example_inputs: list):
         fresh_returns.use_functional(gm)
     retraced = make_fx(torch.func.functionalize(_tuple_outputs(gm)),
                        decomposition_table=select_decomp_table(),
-                       tracing_mode="fake")(*example_inputs)
+                       tracing_mode="fake")(*one_object_per_input(example_inputs))
     _exact_output_strides(retraced, vals)    # Note [Inductor: exact output strides]
     strides = _pin_output_strides(retraced, vals)
     _contiguous_unbatched_pool3d(retraced)

@@ -38,6 +38,7 @@ from ..core.dispatch_tls import kept as kept_dispatch_state
 from ..core.thread import THREAD, current_step
 from ..graph import custom, defined
 from ..graph.aot import SpliceFailed, aot_plan, trace_aot
+from ..graph.distinct import one_object_per_input
 from ..graph.heap import StdHeap
 from ..graph.mutated import mutated_inputs
 from ..graph.nodes import AOT, CUSTOM, LEAF, TRACE, TRACE_CUSTOM
@@ -808,6 +809,7 @@ def trace_backward(w, opts: Options, root_grads: list, slots: list, delivers: bo
         result.update(ran=ran, out_layouts=out_layouts)
         return ran.outputs if out_layouts is None else flatten(ran.outputs)
 
+    example = one_object_per_input(example)     # graph/distinct.py
     trace_step = TraceStep(verdicts)
     sites = trace_step.sites
     was = _FORMULA_GRAD_MODE[0]
