@@ -274,14 +274,10 @@ def test_retain_graph_twice():
     differential(build, step, captures=2)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "found 2026-11-28: the second backward's walk differs between the steps where the first "
-    "was captured and where it hit. A capture installs compiled_bw's slots on the trunk's "
-    "saved tensors (a hit does not), and a slotted node's key part is the bytes recorded at "
-    "install, whose saved-tensor ids count from the first backward's walk. So the second "
-    "backward is captured twice: 3 captures, not 2. Grads are eager's either way. "
-    "create_graph=True chains pay the same; the PINN captures 6 graphs, not 3."))
 def test_two_losses_through_a_retained_trunk_are_captured_once_each():
+    """Each loss's backward is captured once: the second's walk keys the trunk the same on the
+    step the first was captured (slots installed) as on the steps it hit (no slots): walk/
+    fastwalk.py Note [Node-local tensor ids]."""
     def build():
         torch.manual_seed(0)
         return [nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 4)),

@@ -98,3 +98,26 @@ def test_inplace_between_two_backwards_of_a_retained_graph_raises():
             assert "modified by an inplace operation" in str(e)
         else:
             raise AssertionError("no error: a stale saved tensor was used")
+
+
+def test_nodes_that_saved_one_tensor_or_two_share_a_graph():
+    """Whether two nodes saved the same tensor is not keyed (walk/fastwalk.py Note [Node-local
+    tensor ids]): the graph reads each saved tensor as an input of its own, so one graph is
+    right either way.  Alternating steps: c1 is c2 (two MulBackward0 nodes and the root grad
+    hold one tensor) or not; grads stay eager's, one capture."""
+    shared = iter([True, False, True, False] * 2)
+
+    def build():
+        return [torch.randn(4, 5, requires_grad=True), torch.randn(4, 5, requires_grad=True)]
+
+    def step(ps):
+        w1, w2 = ps
+        for p in ps:
+            p.grad = None
+        c1 = torch.randn(4, 5)
+        c2 = c1 if next(shared) else torch.randn(4, 5)
+        y = w1 * c1 + (w2 * c2).tanh() * c1
+        y.backward(c2)
+        return [w1.grad, w2.grad]
+    st = differential(build, step, steps=4, captures=1)
+    assert st.cache_hits == 3

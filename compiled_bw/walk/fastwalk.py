@@ -35,6 +35,18 @@ on more than Python can see (finer).  A node whose saved tensors carry hooks tha
 is never unpacked nor visited by compiled_args: its key part is a marker and it runs as
 nodes.hooked_kind (`opaque()` says 2 for it; nodes.py Note [Hooked saved tensors]).
 
+Note [Node-local tensor ids]
+compiled_args keys a saved tensor by its TensorArg id, which its AutogradCompilerCall hands out
+in order of first sight (deduplicated by TensorImpl).  Each node is visited with a fresh call,
+so the ids count from the node's own first saved tensor: a node's bytes are the same wherever
+in the walk it is met.  They must be: a retained graph's first capture installs slots and
+records each slotted node's bytes from that walk, and a later walk that meets the same node
+unslotted (its first backward was a cache hit, which installs nothing) writes fresh bytes; with
+walk-wide ids, a trunk shared by two losses keyed differently under its second loss on the
+capture step than on the steps after, and was captured twice.  What the key no longer says is
+whether two nodes saved one tensor; the graph does not depend on it (one graph input per
+SavedVariable, read-only), and the Python walk's signature never said it either.
+
 Note [Released nodes]
 A backward with retain_graph=False frees the saved tensors of the nodes it ran, and only
 those: grad(z, [w]) runs what lies between z and w.  A later grad() from a root below can

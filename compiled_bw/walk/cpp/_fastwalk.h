@@ -27,7 +27,8 @@
 // Saved tensors: a SavedVariable's byte offset in its node is learned once per class from the
 // Python binding (`_raw_saved_X`); compiled_args unpacks it (eager's version check) and
 // TensorArgs::lookup(sv) gives the tensor -- one graph input per SavedVariable, as in Python,
-// although compiled_args itself deduplicates by TensorImpl (its key keeps the dedup ids).
+// although compiled_args itself deduplicates by TensorImpl (its key keeps the dedup ids, counted
+// per node: Note [Node-local tensor ids] in walk/fastwalk.py).
 // Slots (Note [Slots] in saved.py), installed only to trace, are C++ SavedVariableHooks holding
 // the tensor; Python-read saved tensors keep Python Slots; SlotList drives both.  A slotted
 // node's compiled_args would take its hooks path (other bytes), so its key part is kept on the

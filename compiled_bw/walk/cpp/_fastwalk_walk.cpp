@@ -278,39 +278,36 @@ struct NodeIndex {
   }
 };
 
-// One CompiledNodeArgs (and NodeCall) for many nodes: NodeCall::node is re-pointed per node and
-// each node's bytes are the growth of the visitor's buffer.  CacheKey::key_size is a uint16_t,
-// so the offsets are tracked here and a fresh visitor starts every 32 KB.
+// One node's compiled_args visit, with its own AutogradCompilerCall: the TensorArg ids the key
+// holds (compiled_args deduplicates saved tensors by TensorImpl and keys on the ids) count from
+// the node's first saved tensor, not from the walk's.  So a node's bytes do not depend on where
+// in the walk it is met, and the bytes recorded when slots were installed (a retained graph's
+// first walk) equal a later walk's fresh bytes of the same node (Note [Node-local tensor ids]).
 struct Visitor {
-  AutogradCompilerCall& cc;
   NodeCall call;
+  std::optional<AutogradCompilerCall> cc;
   std::optional<CompiledNodeArgs> args;
-  size_t used = 0;  // bytes in args' buffer
-  explicit Visitor(AutogradCompilerCall& c) : cc(c), call(0, NodePtr()) {}
-  // Appends node's compiled_args bytes to k (size-prefixed).  False, appending nothing: a
-  // backward with retain_graph=False ran the node and freed its saved tensors (Note [Released
-  // nodes] in walk/fastwalk.py).
+  Visitor() : call(0, NodePtr()) {}
+  // Appends node's compiled_args bytes to k (size-prefixed); its sizes and tensors stay in cc
+  // until the next visit.  False, appending nothing: a backward with retain_graph=False ran the
+  // node and freed its saved tensors (Note [Released nodes] in walk/fastwalk.py).
   bool visit(Node* node, const NodePtr& owner, const ClassInfo& ci, Key& k) {
-    if (!args || used > (1u << 15)) {
-      args.reset();
-      args.emplace(cc, call);
-      used = 0;
-    }
+    args.reset();  // (it refers to cc)
+    cc.emplace(SizeInput::STATIC);
+    args.emplace(*cc, call);
     call.node = owner;
     try {
       node->compiled_args(*args);
     } catch (const c10::Error& e) {  // also eager's errors (saved tensor modified in place):
       // the Python walk meets those again and reports them as eager would
-      args.reset();
       const char* what = e.what_without_backtrace();
       if (std::strstr(what, "backward through the graph a second time")) return false;
       raise(g_giveup, ci.name + "::compiled_args raised: " + what);
     }
     auto ck = args->key();
-    const uint32_t n = (uint16_t)(ck.key_size - (uint16_t)used);  // < 64 KB per node
+    const uint32_t n = ck.key_size;  // < 64 KB per node (CacheKey::key_size is a uint16_t)
     k.put<uint32_t>(n);
-    k.put_bytes(ck.key + used, n);
-    used += n;
+    k.put_bytes(ck.key, n);
     return true;
   }
 };
@@ -318,8 +315,8 @@ struct Visitor {
 // One node's part of the key: its compiled_args bytes and sizes, then its saved tensors.  A
 // node whose saved tensors already carry our slots (a retained graph walked again) reuses the
 // bytes recorded at install: compiled_args would take its hooks path and write other bytes.
-void collect_node(CWalk& w, AutogradCompilerCall& cc, Visitor& vis, int i, Node* node,
-                  const NodePtr& owner, const ClassInfo& ci, bool opaque, Key& k) {
+void collect_node(CWalk& w, Visitor& vis, int i, Node* node, const NodePtr& owner,
+                  const ClassInfo& ci, bool opaque, Key& k) {
   // The SavedVariables, in the Python walk's order: per attr, its element(s).
   struct One {
     const SavedVariable* sv;
@@ -368,18 +365,17 @@ void collect_node(CWalk& w, AutogradCompilerCall& cc, Visitor& vis, int i, Node*
     k.put_bytes(cached->data() + cached_range.first, cached_range.second - cached_range.first);
   } else {
     if (!vis.visit(node, owner, ci, k)) {
-      cc.all_size_inputs.clear();
       k.put<uint8_t>(0xDE);  // released: no compiled_args, no saved tensors
       w.opaque[i] = 3;
       w.ca_range[i] = {(uint32_t)start, (uint32_t)k.size()};
       return;
     }
+    const AutogradCompilerCall& cc = *vis.cc;
     if (!cc.lifted_ivalue_args.args.empty()) raise(g_giveup, ci.name + ": lifted IValues");
     if (!opaque) {
       k.put<uint32_t>((uint32_t)cc.all_size_inputs.size());
       for (const auto& s : cc.all_size_inputs) k.put<int64_t>(s.value);
     }
-    cc.all_size_inputs.clear();
   }
   w.ca_range[i] = {(uint32_t)start, (uint32_t)k.size()};
   for (int a = 0; a < (int)ci.attrs.size(); ++a) {
@@ -405,11 +401,11 @@ void collect_node(CWalk& w, AutogradCompilerCall& cc, Visitor& vis, int i, Node*
       } else {
         TensorArg* ta;
         try {
-          ta = &cc.tensor_args.lookup(*o.sv);
+          ta = &vis.cc->tensor_args.lookup(*o.sv);
         } catch (const c10::Error& e) {
           raise(g_giveup, ci.name + ": compiled_args did not collect saved " + ci.attrs[o.a].name);
         }
-        if (ta->defined()) t = cc.tensor_args.inputs[ta->index()];
+        if (ta->defined()) t = vis.cc->tensor_args.inputs[ta->index()];
       }
       if (!t.defined()) {
         k.put<uint8_t>(0xEF);  // None
@@ -747,8 +743,7 @@ std::shared_ptr<CWalk> walk(py::list roots, py::dict kinds, bool history) {
     int32_t i = see(node_of(t[0].ptr()));
     w->root_edges.append(py::make_tuple(i, t[1]));
   }
-  AutogradCompilerCall cc(SizeInput::STATIC);
-  Visitor vis(cc);
+  Visitor vis;
   std::vector<uint64_t> seqs;
   std::vector<int32_t> seq_nodes;
   seqs.reserve(1024);
@@ -841,7 +836,7 @@ std::shared_ptr<CWalk> walk(py::list roots, py::dict kinds, bool history) {
       opq = hidden_state_unknown(*ci, kids);
     }
     w->opaque[i] = opq;
-    collect_node(*w, cc, vis, i, node, owner, *ci, opq, k);
+    collect_node(*w, vis, i, node, owner, *ci, opq, k);
   }
   // Execution order (ENGINE.md 1.5): the permutation sorting the sequence numbers.
   std::vector<uint32_t> order(seqs.size());
