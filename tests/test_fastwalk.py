@@ -490,6 +490,31 @@ def test_a_built_walk_loads_without_torchs_loader(monkeypatch):
     assert fastwalk._built(d) is None
 
 
+def test_the_source_hash_covers_every_file_the_build_reads(tmp_path, monkeypatch):
+    """The extension is built from one unit that includes the job files: an edit to any file
+    in walk/cpp (a job file, the unit, the header) must change the source hash, or a process
+    would load the stale build (Note [Loading a built walk]); and the unit must include every
+    job file, or the build would lack its functions."""
+    import shutil
+    cpp = os.path.dirname(fastwalk._UNIT)
+    copy = tmp_path / "cpp"
+    shutil.copytree(cpp, copy)
+    moved = lambda p: str(copy / os.path.basename(p))  # noqa: E731
+    monkeypatch.setattr(fastwalk, "_SRC", [moved(p) for p in fastwalk._SRC])
+    monkeypatch.setattr(fastwalk, "_HEADERS", [moved(p) for p in fastwalk._HEADERS])
+    before = fastwalk.source_hash()
+    for name in sorted(os.listdir(copy)):
+        with open(copy / name, "a") as f:
+            f.write("\n// edited\n")
+        after = fastwalk.source_hash()
+        assert after != before, f"walk/cpp/{name} is not in fastwalk.source_hash(): an edit to it would not rebuild"
+        before = after
+    with open(fastwalk._UNIT) as f:
+        unit = f.read()
+    for p in fastwalk._SRC:
+        assert f'#include "{os.path.basename(p)}"' in unit, f"{fastwalk._UNIT} does not include {p}"
+
+
 def test_suites_pass_with_python_walk():
     """The C++ walk is the default; the Python walk (COMPILED_BW_FASTWALK=0, and the fallback
     when the extension cannot be built) runs the core suites too."""

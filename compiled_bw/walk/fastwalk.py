@@ -6,7 +6,7 @@ Consumes root edges like `walk_graph`; produces a FastWalk with the attributes o
 of custom-Function/AOT nodes and hooks.  `walk(root_edges)` uses it when enabled and built, else
 walk.walk_graph.  On by default; COMPILED_BW_FASTWALK=0 (or `enable_fastwalk(False)`) turns it
 off.  The extension is compiled on first use, once per machine, torch version and source
-(torch.utils.cpp_extension.load, persistent build dir, about 30 s; `python -m
+(torch.utils.cpp_extension.load, persistent build dir, about 70 s on one core; `python -m
 compiled_bw.build` does it ahead); if it cannot be built, a warning says so and the Python walk
 is used.  The extension also delivers leaf grads directly (`accumulate`, runtime/run.py), and
 runs cache hits of C++-wrapper graphs whole (`CWalk.run_native`, Note [C++ hit path] there):
@@ -119,10 +119,12 @@ from .walk import WalkUnsupported, _as_opaque, _custom_entry, class_info, values
 log = logging.getLogger("compiled_bw")
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-# The extension's sources, by job (_fastwalk.h says which does what); _HEADERS are not compiled
-# on their own but are part of the source hash.
+# The extension's sources, by job (_fastwalk.h says which does what), compiled as one translation
+# unit (_UNIT includes them all: torch's headers are most of a unit's compile time).  _UNIT and
+# _HEADERS are not compiled on their own but are part of the source hash, as each of _SRC is.
 _SRC = [os.path.join(_HERE, "cpp", f"_fastwalk_{job}.cpp") for job in ("walk", "slots", "run", "bindings")]
-_HEADERS = [os.path.join(_HERE, "cpp", "_fastwalk.h")]
+_UNIT = os.path.join(_HERE, "cpp", "_fastwalk_all.cpp")
+_HEADERS = [_UNIT, os.path.join(_HERE, "cpp", "_fastwalk.h")]
 
 
 class GiveUp(Exception):
@@ -247,7 +249,7 @@ def _load_once(verbose: bool):
         if ext is None:
             from torch.utils.cpp_extension import load as _load
             with _build_lock(d):
-                ext = _load("compiled_bw_fastwalk", _SRC, build_directory=d,
+                ext = _load("compiled_bw_fastwalk", [_UNIT], build_directory=d,
                             extra_cflags=["-O2", f"-DCOMPILED_BW_FASTWALK_SOURCE={source_hash()}"],
                             verbose=verbose)
                 write_atomic(os.path.join(d, _STAMP), source_hash().encode())
