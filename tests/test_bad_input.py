@@ -31,11 +31,10 @@ def test_create_graph_double_backward_is_captured():
         (ga,) = torch.autograd.grad((a * b).pow(3).sum(), [a], create_graph=True)
         (gga,) = torch.autograd.grad(ga.sum(), [a])
         return [ga.detach(), gga, ga.requires_grad]
-    # 3, not 2: the second step's second grad() is captured again.  In the first step the
-    # first graph's nodes carry our slots from its capture, and the C++ walk keys them with the
-    # compiled_args bytes recorded then, whose saved-tensor ids count from that walk's first
-    # tensor; the second step walks them fresh (a recapture, never a wrong reuse)
-    differential(_leaf_pair, step, captures=3)
+    # 2: each grad() once.  In the first step the first graph's nodes carry our slots from its
+    # capture (the C++ walk keys them with the bytes recorded then), in the second they are
+    # walked fresh: the same key (walk/fastwalk.py Note [Node-local tensor ids])
+    differential(_leaf_pair, step, captures=2)
 
 
 @pytest.mark.parametrize("backend", ["eager", "inductor"])

@@ -89,8 +89,8 @@ class <lambda>(torch.nn.Module):
     def forward(self, grad_root0: "f32[]", saved_mul1_other: "f32[3]", saved_mul1_self: "f32[3]", saved_exp2_result: "f32[3]"):
         # No stacktrace found for following nodes
         expand: "f32[3]" = torch.ops.aten.expand.default(grad_root0, [3]);  grad_root0 = None
-        mul: "f32[3]" = torch.ops.aten.mul.Tensor(expand, saved_mul1_self)
-        mul_1: "f32[3]" = torch.ops.aten.mul.Tensor(expand, saved_mul1_self);  expand = saved_mul1_self = None
+        mul: "f32[3]" = torch.ops.aten.mul.Tensor(expand, saved_mul1_self);  saved_mul1_self = None
+        mul_1: "f32[3]" = torch.ops.aten.mul.Tensor(expand, saved_mul1_other);  expand = saved_mul1_other = None
         add: "f32[3]" = torch.ops.aten.add.Tensor(mul_1, mul);  mul_1 = mul = None
         return [add]""")
 
@@ -103,7 +103,7 @@ class <lambda>(torch.nn.Module):
 class <lambda>(torch.nn.Module):
     def forward(self, grad_root0: "f32[2]", grad_root1: "f32[2]", saved_cos1_self: "f32[2]", saved_sin0_self: "f32[2]"):
         # No stacktrace found for following nodes
-        sin: "f32[2]" = torch.ops.aten.sin.default(saved_sin0_self)
+        sin: "f32[2]" = torch.ops.aten.sin.default(saved_cos1_self);  saved_cos1_self = None
         neg: "f32[2]" = torch.ops.aten.neg.default(sin);  sin = None
         mul: "f32[2]" = torch.ops.aten.mul.Tensor(grad_root1, neg);  grad_root1 = neg = None
         cos: "f32[2]" = torch.ops.aten.cos.default(saved_sin0_self);  saved_sin0_self = None
