@@ -6,7 +6,7 @@ Consumes root edges like `walk_graph`; produces a FastWalk with the attributes o
 of custom-Function/AOT nodes and hooks.  `walk(root_edges)` uses it when enabled and built, else
 walk.walk_graph.  On by default; COMPILED_BW_FASTWALK=0 (or `enable_fastwalk(False)`) turns it
 off.  The extension is compiled on first use, once per machine, torch version and source
-(torch.utils.cpp_extension.load, persistent build dir, about 70 s on one core; `python -m
+(torch.utils.cpp_extension.load, persistent build dir, about 80 s on one core; `python -m
 compiled_bw.build` does it ahead); if it cannot be built, a warning says so and the Python walk
 is used.  The extension also delivers leaf grads directly (`accumulate`, runtime/run.py), and
 runs cache hits of C++-wrapper graphs whole (`CWalk.run_native`, Note [C++ hit path] there):
