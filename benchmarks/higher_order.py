@@ -10,6 +10,8 @@ create_graph graphs themselves run on the eager backend there: trace/differentia
 one torch thread, thread CPU time, the median over steps of each mode's time / eager's.
 `--device cuda`: the models and batches on the GPU, wall-clock time of each step with the device
 synchronized around it, peak memory as torch.cuda.max_memory_allocated over one step.
+`--floor` (CPU): instead of the modes, the step's floor for any backward compiler that calls
+the same matmul and convolution kernels (floor() below).
 
 pinn              Burgers' equation residual u_t + u u_x - nu u_xx on a 4 x 64 tanh MLP u(x, t),
                   2048 collocation points: grad(create_graph=True) twice per step.
@@ -145,6 +147,95 @@ def run(model: str, steps: int, modes: list, device: str = "cpu") -> dict:
             "device": device}
 
 
+# The kernels a backward compiler calls as they are (Inductor's extern kernels on the CPU).
+EXTERN = ("aten::mm", "aten::addmm", "aten::bmm", "aten::convolution", "aten::convolution_backward")
+
+
+def _in_backward(e) -> bool:
+    while e is not None:
+        if e.name.startswith("autograd::engine::evaluate_function"):
+            return True
+        e = e.cpu_parent
+    return False
+
+
+def _replay(e):
+    """A call of e's op on fresh tensors of its input shapes (contiguous) and its scalars."""
+    args = [c if c is not None or not shape else torch.randn(shape)
+            for shape, c in zip(e.input_shapes, e.concrete_inputs, strict=True)]
+    return lambda: getattr(torch.ops.aten, e.name.split("::")[1])(*args)
+
+
+def floor(model: str, steps: int = 15) -> dict:
+    """What no backward compiler can take off the eager step on this CPU: the forward and the
+    loss (user code), Adam, and the matmul and convolution kernels every backward of the step
+    runs (the create_graph grads' and the final one's; Inductor calls the same kernels).  One
+    eager step profiled with shapes gives those calls (outermost ones only); each step then
+    runs eagerly with its phases timed (the time inside torch.autograd.grad counts as backward)
+    and the calls are replayed on fresh tensors of their shapes.  Returns the median over
+    steps of floor / step (paired, as the modes' ratios) and the phases' medians in ms."""
+    from torch.profiler import profile
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    net, batch, loss_fn = MODELS[model]()
+    opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+    b = batch(torch.Generator().manual_seed(1))
+    in_grad = [0.0]
+    real_grad = torch.autograd.grad
+
+    def timed_grad(*args, **kwargs):
+        t0 = time.thread_time()
+        try:
+            return real_grad(*args, **kwargs)
+        finally:
+            in_grad[0] += time.thread_time() - t0
+
+    def step() -> tuple:
+        in_grad[0] = 0.0
+        t0 = time.thread_time()
+        loss = loss_fn(net, *b)
+        t1 = time.thread_time()
+        loss.backward()
+        t2 = time.thread_time()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        t3 = time.thread_time()
+        return t1 - t0 - in_grad[0], in_grad[0] + t2 - t1, t3 - t2
+
+    torch.autograd.grad = timed_grad
+    try:
+        for _ in range(WARMUP):
+            step()
+        with profile(record_shapes=True) as prof:
+            step()
+        calls = [_replay(e) for e in prof.events() if e.name in EXTERN and _in_backward(e)
+                 and not _has_extern_parent(e)]
+        phases, kernels = [], []
+        for _ in range(steps):
+            phases.append(step())
+            t0 = time.thread_time()
+            for c in calls:
+                c()
+            kernels.append(time.thread_time() - t0)
+    finally:
+        torch.autograd.grad = real_grad
+    ms = lambda xs: 1e3 * statistics.median(xs)    # noqa: E731
+    return {"ratio": statistics.median((f + o + k) / (f + bw + o) for (f, bw, o), k
+                                       in zip(phases, kernels, strict=True)),
+            "step": ms(sum(p) for p in phases), "forward": ms(p[0] for p in phases),
+            "backwards": ms(p[1] for p in phases), "adam": ms(p[2] for p in phases),
+            "kernels": ms(kernels), "calls": len(calls)}
+
+
+def _has_extern_parent(e) -> bool:
+    e = e.cpu_parent
+    while e is not None:
+        if e.name in EXTERN:
+            return True
+        e = e.cpu_parent
+    return False
+
+
 def _peak_bytes(step, device: str = "cpu") -> int:
     """Peak live tensor bytes during one step (forward, grads, backward, optimizer), above
     what was live before it (benchmarks/memory.py's method; on a GPU, the allocator's
@@ -204,7 +295,15 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--modes", default=",".join(MODES))
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--floor", action="store_true", help="the step's floor (CPU), not the modes")
     a = ap.parse_args(argv)
+    if a.floor:
+        f = floor(a.model, a.steps)
+        print(f"{a.model}: eager step {f['step']:.2f} ms = forward and loss {f['forward']:.2f} + "
+              f"backwards {f['backwards']:.2f} + Adam {f['adam']:.2f}; the backwards' "
+              f"{f['calls']} matmul/convolution calls {f['kernels']:.2f}; floor (forward, loss, "
+              f"Adam and those calls) {f['ratio']:.2f}x of the step (median of {a.steps}, paired)")
+        return 0
     modes = ["eager", *[m for m in a.modes.split(",") if m != "eager"]]
     t0 = time.perf_counter()
     r = run(a.model, a.steps, modes, a.device)
