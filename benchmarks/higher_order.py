@@ -151,9 +151,11 @@ def run(model: str, steps: int, modes: list, device: str = "cpu") -> dict:
 EXTERN = ("aten::mm", "aten::addmm", "aten::bmm", "aten::convolution", "aten::convolution_backward")
 
 
-def _in_backward(e) -> bool:
+def _has_ancestor(e, pred) -> bool:
+    """Whether a profiler event above e (its cpu_parent chain) satisfies pred."""
+    e = e.cpu_parent
     while e is not None:
-        if e.name.startswith("autograd::engine::evaluate_function"):
+        if pred(e):
             return True
         e = e.cpu_parent
     return False
@@ -208,8 +210,10 @@ def floor(model: str, steps: int = 15) -> dict:
             step()
         with profile(record_shapes=True) as prof:
             step()
-        calls = [_replay(e) for e in prof.events() if e.name in EXTERN and _in_backward(e)
-                 and not _has_extern_parent(e)]
+        calls = [_replay(e) for e in prof.events() if e.name in EXTERN
+                 and _has_ancestor(e, lambda a: a.name.startswith(
+                     "autograd::engine::evaluate_function"))
+                 and not _has_ancestor(e, lambda a: a.name in EXTERN)]
         phases, kernels = [], []
         for _ in range(steps):
             phases.append(step())
@@ -225,15 +229,6 @@ def floor(model: str, steps: int = 15) -> dict:
             "step": ms(sum(p) for p in phases), "forward": ms(p[0] for p in phases),
             "backwards": ms(p[1] for p in phases), "adam": ms(p[2] for p in phases),
             "kernels": ms(kernels), "calls": len(calls)}
-
-
-def _has_extern_parent(e) -> bool:
-    e = e.cpu_parent
-    while e is not None:
-        if e.name in EXTERN:
-            return True
-        e = e.cpu_parent
-    return False
 
 
 def _peak_bytes(step, device: str = "cpu") -> int:
