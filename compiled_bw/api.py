@@ -253,7 +253,22 @@ def _engine_run_backward(t_outputs, *args, **kwargs):
             "every op through it, a compiled graph would not"), **kwargs)
     if torch.compiler.is_compiling():   # Note [A backward while torch.compile compiles]
         return _intercepted(stack[-1], t_outputs, *args, _refuse=_DURING_COMPILE, **kwargs)
+    if _node_logging_on():              # Note [Eager's node logging]
+        return _intercepted(stack[-1], t_outputs, *args, _refuse=_NODE_LOGGING, **kwargs)
     return _intercepted(stack[-1], t_outputs, *args, **kwargs)
+
+
+# Note [Eager's node logging]
+# With torch's autograd logging at DEBUG (TORCH_LOGS=autograd, or the logger
+# torch.autograd.graph set to DEBUG), eager's _engine_run_backward -- the function compiled_bw
+# replaces -- gives every node of the graph a prehook that logs "Executing: <node> with
+# grad_outputs: [...]" as the node runs: one record per node, in eager's order.  A compiled
+# graph runs no nodes, so such a backward runs eager autograd (which logs), with this reason
+# (found by PyTorch's test_autograd.py TestAutogradLogging on torch 2.15: 0 records instead of 5).
+_node_logging_on = torch_autograd.node_logging_on
+_NODE_LOGGING = ("torch's autograd logging is at DEBUG (TORCH_LOGS=autograd): eager autograd "
+                 "logs every node it runs, a compiled graph runs none; raise the logger "
+                 "torch.autograd.graph above DEBUG to compile this backward")
 
 
 # Note [A backward while torch.compile compiles]

@@ -185,6 +185,51 @@ def _mlp_state():
     return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 4))
 
 
+def test_autograd_debug_logging_logs_every_node_as_eager_does():
+    """Note [Eager's node logging]: with torch's autograd logger at DEBUG (TORCH_LOGS=autograd)
+    eager logs "Executing: <node> ..." for each node it runs, in its order (PyTorch's
+    test_autograd.py TestAutogradLogging: CloneBackward0, SumBackward0, DivBackward0,
+    MulBackward0, AccumulateGrad); under compiled_bw the same records (before: none, on every
+    release -- the replaced entry point is where eager attaches the logging prehooks).  With
+    the logger back above DEBUG, the same program compiles."""
+    import logging
+    import re
+
+    class Records(logging.Handler):
+        def __init__(self):
+            super().__init__(logging.DEBUG)
+            self.msgs = []
+
+        def emit(self, record):
+            self.msgs.append(re.sub(r" at 0x[0-9a-f]+", "", record.getMessage()))
+
+    logger = logging.getLogger("torch.autograd.graph")
+    handler, level = Records(), logger.level
+
+    def step(a):
+        a.grad = None
+        del handler.msgs[:]
+        b = a.mul(2).div(3).sum()
+        torch.autograd.backward((b, b.clone()))
+        return [a.grad, list(handler.msgs)]
+
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    try:
+        st = differential(lambda: torch.rand(10, requires_grad=True), step, captures=0,
+                          fallbacks=3)
+        eager_log = step(torch.rand(10, requires_grad=True))[1]
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    assert all("autograd logging is at DEBUG" in r for r in st.fallback_reasons), st
+    assert [m.split()[1].strip("<>").split()[0] for m in eager_log] == [
+        "CloneBackward0", "SumBackward0", "DivBackward0", "MulBackward0",
+        "AccumulateGrad"], eager_log
+    st = differential(lambda: torch.rand(10, requires_grad=True), step)
+    assert st.captures == 1
+
+
 @pytest.mark.parametrize("mode", ["flop_counter", "allow_mutation"])
 def test_a_dispatch_mode_of_the_users_runs_eager_autograd_and_says_why(mode):
     """Note [Dispatch modes of the user's]: eager's backward runs every op through an active

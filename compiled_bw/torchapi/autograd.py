@@ -6,6 +6,7 @@ Function.apply, engine-state queries), which it replaces through `torchapi.patch
 """
 from __future__ import annotations
 
+import logging
 import re
 
 import torch
@@ -39,6 +40,15 @@ engine_run_backward = torch.autograd._engine_run_backward
 ENGINE = torch.autograd.Variable._execution_engine
 set_grad_enabled = C._set_grad_enabled
 AccumulateGrad = C._functions.AccumulateGrad
+# torch/autograd/graph.py's logger: at DEBUG, eager's `_engine_run_backward` gives every node
+# of the graph a prehook that logs "Executing: <node> with grad_outputs: [...]" (TORCH_LOGS=autograd)
+_graph_log = torch.autograd.graph.log
+
+
+def node_logging_on() -> bool:
+    """Whether eager autograd would log each node it runs (api.py Note [Eager's node logging])."""
+    return _graph_log.isEnabledFor(logging.DEBUG)
+
 
 # --- functorch and the legacy vmap (runtime/run.py, api.py) ---
 functorch_transforms_active = C._are_functorch_transforms_active
@@ -87,6 +97,7 @@ USED = {
     "torch.autograd._is_checkpoint_valid": "runtime/engine_state.py",
     "torch.autograd._engine_run_backward": "api.py (the backward entry point)",
     "torch.autograd.Variable._execution_engine": "runtime/run.py (the Deliver task)",
+    "torch.autograd.graph.log": "api.py (Note [Eager's node logging])",
     "torch._C._set_grad_enabled": "runtime/run.py",
     "torch._C._functions.AccumulateGrad": "graph/saved.py",
     "torch._C._are_functorch_transforms_active": "runtime/run.py, api.py",
