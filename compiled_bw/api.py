@@ -255,6 +255,8 @@ def _engine_run_backward(t_outputs, *args, **kwargs):
         return _intercepted(stack[-1], t_outputs, *args, _refuse=_DURING_COMPILE, **kwargs)
     if _node_logging_on():              # Note [Eager's node logging]
         return _intercepted(stack[-1], t_outputs, *args, _refuse=_NODE_LOGGING, **kwargs)
+    if THREAD.creation_hooks:           # graph/hooks.py Note [Node creation hooks]
+        return _intercepted(stack[-1], t_outputs, *args, _refuse=_CREATION_HOOKS, **kwargs)
     return _intercepted(stack[-1], t_outputs, *args, **kwargs)
 
 
@@ -266,6 +268,10 @@ def _engine_run_backward(t_outputs, *args, **kwargs):
 # graph runs no nodes, so such a backward runs eager autograd (which logs), with this reason
 # (found by PyTorch's test_autograd.py TestAutogradLogging on torch 2.15: 0 records instead of 5).
 _node_logging_on = torch_autograd.node_logging_on
+_CREATION_HOOKS = ("a torch.autograd.graph.node_creation_hook is active: eager calls it for every "
+                   "node its backward creates (create_graph=True, checkpoint recomputation, user "
+                   "code), a compiled graph creates other nodes or none; leave the "
+                   "node_creation_hook context before the backward to compile it")
 _NODE_LOGGING = ("torch's autograd logging is at DEBUG (TORCH_LOGS=autograd): eager autograd "
                  "logs every node it runs, a compiled graph runs none; raise the logger "
                  "torch.autograd.graph above DEBUG to compile this backward")

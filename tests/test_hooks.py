@@ -546,3 +546,48 @@ def test_full_backward_hook_zeros_for_an_argument_without_grad_follow_this_step(
         k[0] += 1
         return grads(m) + [x.grad, list(log)]
     differential(build, step, steps=len(masks), captures=None)
+
+
+_CREATION_HOOK = pytest.mark.skipif(
+    not hasattr(torch.autograd.graph, "node_creation_hook"),
+    reason="torch.autograd.graph.node_creation_hook is new in torch 2.15")
+
+
+@_CREATION_HOOK
+@pytest.mark.parametrize("kind", ["plain", "checkpoint", "create_graph", "forward_only"])
+def test_node_creation_hook_sees_the_nodes_eager_creates(kind):
+    """graph/hooks.py Note [Node creation hooks]: a node_creation_hook active during the
+    backward is called for every node eager's backward creates (checkpoint recomputation,
+    create_graph=True's history; none in a plain backward), in order.  Under compiled_bw that
+    backward runs eager autograd, with the reason (before: a capture called it on 8 probe nodes
+    of its own, a traced recomputation on none).  Entered around the forward only, the
+    backward compiles."""
+    from torch.utils.checkpoint import checkpoint
+
+    def step(m):
+        log = []
+        m.zero_grad(set_to_none=True)
+        x = torch.randn(3, 4)
+        with torch.autograd.graph.node_creation_hook(lambda n: log.append(type(n).__name__)):
+            y = (checkpoint(m, x, use_reentrant=False) if kind == "checkpoint" else m(x))
+            y = y.pow(2).sum()
+        log.append("backward")
+        if kind == "forward_only":
+            y.backward()
+        else:
+            with torch.autograd.graph.node_creation_hook(lambda n: log.append(type(n).__name__)):
+                if kind == "create_graph":
+                    gs = torch.autograd.grad(y, list(m.parameters()), create_graph=True)
+                    y = sum(g.pow(2).sum() for g in gs)
+                y.backward()
+        return [grads(m), log]
+
+    def build():
+        return nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2))
+
+    if kind == "forward_only":
+        differential(build, step)
+        return
+    st = differential(build, step, captures=0,
+                      fallbacks=3 * (2 if kind == "create_graph" else 1))
+    assert all("node_creation_hook is active" in r for r in st.fallback_reasons), st

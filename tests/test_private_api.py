@@ -838,3 +838,23 @@ def test_set_version_counters_sets_them():
     assert (a._version, b._version) == (7, 0), (
         f"torch {torch.__version__}: torch._C._autograd._unsafe_set_version_counter no longer "
         "sets the counters it is given (runtime/run.py _mutated_versions)")
+
+
+def test_node_creation_hooks_are_counted_where_torch_has_them():
+    """torch.autograd.graph.node_creation_hook (torch 2.15) pushes and pops its hook through
+    torch._C._autograd._push/_pop_node_creation_hook, which compiled_bw counts per thread
+    (graph/hooks.py Note [Node creation hooks]): a release with the context manager and not
+    those (or pushing elsewhere) would run backwards compiled while a creation hook is active."""
+    from compiled_bw.core.thread import THREAD
+    from compiled_bw.torchapi import autograd as torch_autograd
+    has = hasattr(torch.autograd.graph, "node_creation_hook")
+    assert has == torch_autograd.NODE_CREATION_HOOKS, (
+        f"torch {torch.__version__}: torch.autograd.graph.node_creation_hook "
+        f"{'exists' if has else 'is missing'} but torch._C._autograd._push_node_creation_hook "
+        f"{'does not' if has else 'does'}: compiled_bw/torchapi/autograd.py NODE_CREATION_HOOKS")
+    if has:
+        with torch.autograd.graph.node_creation_hook(lambda n: None):
+            assert THREAD.creation_hooks == 1, (
+                f"torch {torch.__version__}'s node_creation_hook no longer pushes through "
+                "torch._C._autograd._push_node_creation_hook (compiled_bw counts that)")
+        assert THREAD.creation_hooks == 0

@@ -16,6 +16,8 @@ defaults a thread sees before it sets one):
   has_inputs    the running Deliver task serves grad() / backward(inputs=) (engine_state.task)
   settings      the stack of enable() settings entered on this thread (api.py)
   keyed_inputs  Inductor is compiling one of our graphs on this thread (backends/inductor.py)
+  creation_hooks  node creation hooks active on this thread (graph/hooks.py Note [Node
+                creation hooks])
 """
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ class _Thread(threading.local):
     has_inputs = False
     settings = None
     keyed_inputs = False
+    creation_hooks = 0
 
 
 THREAD = _Thread()

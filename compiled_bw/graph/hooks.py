@@ -98,12 +98,39 @@ def _node_register(backward_hooks, hook):
     return _orig_node_register(backward_hooks, hook)
 
 
+# Note [Node creation hooks]
+# torch.autograd.graph.node_creation_hook(hook) (torch 2.15) calls `hook` on every autograd node
+# created on this thread while it is active -- including the nodes eager's backward creates:
+# create_graph=True's history, checkpoint recomputation, user code in hooks and custom
+# backwards, reentrant backwards.  A compiled graph creates other nodes or none (a traced
+# recomputation creates none; a capture creates probe nodes of its own), so a backward run
+# while such a hook is active runs eager autograd (api.py), with the reason.  The stack lives in
+# C++, where Python cannot read it: its push and pop are counted here, per thread.  A hook
+# pushed before compiled_bw was imported is not seen (like hooks registered before it).
+def _push_node_creation_hook(hook):
+    _orig_push_creation(hook)
+    THREAD.creation_hooks += 1
+
+
+def _pop_node_creation_hook():
+    _orig_pop_creation()
+    THREAD.creation_hooks = max(0, THREAD.creation_hooks - 1)
+
+
+if torch_autograd.NODE_CREATION_HOOKS:
+    _orig_push_creation = torch_autograd.original("push_node_creation_hook")
+    _orig_pop_creation = torch_autograd.original("pop_node_creation_hook")
+
+
 def install() -> None:
     register_hook.__doc__ = _orig_register_hook.__doc__
     retain_grad.__doc__ = _orig_retain_grad.__doc__
     torch_autograd.patch("register_hook", register_hook)
     torch_autograd.patch("retain_grad", retain_grad)
     torch_autograd.patch("node_register_hook", _node_register, wrap=staticmethod)
+    if torch_autograd.NODE_CREATION_HOOKS:
+        torch_autograd.patch("push_node_creation_hook", _push_node_creation_hook)
+        torch_autograd.patch("pop_node_creation_hook", _pop_node_creation_hook)
 
 
 def _probe(register):

@@ -139,6 +139,13 @@ PATCHED = {
     "function_apply": (Function, "apply"),                                    # graph/custom.py
     "set_materialize_grads": (FunctionCtx, "set_materialize_grads"),          # graph/custom.py
 }
+# torch.autograd.graph.node_creation_hook (torch 2.15; not in 2.11-2.13): the thread's stack of
+# hooks called on every node created, kept in C++ where Python cannot read it.  Its pushes and
+# pops are counted (graph/hooks.py Note [Node creation hooks]).
+NODE_CREATION_HOOKS = hasattr(C._autograd, "_push_node_creation_hook")
+if NODE_CREATION_HOOKS:
+    PATCHED["push_node_creation_hook"] = (C._autograd, "_push_node_creation_hook")  # hooks.py
+    PATCHED["pop_node_creation_hook"] = (C._autograd, "_pop_node_creation_hook")    # hooks.py
 
 
 def patch(name: str, replacement, wrap=lambda f: f) -> None:
