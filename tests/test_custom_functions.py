@@ -624,3 +624,116 @@ def test_a_traced_write_into_a_grad_a_leaf_also_got_runs_eager_autograd():
     st = differential(lambda: [torch.randn(2, 3, requires_grad=True) for _ in range(2)], step,
                       captures=0, fallbacks=3, strict=False)
     assert all("written in place after its node took it" in r for r in st.fallback_reasons), st
+
+
+_TORCH_2_15 = pytest.mark.skipif(
+    not hasattr(torch.autograd.function.FunctionCtx, "set_output_grad_dtype"),
+    reason="ctx.set_output_grad_dtype and ctx.input_grad_buffers are new in torch 2.15")
+_SEEN: list = []
+
+
+class _DeclaresGradDtype(torch.autograd.Function):
+    """Declares its output's grad dtype (ctx.set_output_grad_dtype); its backward logs the
+    dtype the engine handed it."""
+    @staticmethod
+    def forward(ctx, x, declared):
+        if declared != "default":
+            ctx.set_output_grad_dtype(None if declared == "none" else torch.float32)
+        return x * 1.0
+
+    @staticmethod
+    def backward(ctx, g):
+        _SEEN.append(g.dtype)
+        return g * 3, None
+
+
+class _Widens(torch.autograd.Function):
+    """Returns a float32 grad for its bfloat16 input; `log` makes its backward opaque."""
+    @staticmethod
+    def forward(ctx, y, log):
+        ctx.log = log
+        return y.float() * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        if ctx.log:
+            _SEEN.append("widens")
+        return g * 2, None
+
+
+@_TORCH_2_15
+@pytest.mark.both_backends
+@pytest.mark.parametrize("declared,consumer", [
+    ("float32", "to"), ("none", "to"), ("default", "to"), ("float32", "traced"),
+    ("none", "traced"), ("default", "traced"), ("float32", "opaque"), ("none", "opaque")])
+def test_declared_output_grad_dtypes_reach_the_backward(declared, consumer):
+    """graph/saved.py Note [Declared grad dtypes]: a bfloat16 output declared float32 gets a
+    float32 grad in its backward (eager's validate_outputs casts to the declared dtype; before:
+    compiled_bw cast it to bfloat16, and every grad below it was computed in bfloat16); declared
+    None, it gets the grad in the dtype its consumer produced (float32 from _Widens).  An opaque
+    consumer whose grad's dtype is known only when it runs, into a None slot, falls back."""
+    def build():
+        return torch.randn(4, 3, requires_grad=True)
+
+    def step(x):
+        x.grad = None
+        del _SEEN[:]
+        y = _DeclaresGradDtype.apply(x.to(torch.bfloat16), declared)
+        z = y.float() if consumer == "to" else _Widens.apply(y, consumer == "opaque")
+        (z * torch.linspace(0, 1, 3)).pow(2).sum().backward()
+        return [x.grad, list(_SEEN)]
+
+    unknown = declared == "none" and consumer == "opaque"
+    st = differential(build, step, captures=0 if unknown else 1, fallbacks=3 if unknown else 0)
+    if unknown:
+        assert "grad_dtype is None" in st.fallback_reasons[0], st
+
+
+class _AddsIntoItsBuffer(torch.autograd.Function):
+    """The docstring example of torch 2.15's ctx.input_grad_buffers: adds x's grad into the
+    engine's buffer when one is there, else returns it."""
+    @staticmethod
+    def forward(ctx, x, w):
+        ctx.save_for_backward(x, w)
+        return x @ w
+
+    @staticmethod
+    def backward(ctx, go):
+        x, w = ctx.saved_tensors
+        xb, wb = _buffers(ctx)
+        _SEEN.append((xb is not None, wb is not None))
+        if xb is None:
+            return go @ w.t(), x.t() @ go
+        xb.add_(go @ w.t())
+        return None, x.t() @ go
+
+
+def _buffers(ctx):
+    return ctx.input_grad_buffers
+
+
+@_TORCH_2_15
+@pytest.mark.both_backends
+@pytest.mark.parametrize("first", ["other", "matmul"])
+def test_a_backward_reading_input_grad_buffers_runs_eager_autograd(first):
+    """graph/custom.py Note [Grad buffers of a custom backward]: which buffers the engine gives
+    follows its order (x's is there when the other use of x ran first); a compiled graph has
+    none, and torch raised "input_grad_buffers can only be accessed from the currently
+    executing autograd.Function backward()" under compiled_bw.  That backward now runs eager
+    autograd, the node named (read here through a helper function)."""
+    def build():
+        return [torch.randn(4, 3, requires_grad=True), torch.randn(3, 5, requires_grad=True)]
+
+    def step(st):
+        x, w = st
+        x.grad = w.grad = None
+        del _SEEN[:]
+        h = x * 2
+        mm = _AddsIntoItsBuffer.apply(h, w).sum()
+        loss = mm + (h * h).sum() if first == "other" else (h * h).sum() + mm
+        loss.backward()
+        return [x.grad, w.grad, list(_SEEN)]
+
+    st = differential(build, step, captures=0, fallbacks=3)
+    assert all("_AddsIntoItsBufferBackward's backward reads ctx.input_grad_buffers" in r
+               for r in st.fallback_reasons), st

@@ -27,6 +27,7 @@ from .subclass import PLAIN
 
 FWD_KEY = "compiled_bw.fwd"
 MATERIALIZE_KEY = "compiled_bw.materialize_grads"
+GRAD_DTYPES_KEY = "compiled_bw.output_grad_dtypes"    # graph/saved.py Note [Declared grad dtypes]
 TRACEABLE_ATTR = "compiled_bw_traceable"
 
 
@@ -90,12 +91,27 @@ def set_materialize_grads(self, value: bool):
     return res
 
 
+def set_output_grad_dtype(self, *dtypes):
+    res = _orig_set_grad_dtypes(self, *dtypes)      # (raises as eager for a second call)
+    md = getattr(self, "metadata", None)
+    if isinstance(md, dict):
+        md[GRAD_DTYPES_KEY] = dtypes
+    return res
+
+
+if torch_autograd.DECLARED_GRAD_DTYPES:
+    _orig_set_grad_dtypes = torch_autograd.original("set_output_grad_dtype")
+
+
 def install() -> None:
     apply.__doc__ = _orig_apply.__doc__
-    for fn in (apply, set_materialize_grads):   # Note [Dynamo skips our wrappers]
+    for fn in (apply, set_materialize_grads, set_output_grad_dtype):   # Note [Dynamo skips our wrappers]
         skip_frame(fn)
     torch_autograd.patch("function_apply", apply, wrap=classmethod)
     torch_autograd.patch("set_materialize_grads", set_materialize_grads)
+    if torch_autograd.DECLARED_GRAD_DTYPES:
+        set_output_grad_dtype.__doc__ = _orig_set_grad_dtypes.__doc__
+        torch_autograd.patch("set_output_grad_dtype", set_output_grad_dtype)
 
 
 def is_custom_node(cls) -> bool:
@@ -312,6 +328,38 @@ def _global_names(code) -> tuple:
 
 
 _NAMES: dict = {}       # code object -> the names it may look up (code objects are immutable)
+
+
+# Note [Grad buffers of a custom backward]
+# torch 2.15's ctx.input_grad_buffers gives a custom backward, per forward input, the engine's
+# InputBuffer holding what earlier producers already contributed (or None), so it can add its
+# grad there and return None.  Which entries are there follows eager's execution order and
+# buffer state, which only the engine has: a compiled graph has no such buffers, and torch
+# raises when the property is read outside the engine's call.  A backward that reads it (the
+# attribute named in its code, in functions defined in it, or in global functions or closures
+# it names, two calls deep) makes its backward run eager autograd, with the node named (walk.py
+# `_custom_entry`); one that reads it deeper raises torch's error under compiled_bw.
+def reads_grad_buffers(fn, depth: int = 2) -> bool:
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return False
+    names = _global_names(code)
+    if "input_grad_buffers" in names or "_input_grad_buffers" in names:
+        return True
+    if depth <= 0:
+        return False
+    g = getattr(fn, "__globals__", {})
+    cells = [c.cell_contents for c in (fn.__closure__ or ()) if _filled(c)]
+    return any(type(f) is types.FunctionType and f is not fn and reads_grad_buffers(f, depth - 1)
+               for f in [g.get(n) for n in names] + cells)
+
+
+def _filled(cell) -> bool:
+    try:
+        cell.cell_contents  # noqa: B018 -- an empty cell raises
+    except ValueError:
+        return False
+    return True
 
 
 def safe_ctx_state(node, how: str = AUTO_OP) -> tuple | None:

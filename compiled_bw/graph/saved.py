@@ -27,6 +27,7 @@ import torch
 from torch.autograd.graph import GradientEdge
 
 from ..torchapi import autograd as torch_autograd
+from .custom import GRAD_DTYPES_KEY
 
 ERR_BACKWARD_TWICE = (
     "Trying to backward through the graph a second time (or directly access saved tensors "
@@ -150,15 +151,33 @@ _ACCUMULATE_GRAD = torch_autograd.AccumulateGrad
 
 
 def input_meta(node) -> tuple:
-    """Per input slot of `node`: (shape, dtype, device), and for a leaf whose `grad_dtype` is not
+    """Per input slot of `node`: (shape, dtype, device), and where the slot's grad_dtype is not
     its dtype a 4th element, the grad_dtype: validate_outputs casts grads to it, or for None
-    keeps them in their own dtype.  `_input_metadata` does not show grad_dtype; the leaf does."""
+    keeps them in their own dtype.  `_input_metadata` does not show grad_dtype; a leaf's is
+    its `grad_dtype`, a custom Function's what its forward declared with
+    `ctx.set_output_grad_dtype` (torch 2.15; Note [Declared grad dtypes])."""
     meta = tuple([(tuple(m.shape), m.dtype, m.device) for m in input_metadata(node)])
     if type(node) is _ACCUMULATE_GRAD:
         gd = node.variable.grad_dtype
         if gd != meta[0][1]:
             meta = ((*meta[0], gd),)
+    elif isinstance(node, _BACKWARD_CFUNCTION):
+        declared = node.metadata.get(GRAD_DTYPES_KEY)
+        if declared is not None:
+            meta = tuple(m if k >= len(declared) or declared[k] == m[1] else (*m, declared[k])
+                         for k, m in enumerate(meta))
     return meta
+
+
+# Note [Declared grad dtypes]
+# torch 2.15's ctx.set_output_grad_dtype(*dtypes), called in a custom Function's forward, sets
+# the grad_dtype of the node's input metadata per output: the engine's validate_outputs casts
+# the grad handed to its backward to that dtype (a bfloat16 output's grad given as float32),
+# or for None casts nothing.  Python cannot read it there (nor on the ctx: torch consumes it),
+# so graph/custom.py's wrapper of set_output_grad_dtype records it in the node's metadata.
+# Before this, compiled_bw cast to the output's dtype: the backward got a bfloat16 grad where
+# eager's got float32 (tests/test_custom_functions.py
+# test_declared_output_grad_dtypes_reach_the_backward).
 
 
 def sequence_nr(node) -> int:

@@ -142,6 +142,15 @@ PATCHED = {
 # torch.autograd.graph.node_creation_hook (torch 2.15; not in 2.11-2.13): the thread's stack of
 # hooks called on every node created, kept in C++ where Python cannot read it.  Its pushes and
 # pops are counted (graph/hooks.py Note [Node creation hooks]).
+# FunctionCtx.set_output_grad_dtype (torch 2.15): the grad dtypes a custom Function declares,
+# kept in C++ (the node's input metadata) where Python cannot read them: recorded by
+# graph/custom.py's wrapper (Note [Declared grad dtypes] in graph/saved.py).
+DECLARED_GRAD_DTYPES = hasattr(FunctionCtx, "set_output_grad_dtype")
+if DECLARED_GRAD_DTYPES:
+    PATCHED["set_output_grad_dtype"] = (FunctionCtx, "set_output_grad_dtype")  # graph/custom.py
+# FunctionCtx.input_grad_buffers (torch 2.15): the engine's grad buffers of a custom backward's
+# inputs, which only the engine can give (graph/custom.py reads_grad_buffers).
+INPUT_GRAD_BUFFERS = hasattr(FunctionCtx, "input_grad_buffers")
 NODE_CREATION_HOOKS = hasattr(C._autograd, "_push_node_creation_hook")
 if NODE_CREATION_HOOKS:
     PATCHED["push_node_creation_hook"] = (C._autograd, "_push_node_creation_hook")  # hooks.py

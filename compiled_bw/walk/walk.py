@@ -22,6 +22,7 @@ from ..graph.custom import (
     ctx_state,
     fwd_info,
     materializes,
+    reads_grad_buffers,
     safe_ctx_state,
 )
 from ..graph.hooks import COUNTS, RETAINED, leaf_hooks, node_hooks, retained_by_node
@@ -41,6 +42,7 @@ from ..graph.nodes import (
 from ..graph.packed import traceable_entry
 from ..graph.saved import SLOTS_KEY, foreign_saved_hooks, input_meta, input_metadata, sequence_nr
 from ..graph.subclass import PLAIN, SubclassUnsupported, layout_of
+from ..torchapi import autograd as torch_autograd
 from .saved_slots import PySlots, install_slots
 
 # Note [What the signature holds]
@@ -439,6 +441,11 @@ def _custom_entry(w, i: int, node, how: str, meta: tuple, entry: list):
     if len(info.out_info) != len(meta):
         raise WalkUnsupported(f"custom Function node {name}: {len(info.out_info)} forward "
                               f"outputs but {len(meta)} grad slots")
+    if torch_autograd.INPUT_GRAD_BUFFERS and how != AOT and \
+            reads_grad_buffers(type(node)._forward_cls.backward):
+        raise WalkUnsupported(      # custom.py Note [Grad buffers of a custom backward]
+            f"custom Function node {name}'s backward reads ctx.input_grad_buffers: the engine's "
+            "grad buffers, in eager's order, which a compiled graph does not have")
     entry[1] = type(node)          # class identity: two classes never share a graph
     entry.append(info.is_var)
     entry.append(info.subclass)    # trace.py: a subclass must not reach an opaque call
