@@ -626,9 +626,12 @@ def test_a_traced_write_into_a_grad_a_leaf_also_got_runs_eager_autograd():
     assert all("written in place after its node took it" in r for r in st.fallback_reasons), st
 
 
-_TORCH_2_15 = pytest.mark.skipif(
+_DECLARES_GRAD_DTYPES = pytest.mark.skipif(
     not hasattr(torch.autograd.function.FunctionCtx, "set_output_grad_dtype"),
-    reason="ctx.set_output_grad_dtype and ctx.input_grad_buffers are new in torch 2.15")
+    reason="ctx.set_output_grad_dtype is new in torch 2.14")
+_GRAD_BUFFERS = pytest.mark.skipif(
+    not hasattr(torch.autograd.function.FunctionCtx, "input_grad_buffers"),
+    reason="ctx.input_grad_buffers is new in torch 2.15")
 _SEEN: list = []
 
 
@@ -661,7 +664,7 @@ class _Widens(torch.autograd.Function):
         return g * 2, None
 
 
-@_TORCH_2_15
+@_DECLARES_GRAD_DTYPES
 @pytest.mark.both_backends
 @pytest.mark.parametrize("declared,consumer", [
     ("float32", "to"), ("none", "to"), ("default", "to"), ("float32", "traced"),
@@ -712,7 +715,7 @@ def _buffers(ctx):
     return ctx.input_grad_buffers
 
 
-@_TORCH_2_15
+@_GRAD_BUFFERS
 @pytest.mark.both_backends
 @pytest.mark.parametrize("first", ["other", "matmul"])
 def test_a_backward_reading_input_grad_buffers_runs_eager_autograd(first):

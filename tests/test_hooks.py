@@ -550,7 +550,7 @@ def test_full_backward_hook_zeros_for_an_argument_without_grad_follow_this_step(
 
 _CREATION_HOOK = pytest.mark.skipif(
     not hasattr(torch.autograd.graph, "node_creation_hook"),
-    reason="torch.autograd.graph.node_creation_hook is new in torch 2.15")
+    reason="torch.autograd.graph.node_creation_hook is new in torch 2.14")
 
 
 @_CREATION_HOOK

@@ -841,7 +841,7 @@ def test_set_version_counters_sets_them():
 
 
 def test_node_creation_hooks_are_counted_where_torch_has_them():
-    """torch.autograd.graph.node_creation_hook (torch 2.15) pushes and pops its hook through
+    """torch.autograd.graph.node_creation_hook (torch 2.14+) pushes and pops its hook through
     torch._C._autograd._push/_pop_node_creation_hook, which compiled_bw counts per thread
     (graph/hooks.py Note [Node creation hooks]): a release with the context manager and not
     those (or pushing elsewhere) would run backwards compiled while a creation hook is active."""

@@ -99,7 +99,7 @@ def _node_register(backward_hooks, hook):
 
 
 # Note [Node creation hooks]
-# torch.autograd.graph.node_creation_hook(hook) (torch 2.15) calls `hook` on every autograd node
+# torch.autograd.graph.node_creation_hook(hook) (torch 2.14+) calls `hook` on every autograd node
 # created on this thread while it is active -- including the nodes eager's backward creates:
 # create_graph=True's history, checkpoint recomputation, user code in hooks and custom
 # backwards, reentrant backwards.  A compiled graph creates other nodes or none (a traced

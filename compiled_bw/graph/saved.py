@@ -155,7 +155,7 @@ def input_meta(node) -> tuple:
     its dtype a 4th element, the grad_dtype: validate_outputs casts grads to it, or for None
     keeps them in their own dtype.  `_input_metadata` does not show grad_dtype; a leaf's is
     its `grad_dtype`, a custom Function's what its forward declared with
-    `ctx.set_output_grad_dtype` (torch 2.15; Note [Declared grad dtypes])."""
+    `ctx.set_output_grad_dtype` (torch 2.14+; Note [Declared grad dtypes])."""
     meta = tuple([(tuple(m.shape), m.dtype, m.device) for m in input_metadata(node)])
     if type(node) is _ACCUMULATE_GRAD:
         gd = node.variable.grad_dtype
@@ -170,7 +170,7 @@ def input_meta(node) -> tuple:
 
 
 # Note [Declared grad dtypes]
-# torch 2.15's ctx.set_output_grad_dtype(*dtypes), called in a custom Function's forward, sets
+# torch 2.14's ctx.set_output_grad_dtype(*dtypes), called in a custom Function's forward, sets
 # the grad_dtype of the node's input metadata per output: the engine's validate_outputs casts
 # the grad handed to its backward to that dtype (a bfloat16 output's grad given as float32),
 # or for None casts nothing.  Python cannot read it there (nor on the ctx: torch consumes it),

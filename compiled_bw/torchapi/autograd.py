@@ -139,10 +139,10 @@ PATCHED = {
     "function_apply": (Function, "apply"),                                    # graph/custom.py
     "set_materialize_grads": (FunctionCtx, "set_materialize_grads"),          # graph/custom.py
 }
-# torch.autograd.graph.node_creation_hook (torch 2.15; not in 2.11-2.13): the thread's stack of
+# torch.autograd.graph.node_creation_hook (torch 2.14+; not in 2.11-2.13): the thread's stack of
 # hooks called on every node created, kept in C++ where Python cannot read it.  Its pushes and
 # pops are counted (graph/hooks.py Note [Node creation hooks]).
-# FunctionCtx.set_output_grad_dtype (torch 2.15): the grad dtypes a custom Function declares,
+# FunctionCtx.set_output_grad_dtype (torch 2.14+): the grad dtypes a custom Function declares,
 # kept in C++ (the node's input metadata) where Python cannot read them: recorded by
 # graph/custom.py's wrapper (Note [Declared grad dtypes] in graph/saved.py).
 DECLARED_GRAD_DTYPES = hasattr(FunctionCtx, "set_output_grad_dtype")
