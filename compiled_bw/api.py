@@ -308,6 +308,10 @@ def _state(cfg: Settings) -> _State:
 
 def _intercepted(cfg, t_outputs, grad_tensors, keep_graph, create_graph, inputs=(),
                  allow_unreachable=False, accumulate_grad=True, _refuse=None):
+    if not accumulate_grad and not inputs:
+        # the C++ engine's own argument check (python_engine.cpp), which torch 2.11-2.12's grad()
+        # leaves to it (2.13+ raise in Python first): PyTorch's test_grad_empty_inputs
+        raise ValueError("grad requires non-empty inputs.")
     state = _state(cfg)
     try:
         if _refuse is not None:

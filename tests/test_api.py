@@ -185,6 +185,18 @@ def _mlp_state():
     return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 4))
 
 
+def test_grad_with_no_inputs_raises_eagers_error():
+    """PyTorch's test_grad_empty_inputs: `autograd.grad(out, [])` raises.  torch 2.13+ raise in
+    Python before the engine is called ("`inputs` argument to `grad()` cannot be empty.");
+    2.11-2.12 leave it to the C++ engine ("grad requires non-empty inputs."), which compiled_bw
+    replaces: there it returned () instead of raising."""
+    def step(x):
+        return torch.autograd.grad(2 * x, [], grad_outputs=torch.tensor([1.0]))
+
+    differential(lambda: torch.tensor([1.0], requires_grad=True), step, captures=0,
+                 allow_errors=True)
+
+
 def test_autograd_debug_logging_logs_every_node_as_eager_does():
     """Note [Eager's node logging]: with torch's autograd logger at DEBUG (TORCH_LOGS=autograd)
     eager logs "Executing: <node> ..." for each node it runs, in its order (PyTorch's
