@@ -22,6 +22,7 @@ import types
 import torch
 
 from ..torchapi import autograd as torch_autograd
+from ..torchapi.checkpoint import closure_vars
 from ..torchapi.dynamo import OpOverload, OpOverloadPacket, backward_verdict, skip_frame
 from .subclass import PLAIN
 
@@ -349,17 +350,8 @@ def reads_grad_buffers(fn, depth: int = 2) -> bool:
     if depth <= 0:
         return False
     g = getattr(fn, "__globals__", {})
-    cells = [c.cell_contents for c in (fn.__closure__ or ()) if _filled(c)]
     return any(type(f) is types.FunctionType and f is not fn and reads_grad_buffers(f, depth - 1)
-               for f in [g.get(n) for n in names] + cells)
-
-
-def _filled(cell) -> bool:
-    try:
-        cell.cell_contents  # noqa: B018 -- an empty cell raises
-    except ValueError:
-        return False
-    return True
+               for f in [g.get(n) for n in names] + list(closure_vars(fn).values()))
 
 
 def safe_ctx_state(node, how: str = AUTO_OP) -> tuple | None:
