@@ -193,7 +193,7 @@ def timm_families():
         "mixer": {
             "name": "mixer_s16_224",
             "size": 32,
-            "kw": {"img_size": 32, "patch_size": 8, "num_blocks": 2, "embed_dim": 64},
+            "kw": {"img_size": 32},
         },
         "swin_tiny": {
             "name": "swin_tiny_patch4_window7_224",
