@@ -139,9 +139,6 @@ PATCHED = {
     "function_apply": (Function, "apply"),                                    # graph/custom.py
     "set_materialize_grads": (FunctionCtx, "set_materialize_grads"),          # graph/custom.py
 }
-# torch.autograd.graph.node_creation_hook (torch 2.14+; not in 2.11-2.13): the thread's stack of
-# hooks called on every node created, kept in C++ where Python cannot read it.  Its pushes and
-# pops are counted (graph/hooks.py Note [Node creation hooks]).
 # FunctionCtx.set_output_grad_dtype (torch 2.14+): the grad dtypes a custom Function declares,
 # kept in C++ (the node's input metadata) where Python cannot read them: recorded by
 # graph/custom.py's wrapper (Note [Declared grad dtypes] in graph/saved.py).
@@ -151,6 +148,9 @@ if DECLARED_GRAD_DTYPES:
 # FunctionCtx.input_grad_buffers (torch 2.15): the engine's grad buffers of a custom backward's
 # inputs, which only the engine can give (graph/custom.py reads_grad_buffers).
 INPUT_GRAD_BUFFERS = hasattr(FunctionCtx, "input_grad_buffers")
+# torch.autograd.graph.node_creation_hook (torch 2.14+; not in 2.11-2.13): the thread's stack of
+# hooks called on every node created, kept in C++ where Python cannot read it.  Its pushes and
+# pops are counted (graph/hooks.py Note [Node creation hooks]).
 NODE_CREATION_HOOKS = hasattr(C._autograd, "_push_node_creation_hook")
 if NODE_CREATION_HOOKS:
     PATCHED["push_node_creation_hook"] = (C._autograd, "_push_node_creation_hook")  # hooks.py
