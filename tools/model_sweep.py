@@ -122,26 +122,8 @@ def hf_families():
         "distilbert": lambda: t.DistilBertForMaskedLM(
             t.DistilBertConfig(vocab_size=V, dim=D, n_layers=2, n_heads=2, hidden_dim=64)
         ),
-        "albert": lambda: t.AlbertForMaskedLM(
-            t.AlbertConfig(
-                vocab_size=V,
-                embedding_size=16,
-                hidden_size=D,
-                num_hidden_layers=2,
-                num_attention_heads=2,
-                intermediate_size=64,
-            )
-        ),
-        "electra": lambda: t.ElectraForMaskedLM(
-            t.ElectraConfig(
-                vocab_size=V,
-                embedding_size=16,
-                hidden_size=D,
-                num_hidden_layers=2,
-                num_attention_heads=2,
-                intermediate_size=64,
-            )
-        ),
+        "albert": lambda: t.AlbertForMaskedLM(t.AlbertConfig(**small, embedding_size=16)),
+        "electra": lambda: t.ElectraForMaskedLM(t.ElectraConfig(**small, embedding_size=16)),
         "deberta_v2": lambda: t.DebertaV2ForMaskedLM(t.DebertaV2Config(**small)),
         "modernbert": lambda: t.ModernBertForMaskedLM(
             t.ModernBertConfig(
