@@ -46,7 +46,7 @@ def assert_same(a, b, where="result"):
             assert x.dtype == y.dtype, f"{w}: dtype {x.dtype} vs {y.dtype}"
             assert x.shape == y.shape, f"{w}: shape {x.shape} vs {y.shape}"
             assert x.stride() == y.stride(), f"{w}: stride {x.stride()} vs {y.stride()}"
-            rtol, atol = TOL.get(x.dtype, (0, 0))
+            rtol, atol = TOL.get(x.dtype.to_real() if x.is_complex() else x.dtype, (0, 0))
             torch.testing.assert_close(y, x, rtol=rtol, atol=atol, equal_nan=True, msg=lambda m, w=w: f"{w}: {m}")
         else:
             assert x == y, f"{w}: eager {x!r} vs ours {y!r}"

@@ -242,3 +242,37 @@ def test_a_traced_write_into_a_grad_a_hook_kept_stays_on_the_eager_backend():
     st = differential(lambda: [torch.ones(3, requires_grad=True)], step, backend="inductor",
                       fallbacks=1, strict=False)
     assert "writes in place into a tensor user code holds" in st.fallback_reasons[0], st
+
+
+class _Spectral(torch.nn.Module):
+    """A Fourier neural operator's spectral layer: the low modes of rfft2, mixed by complex
+    weights, written into a zero spectrum by slice assignment (CopySlices: an opaque call),
+    then irfft2."""
+
+    def __init__(self, c: int, modes: int) -> None:
+        super().__init__()
+        self.modes = modes
+        self.w = torch.nn.Parameter(torch.randn(c, c, modes, modes, dtype=torch.cfloat) / c)
+
+    def forward(self, x):
+        m = self.modes
+        xf = torch.fft.rfft2(x)
+        out = torch.zeros(*x.shape[:2], x.shape[2], x.shape[3] // 2 + 1, dtype=torch.cfloat)
+        out[:, :, :m, :m] = torch.einsum("bixy,ioxy->boxy", xf[:, :, :m, :m], self.w)
+        return torch.fft.irfft2(out, s=x.shape[2:])
+
+
+def test_a_formulas_own_write_before_an_opaque_call_is_compiled():
+    """irfft2's backward doubles a slice of its own fresh result in place (`mul_`), then that
+    result is the grad of an opaque CopySlices: user code gets it after the write, as in eager,
+    so Inductor compiles the graph (Note [Inductor: writes into tensors user code holds]); the
+    check once refused every such graph."""
+    def build():
+        return torch.nn.Sequential(torch.nn.Conv2d(2, 4, 1), _Spectral(4, 3), torch.nn.GELU(),
+                                   _Spectral(4, 3), torch.nn.Conv2d(4, 1, 1))
+
+    def step(m):
+        m.zero_grad(set_to_none=True)
+        (m(torch.randn(2, 2, 8, 8)) - 1).pow(2).mean().backward()
+        return grads(m)
+    differential(build, step, steps=3, backend="inductor")

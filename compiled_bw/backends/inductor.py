@@ -597,20 +597,24 @@ def _exact_output_strides(gm: torch.fx.GraphModule, vals: list) -> None:
 # a new value, and the held tensor would keep its old values (found by a random-program
 # differential with user code, 2026-11-28).  Such a graph is not compiled by Inductor: it
 # runs on the eager backend, with the compile failure recorded (stats().fallback_reasons).
-# Writes into graph inputs (saved tensors, root grads) are copied back by functionalization
-# as eager leaves them.
+# Only a write after user code saw the tensor counts: one before (a formula finishing its own
+# result in place, e.g. the `narrow(...).mul_(2)` of irfft's backward, whose result then goes
+# to an opaque CopySlices) is in the value functionalization hands on, as eager hands on the
+# written tensor.  Writes into graph inputs (saved tensors, root grads) are copied back by
+# functionalization as eager leaves them.
 def _writes_user_code_sees(gm: torch.fx.GraphModule) -> list:
     """The in-place ops that write into an opaque call's input or output or a delivered grad
-    (or a view of one)."""
-    seen: set = set()
+    (or a view of one) after user code got it."""
+    seen: dict = {}     # node -> graph position from which user code holds it
+    order = {n: k for k, n in enumerate(gm.graph.nodes)}
     for n in gm.graph.nodes:
         if n.op != "call_function":
             continue
         if n.target is opaque:
-            seen.update(n.users)
-            seen.update(g for g in n.args[1] if isinstance(g, torch.fx.Node))
+            for t in (*n.users, *(g for g in n.args[1] if isinstance(g, torch.fx.Node))):
+                seen.setdefault(t, order[n])
         elif n.target is deliver and isinstance(n.args[1], torch.fx.Node):
-            seen.add(n.args[1])
+            seen.setdefault(n.args[1], order[n])
     if not seen:
         return []
     bad = []
@@ -621,13 +625,15 @@ def _writes_user_code_sees(gm: torch.fx.GraphModule) -> list:
             continue
         for arg in written_args(n):
             base = arg
-            while isinstance(base, torch.fx.Node) and base not in seen and \
-                    base.op == "call_function" and isinstance(base.target, OpOverload) and \
-                    base.args and any(r.alias_info is not None
-                                      for r in base.target._schema.returns):
+            while isinstance(base, torch.fx.Node):
+                if seen.get(base, order[n]) < order[n]:
+                    bad.append(n.name)
+                    break
+                if not (base.op == "call_function" and isinstance(base.target, OpOverload)
+                        and base.args and any(r.alias_info is not None
+                                              for r in base.target._schema.returns)):
+                    break
                 base = base.args[0]     # a view (or an in-place op's result) of its input
-            if base in seen:
-                bad.append(n.name)
     return bad
 
 
