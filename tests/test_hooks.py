@@ -591,3 +591,60 @@ def test_node_creation_hook_sees_the_nodes_eager_creates(kind):
     st = differential(build, step, captures=0,
                       fallbacks=3 * (2 if kind == "create_graph" else 1))
     assert all("node_creation_hook is active" in r for r in st.fallback_reasons), st
+
+
+@pytest.mark.both_backends
+def test_optimizer_step_in_post_accumulate_grad_hooks():
+    """PyTorch's tutorial "fusing the optimizer step into the backward pass": a per-parameter
+    Adam steps from each parameter's post-accumulate-grad hook and clears its grad, so every
+    parameter changes in place during the backward.  One Linear is used twice (its grad is
+    final only after both uses); the updated weights, the optimizer states and the cleared
+    grads are eager's."""
+    def build():
+        torch.manual_seed(0)
+        shared = nn.Linear(8, 8)
+        m = nn.ModuleList([nn.Linear(4, 8), shared, nn.LayerNorm(8), nn.Linear(8, 2)])
+        opts = {p: torch.optim.Adam([p], lr=1e-2, foreach=False) for p in m.parameters()}
+        order = []
+
+        def hook(p):
+            order.append(tuple(p.shape))
+            opts[p].step()
+            opts[p].zero_grad()
+        for p in m.parameters():
+            p.register_post_accumulate_grad_hook(hook)
+        return m, opts, order
+
+    def step(st):
+        m, opts, order = st
+        order.clear()
+        h = m[1](torch.tanh(m[1](m[0](torch.randn(5, 4)))))
+        m[3](m[2](h)).pow(2).mean().backward()
+        return ([p.detach().clone() for p in m.parameters()], [p.grad for p in m.parameters()],
+                [opts[p].state[p]["exp_avg_sq"].clone() for p in m.parameters()], list(order))
+    differential(build, step, steps=3)
+
+
+@pytest.mark.both_backends
+def test_post_accumulate_grad_hook_updating_a_tensor_a_later_node_saved():
+    """The hook updates `w` in place after its grad is final; a later node saved `w.detach()`
+    (same version counter) for another input's grad: eager raises its "modified by an inplace
+    operation" error when that node runs, and so must the compiled graph."""
+    def build():
+        return [torch.randn(3, requires_grad=True), torch.randn(3, requires_grad=True)]
+
+    def step(ps):
+        w, x = ps
+        w.grad = x.grad = None
+        def halve(p):
+            p.detach().mul_(0.5)
+        handle = w.register_post_accumulate_grad_hook(halve)
+        try:
+            z = (torch.exp(x) * w.detach()).sum()   # saves w.detach(): unpacked after the hook
+            y = (w * 2).sum()                       # w's only grad producer: runs first
+            (z + y).backward()
+        finally:
+            handle.remove()
+        return [w.detach().clone(), x.grad]
+    st = differential(build, step, steps=2, allow_errors=True, fallbacks=None, captures=None)
+    assert st.captures == 1, st     # the compiled graph raised it, not an eager fallback
