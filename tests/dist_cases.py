@@ -13,12 +13,16 @@ multi-process run; prints `OK` or the mismatches, exits non-zero on any).
          static_graph;
   fsdp2_checkpointed / ddp_checkpointed  blocks under torch.utils.checkpoint (non-reentrant),
          each block an FSDP2 group: the recomputation runs inside the compiled backward;
+  fsdp2_mixed_precision  bfloat16 params and compute, float32 grad reduction (MixedPrecisionPolicy);
+  fsdp2_compiled_blocks  torchtitan's recipe: checkpoint_wrapper'ed, compiled, sharded blocks,
+         AdamW between steps (world 1 only: its block compile takes ~60 s cold);
   pipeline_zb / pipeline_zbv (2 processes only)  zero-bubble pipeline schedules: each stage's
          backward split into an input pass and weight passes from GradientEdges.
 Both run on the "eager" and "inductor" backends; `stats().fallbacks` must be 0.
 """
 from __future__ import annotations
 
+import functools
 import os
 import sys
 
@@ -105,10 +109,13 @@ def _checkpointed():
 
 
 def fsdp2(backend: str, reshard_after_forward: bool = True, transformer: bool = False,
-          checkpointed: bool = False) -> list:
+          checkpointed: bool = False, mixed_precision: bool = False) -> list:
     from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
     mesh = init_device_mesh("cpu", (dist.get_world_size(),))
+    if mixed_precision:     # bfloat16 compute, float32 reduction: FSDP2 casts the grads
+        mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+        fully_shard = functools.partial(fully_shard, mp_policy=mp)
 
     def make():
         if checkpointed:
@@ -127,13 +134,79 @@ def fsdp2(backend: str, reshard_after_forward: bool = True, transformer: bool = 
     def step(model, s):
         model.zero_grad(set_to_none=True)
         x = torch.randn(2, 3, 8) if transformer else torch.randn(4, 8)
-        model(x).pow(2).sum().backward()
+        model(x).float().pow(2).sum().backward()
         return [None if p.grad is None else p.grad.full_tensor().clone() for p in model.parameters()]
 
     ref, _ = _run(make, step, None)
     got, st = _run(make, step, backend)
     kind = "transformer" if transformer else "checkpointed" if checkpointed else "mlp"
+    kind += ", bfloat16 params" if mixed_precision else ""
     what = f"fsdp2({kind}, reshard_after_forward={reshard_after_forward})/{backend}"
+    return _compare(ref, got, what) + _check_stats(st, what)
+
+
+class _Block(nn.Module):
+    """A pre-norm transformer block (attention through SDPA, a SiLU MLP)."""
+
+    def __init__(self, d: int = 16) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(d)
+        self.q, self.k, self.v, self.o = (nn.Linear(d, d, bias=False) for _ in range(4))
+        self.up, self.down = nn.Linear(d, 2 * d, bias=False), nn.Linear(2 * d, d, bias=False)
+
+    def forward(self, x):
+        h = self.norm(x)
+        b, t, d = h.shape
+        q, k, v = (f(h).view(b, t, 2, d // 2).transpose(1, 2) for f in (self.q, self.k, self.v))
+        a = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.o(a.transpose(1, 2).reshape(b, t, d))
+        return x + self.down(nn.functional.silu(self.up(self.norm(x))))
+
+
+class _Lm(nn.Module):
+    def __init__(self, blocks) -> None:
+        super().__init__()
+        self.emb, self.blocks, self.head = nn.Embedding(32, 16), blocks, nn.Linear(16, 32)
+
+    def forward(self, ids):
+        h = self.emb(ids)
+        for b in self.blocks:
+            h = b(h)
+        return self.head(h)
+
+
+def fsdp2_compiled_blocks(backend: str) -> list:
+    """torchtitan's recipe: each block activation-checkpointed (checkpoint_wrapper), compiled
+    (`module.compile()`: its backward is AOTAutograd's, spliced) and sharded, then the root;
+    AdamW steps between the backwards."""
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    mesh = init_device_mesh("cpu", (dist.get_world_size(),))
+
+    def make():
+        torch._dynamo.reset()   # each run compiles its blocks afresh
+        blocks = nn.ModuleList([checkpoint_wrapper(_Block(), preserve_rng_state=False)
+                                for _ in range(2)])
+        for b in blocks:
+            b.compile()
+            fully_shard(b, mesh=mesh)
+        model = _Lm(blocks)
+        fully_shard(model, mesh=mesh)
+        return model, torch.optim.AdamW(model.parameters(), lr=1e-2)
+
+    def step(state, s):
+        model, opt = state
+        opt.zero_grad(set_to_none=True)
+        ids = torch.randint(0, 32, (2, 8))
+        nn.functional.cross_entropy(model(ids).flatten(0, 1), ids.flatten()).backward()
+        grads = [p.grad.full_tensor().clone() for p in model.parameters()]
+        opt.step()
+        return grads
+
+    ref, _ = _run(make, step, None)
+    got, st = _run(make, step, backend)
+    what = f"fsdp2(compiled checkpointed blocks)/{backend}"
     return _compare(ref, got, what) + _check_stats(st, what)
 
 
@@ -259,6 +332,8 @@ CASES = {
     "fsdp2_keep_unsharded": lambda b: fsdp2(b, reshard_after_forward=False),
     "fsdp2_transformer": lambda b: fsdp2(b, transformer=True),
     "fsdp2_checkpointed": lambda b: fsdp2(b, checkpointed=True),
+    "fsdp2_mixed_precision": lambda b: fsdp2(b, mixed_precision=True),
+    "fsdp2_compiled_blocks": fsdp2_compiled_blocks,
     "ddp": ddp,
     "ddp_checkpointed": lambda b: ddp(b, "checkpointed"),
     "ddp_unused": lambda b: ddp(b, "unused"),
