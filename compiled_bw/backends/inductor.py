@@ -600,8 +600,9 @@ def _exact_output_strides(gm: torch.fx.GraphModule, vals: list) -> None:
 # Only a write after user code saw the tensor counts: one before (a formula finishing its own
 # result in place, e.g. the `narrow(...).mul_(2)` of irfft's backward, whose result then goes
 # to an opaque CopySlices) is in the value functionalization hands on, as eager hands on the
-# written tensor.  Writes into graph inputs (saved tensors, root grads) are copied back by
-# functionalization as eager leaves them.
+# written tensor.  A graph input user code gets (a root grad passed on to a hook) is user
+# code's before the graph runs: any write into it counts.  Writes into other graph inputs
+# (saved tensors, root grads) are copied back by functionalization as eager leaves them.
 def _writes_user_code_sees(gm: torch.fx.GraphModule) -> list:
     """The in-place ops that write into an opaque call's input or output or a delivered grad
     (or a view of one) after user code got it."""
@@ -626,7 +627,9 @@ def _writes_user_code_sees(gm: torch.fx.GraphModule) -> list:
         for arg in written_args(n):
             base = arg
             while isinstance(base, torch.fx.Node):
-                if seen.get(base, order[n]) < order[n]:
+                # a graph input (a root grad, a saved tensor) is user code's from the start
+                if seen.get(base, order[n]) < order[n] or \
+                        (base.op == "placeholder" and base in seen):
                     bad.append(n.name)
                     break
                 if not (base.op == "call_function" and isinstance(base.target, OpOverload)
