@@ -767,14 +767,25 @@ def test_region_guards_check_state_and_refuse_side_effects():
         def forward(self, x):
             self.calls.append(1)
             return self.lin(x)
+    class Scaled(M):
+        def forward(self, x, scale=1.0, bias=None):
+            return self.lin(x) * scale + (0 if bias is None else bias)
     m, x = M(), torch.randn(2, 3, requires_grad=True)
-    g = region_guards(m, (x,))
-    assert g is not None and g.check(m, (x,)) and g.check(M(), (x,))
+    g = region_guards(m, (x,), {})
+    assert g is not None and g.check(m, (x,), {}) and g.check(M(), (x,), {})
     m.k = 3
-    assert not g.check(m, (x,))
-    assert not g.check(M(), (torch.randn(2, 4),))
+    assert not g.check(m, (x,), {})
+    assert not g.check(M(), (torch.randn(2, 4),), {})
     e = Effect()
-    assert region_guards(e, (x,)) is None and e.calls == []
+    assert region_guards(e, (x,), {}) is None and e.calls == []
+    # keyword arguments (Note [Checkpoint keyword arguments]): a plain value is guarded, a
+    # tensor's metadata is guarded, a keyword missing or added fails
+    s, b = Scaled(), torch.randn(3)
+    g = region_guards(s, (x,), {"scale": 2.0, "bias": b})
+    assert g is not None and g.check(s, (x,), {"scale": 2.0, "bias": torch.randn(3)})
+    assert not g.check(s, (x,), {"scale": 3.0, "bias": b})
+    assert not g.check(s, (x,), {"scale": 2.0, "bias": torch.randn(2, 3)})
+    assert not g.check(s, (x,), {"scale": 2.0})
 
 
 def test_shape_guard_functions_are_python_int_arithmetic():

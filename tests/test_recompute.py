@@ -843,3 +843,83 @@ def test_sac_region_under_users_saved_tensors_hooks():
         loss.backward()
         return [*grads(m), *grads(head), xr.grad, list(log)]
     differential(_build(_deep), step, captures=None)
+
+
+class _Keyworded(nn.Module):
+    """A block taking keyword arguments as timm's BEiT/EVA blocks do (`rope=`, a bias that
+    may be None, a plain scale), its forward not opted in (traced under Dynamo's guards)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(6, 6)
+
+    def forward(self, x, rope=None, bias=None, scale=1.0):
+        h = self.lin(x) * scale
+        if rope is not None:
+            h = h * rope[0] + h.roll(1, -1) * rope[1]
+        if bias is not None:
+            h = h + bias
+        return torch.tanh(h)
+
+
+def _kw_step(kwargs_of):
+    def step(st):
+        m, head, x, count = st
+        for p in (*m.parameters(), *head.parameters()):
+            p.grad = None
+        k = len(count)          # this run's step
+        count.append(k)
+        xr = x.detach().requires_grad_()
+        kw = kwargs_of(k)
+        h = cp.checkpoint(m, xr, use_reentrant=False, **kw)
+        tensors = [t for t in torch.utils._pytree.tree_leaves(kw) if isinstance(t, torch.Tensor)]
+        for t in tensors:
+            if t.requires_grad:
+                t.retain_grad()
+        head(h).pow(2).sum().backward()
+        return [*grads(m), *grads(head), xr.grad, [t.grad for t in tensors]]
+    return step
+
+
+def test_checkpoint_keyword_arguments_are_graph_inputs():
+    """Note [Checkpoint keyword arguments]: tensors passed by keyword (a rope pair, a bias that
+    requires grad) are inputs of the traced recomputation, plain keywords are keyed (a scale
+    that changes is a new graph), None stays None; no opaque call."""
+    def kwargs_of(k):
+        cos, sin = torch.rand(6), torch.rand(6)
+        bias = torch.randn(6, requires_grad=True)
+        return {"rope": (cos, sin), "bias": bias if k != 1 else None, "scale": 2.0 if k < 3 else 0.5}
+    st = differential(_build(_Keyworded), _kw_step(kwargs_of), steps=4, strict=True, captures=3)
+    assert "carry hooks" not in _opaque_nodes(), _opaque_nodes()
+    assert st.recompute_captures >= 1, st
+
+
+def test_checkpoint_keyword_tensor_changed_in_place_before_the_backward():
+    """Eager's recomputation reads a keyword's tensor as it is at backward time (checkpoint
+    keeps the object, unchecked); so does the graph, whose input it is."""
+    def step(st):
+        m, head, x, _ = st
+        for p in (*m.parameters(), *head.parameters()):
+            p.grad = None
+        bias = torch.randn(6)
+        xr = x.detach().requires_grad_()
+        h = cp.checkpoint(m, xr, use_reentrant=False, bias=bias)
+        bias.mul_(3)            # after the forward, before the recomputation
+        head(h).pow(2).sum().backward()
+        return [*grads(m), xr.grad]
+    differential(_build(_Keyworded), step, strict=True)
+    assert "carry hooks" not in _opaque_nodes(), _opaque_nodes()
+
+
+def test_checkpoint_keyword_argument_of_another_kind_is_declined():
+    """A keyword holding a module (any value that is neither a tensor nor plain) declines:
+    the region's nodes run hooked, as eager's recomputation."""
+    class _Takes(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = nn.Linear(6, 6)
+
+        def forward(self, x, act=None):
+            return act(self.lin(x))
+    differential(_build(_Takes), _kw_step(lambda k: {"act": nn.Tanh()}), strict=True)
+    assert "carry hooks" in _opaque_nodes(), "the region should have been declined"

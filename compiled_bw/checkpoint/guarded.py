@@ -170,13 +170,13 @@ def _as_dynamo_traces(fn):
     return types.FunctionType(code, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
 
 
-def lookup(fn, key, args: tuple) -> Capture | None:
-    """The capture whose guards hold for `fn(*args)` now; a new Dynamo trace if none does;
-    None if Dynamo refuses the region (or it was recaptured too often)."""
+def lookup(fn, key, args: tuple, kwargs: dict) -> Capture | None:
+    """The capture whose guards hold for `fn(*args, **kwargs)` now; a new Dynamo trace if
+    none does; None if Dynamo refuses the region (or it was recaptured too often)."""
     fn = _as_dynamo_traces(fn)
     caps = _CAPTURES.setdefault(key, [])
     for c in caps:      # before the refusal: Note [A refusal stops new traces only]
-        if c.guards.check(fn, args):
+        if c.guards.check(fn, args, kwargs):
             return c
     if key in _REFUSED:
         return None
@@ -185,8 +185,8 @@ def lookup(fn, key, args: tuple) -> Capture | None:
     if len(caps) >= _MAX_PER_KEY:
         _REFUSED.add(key)
         return None
-    g = region_guards(fn, args)
-    if g is None or not g.check(fn, args):
+    g = region_guards(fn, args, kwargs)
+    if g is None or not g.check(fn, args, kwargs):
         COUNTS["refused"] += 1
         _REFUSED.add(key)
         return None

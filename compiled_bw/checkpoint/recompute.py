@@ -185,7 +185,7 @@ def _frame_ok(frame) -> dict | None:
         return None
     for n, absent in ckpt.RECOMPUTE_DEFAULTS.items():
         cv.setdefault(n, absent)
-    if cv["kwargs"] or cv["is_non_strict_tracing"] or cv["is_fx_tracing"]:
+    if cv["is_non_strict_tracing"] or cv["is_fx_tracing"]:
         return None
     rc = cv["recompute_context"]
     if not (ckpt.is_noop_context(rc) or ckpt.sac_storage(rc) is not None) or \
@@ -197,6 +197,25 @@ def _frame_ok(frame) -> dict | None:
     if dev is not None and dev["enabled"]:
         return None
     return cv
+
+
+def _call_kwargs(kwargs: dict, tensor_meta):
+    """Note [Checkpoint keyword arguments]: (spec, leaves, key) of the keyword arguments
+    `checkpoint(fn, *args, **kwargs)` was called with -- leaves ("t", tensor) or ("v", plain
+    value) --, or None where a leaf is neither."""
+    leaves, spec = pytree.tree_flatten(dict(kwargs))
+    out, key = [], []
+    for v in leaves:
+        if isinstance(v, torch.Tensor):
+            out.append(("t", v))
+            key.append((tensor_meta(v), v.requires_grad))
+        else:
+            pk = plain_key(v)
+            if pk is NOT_PLAIN:
+                return None
+            out.append(("v", v))
+            key.append(pk)
+    return spec, out, (str(spec), tuple(key))
 
 
 def _autocast() -> bool:
@@ -298,6 +317,9 @@ def _region(w, i: int, frame, number: int, tensor_meta) -> Region | None:
             return None
         args.append(t)
         arg_sig.append((tensor_meta(t), t.requires_grad))
+    ckw = _call_kwargs(cv["kwargs"], tensor_meta)
+    if ckw is None:
+        return None
     state = ckpt.forward_rng_state(cv)     # Note [Functional RNG in recomputation]
     sac = None
     stored = ckpt.sac_storage(cv["recompute_context"])
@@ -308,7 +330,7 @@ def _region(w, i: int, frame, number: int, tensor_meta) -> Region | None:
     extra = {}
     if call is not None:
         extra = guarded.partial_tensors(fn)
-        cap = guarded.lookup(fn, fkey, tuple(args))
+        cap = guarded.lookup(fn, fkey, tuple(args), cv["kwargs"])
         if cap is None:
             return None
         # Dynamo guards the module's attributes, not its classes' `forward`s: a forward
@@ -321,7 +343,8 @@ def _region(w, i: int, frame, number: int, tensor_meta) -> Region | None:
            tuple(tuple(sorted(m.items())) for m in frame.x_metadatas),
            tuple((k, str(spec), tuple((tensor_meta(t), t.requires_grad) for t in ts))
                  for k, (spec, ts) in extra.items()),
-           bool(frame.early_stop), None if sac is None else sac.sig, state is not None)
+           bool(frame.early_stop), None if sac is None else sac.sig, state is not None,
+           ckw[2])
     try:
         hash(sig)
     except TypeError:
@@ -330,7 +353,7 @@ def _region(w, i: int, frame, number: int, tensor_meta) -> Region | None:
         traced = _TRACED[sig]
     else:
         traced = _trace_region(module, params + buffers, args, frame, call, extra, sac,
-                               rng_ok=state is not None)
+                               rng_ok=state is not None, ckw=ckw[:2])
         if len(_TRACED) >= _MAX_TRACED:
             _TRACED.clear()
         _TRACED[sig] = traced
@@ -356,6 +379,10 @@ def _region(w, i: int, frame, number: int, tensor_meta) -> Region | None:
             keys.append((i, ATTR, (number, j, f"kw_{k}" if len(ts) == 1 else f"kw_{k}{m}")))
             w.saved.append(t)
             j += 1
+    for m, t in enumerate(t for kind, t in ckw[1] if kind == "t"):
+        keys.append((i, ATTR, (number, j, f"ckw{m}")))
+        w.saved.append(t)
+        j += 1
     for k, t in enumerate(sac.tensors if sac is not None else ()):
         keys.append((i, ATTR, (number, j, f"sac{k}")))
         w.saved.append(t)
@@ -413,8 +440,8 @@ class _Adapter(torch.nn.Module):
             return self.call(self.target, args, extra)
 
 
-def _call_module(m, args, _extra):
-    return m(*args)
+def _call_module(m, args, kwargs):
+    return m(*args, **kwargs)
 
 
 class _Stop(Exception):
@@ -422,15 +449,18 @@ class _Stop(Exception):
 
 
 def _trace_region(module, state: list, args: list, frame, call=None, extra=None, sac=None,
-                  rng_ok=False):
+                  rng_ok=False, ckw=None):
     """The region's recomputation as an aten graph (a Traced): inputs (state tensors, tensor
-    args, the partial's keyword tensors, a SAC region's saved outputs), outputs the tensors
-    it saves in pack order; None where Note [Traced recomputation] declines.  `call` (a
-    guarded region, guarded.callee) runs it, else the module's __call__."""
+    args, the partial's keyword tensors, the call's keyword tensors, a SAC region's saved
+    outputs), outputs the tensors it saves in pack order; None where Note [Traced
+    recomputation] declines.  `call` (a guarded region, guarded.callee) runs it, else the
+    module's __call__.  `ckw`: _call_kwargs' (spec, leaves)."""
     extra = extra or {}
+    kw_spec, kw_leaves = ckw if ckw is not None else (pytree.tree_flatten({})[1], [])
     names = [n for n, _ in state]
     tensors = [t for _, t in state] + [a for a in args if isinstance(a, torch.Tensor)] + \
-        [t for _, ts in extra.values() for t in ts] + (sac.tensors if sac is not None else [])
+        [t for _, ts in extra.values() for t in ts] + \
+        [t for kind, t in kw_leaves if kind == "t"] + (sac.tensors if sac is not None else [])
     rgs = [t.requires_grad for t in tensors]
     recorded: list = []
     replays: list = []
@@ -452,6 +482,9 @@ def _trace_region(module, state: list, args: list, frame, call=None, extra=None,
         cargs = tuple(next(it) if isinstance(a, torch.Tensor) else a for a in args)
         kw = {k: pytree.tree_unflatten([next(it) for _ in ts], spec)
               for k, (spec, ts) in extra.items()}
+        # the call's own keywords after the partial's, as `partial(...)(**kwargs)` merges
+        kw.update(pytree.tree_unflatten(
+            [next(it) if kind == "t" else v for kind, v in kw_leaves], kw_spec))
         mode = None
         if sac is not None:     # Note [Selective recomputation]
             mode = ckpt.SacReplay(functools.partial(_answer, sac, list(it)))
@@ -460,7 +493,7 @@ def _trace_region(module, state: list, args: list, frame, call=None, extra=None,
         with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, unpack):
             try:
                 if call is None and mode is None:
-                    torch.func.functional_call(module, params, cargs)
+                    torch.func.functional_call(module, params, cargs, kw)
                 else:
                     torch.func.functional_call(
                         _Adapter(module, call or _call_module, mode),

@@ -360,8 +360,8 @@ class _Captured(Exception):
     """Raised by the compiled graph Dynamo's bytecode calls: the region never runs."""
 
 
-def _region_call(fn, args):
-    return fn(*args)
+def _region_call(fn, args, kwargs):
+    return fn(*args, **kwargs)
 
 
 _region_count = [0]
@@ -516,9 +516,9 @@ def _fresh_requires_grad():
             setattr(owner, attr, dynamos)
 
 
-def region_guards(fn, args: tuple):
-    """Dynamo's verdict on `fn(*args)` under enable_grad: its guard manager (`.check(
-    {"fn": fn, "args": args})` says whether a later call would trace the same graph) if
+def region_guards(fn, args: tuple, kwargs: dict):
+    """Dynamo's verdict on `fn(*args, **kwargs)` under enable_grad: its guard manager
+    (`.check(fn, args, kwargs)` says whether a later call would trace the same graph) if
     Dynamo traces it whole (_trace_once) with no effect outside the call (_clean), else None.
     Nothing of fn runs, and a Dynamo that would not compile is not called."""
     from torch._C._dynamo.eval_frame import _debug_get_cache_entry_list
@@ -527,7 +527,7 @@ def region_guards(fn, args: tuple):
         return None
     verdict = []
     with _fresh_requires_grad():
-        f, _ = _trace_once(_region_call, (fn, args),
+        f, _ = _trace_once(_region_call, (fn, args, kwargs),
                            lambda tx, ex: verdict.append(_all_tensors(ex) and _clean(tx)),
                            torch.enable_grad())
     if f is None:           # refused, or ran without the graph (no tensor op): nothing to guard
@@ -545,9 +545,9 @@ class _Guards:
     def __init__(self, manager, keep) -> None:
         self.manager, self.keep = manager, keep
 
-    def check(self, fn, args: tuple) -> bool:
+    def check(self, fn, args: tuple, kwargs: dict) -> bool:
         with torch.enable_grad():
-            return bool(self.manager.check({"fn": fn, "args": args}))
+            return bool(self.manager.check({"fn": fn, "args": args, "kwargs": kwargs}))
 
 
 # ---- Dynamo's verdict on a custom Function's backward (graph/custom.py) -----------------------
