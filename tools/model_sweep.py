@@ -14,8 +14,10 @@ Variants (transformers): plain, bf16 (autocast), hooks (a module full backward h
 first block's grad_output norms, a tensor hook scaling the input embedding's grad), ckpt /
 ckpt_reentrant (gradient_checkpointing_enable), accumulate (two backwards per step);
 (timm): plain, hooks, ckpt (set_grad_checkpointing), channels_last, droppath (drop_path_rate
-and drop_rate 0.1), bf16.  Default plan: every variant on the eager backend, plain and ckpt on
-Inductor.  Results of 2026-12-02 (torch 2.15.0): tools/torch_suite/README.md.
+and drop_rate 0.1), bf16; (both) compiled (`model.compile()`: eager autograd runs AOTAutograd's
+backward, compiled_bw splices it; not in the default plan, ~30 s of compiling per run).
+Default plan: every variant but compiled on the eager backend, plain and ckpt on Inductor.
+Results of 2026-12-02 (torch 2.15.0): tools/torch_suite/README.md.
 """
 
 import os
@@ -243,6 +245,9 @@ def hf_run(fam, name, variant, encdec, vocab):
                 )
             )
             m.get_input_embeddings().weight.register_hook(lambda g: g * 1.5)
+        if variant == "compiled":
+            torch._dynamo.reset()  # each run compiles afresh, below Dynamo's recompile limit
+            m.compile()
         return [m.train(), log]
 
     def step(st):
@@ -282,6 +287,9 @@ def timm_run(fam, name, variant):
                 lambda mod, gi, go: log.append(round(go[0].float().norm().item(), 3))
             )
             mods[-1].weight.register_hook(lambda g: g * 0.5)
+        if variant == "compiled":
+            torch._dynamo.reset()  # each run compiles afresh, below Dynamo's recompile limit
+            m.compile()
         return [m.train(), log]
 
     def step(st):
