@@ -608,14 +608,17 @@ def _writes_user_code_sees(gm: torch.fx.GraphModule) -> list:
     (or a view of one) after user code got it."""
     seen: dict = {}     # node -> graph position from which user code holds it
     order = {n: k for k, n in enumerate(gm.graph.nodes)}
+
+    def held(t, k: int) -> None:    # a graph input is user code's from the start
+        seen.setdefault(t, -1 if t.op == "placeholder" else k)
     for n in gm.graph.nodes:
         if n.op != "call_function":
             continue
         if n.target is opaque:
             for t in (*n.users, *(g for g in n.args[1] if isinstance(g, torch.fx.Node))):
-                seen.setdefault(t, order[n])
+                held(t, order[n])
         elif n.target is deliver and isinstance(n.args[1], torch.fx.Node):
-            seen.setdefault(n.args[1], order[n])
+            held(n.args[1], order[n])
     if not seen:
         return []
     bad = []
@@ -627,9 +630,7 @@ def _writes_user_code_sees(gm: torch.fx.GraphModule) -> list:
         for arg in written_args(n):
             base = arg
             while isinstance(base, torch.fx.Node):
-                # a graph input (a root grad, a saved tensor) is user code's from the start
-                if seen.get(base, order[n]) < order[n] or \
-                        (base.op == "placeholder" and base in seen):
+                if seen.get(base, order[n]) < order[n]:
                     bad.append(n.name)
                     break
                 if not (base.op == "call_function" and isinstance(base.target, OpOverload)

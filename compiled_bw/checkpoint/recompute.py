@@ -199,10 +199,15 @@ def _frame_ok(frame) -> dict | None:
     return cv
 
 
+_NO_KWARGS = (pytree.tree_flatten({})[1], (), ())
+
+
 def _call_kwargs(kwargs: dict, tensor_meta):
     """Note [Checkpoint keyword arguments]: (spec, leaves, key) of the keyword arguments
     `checkpoint(fn, *args, **kwargs)` was called with -- leaves ("t", tensor) or ("v", plain
     value) --, or None where a leaf is neither."""
+    if not kwargs:      # the usual call: no flattening on every walk of every region
+        return _NO_KWARGS
     leaves, spec = pytree.tree_flatten(dict(kwargs))
     out, key = [], []
     for v in leaves:
@@ -320,6 +325,7 @@ def _region(w, i: int, frame, number: int, tensor_meta) -> Region | None:
     ckw = _call_kwargs(cv["kwargs"], tensor_meta)
     if ckw is None:
         return None
+    kw_spec, kw_leaves, kw_key = ckw
     state = ckpt.forward_rng_state(cv)     # Note [Functional RNG in recomputation]
     sac = None
     stored = ckpt.sac_storage(cv["recompute_context"])
@@ -344,7 +350,7 @@ def _region(w, i: int, frame, number: int, tensor_meta) -> Region | None:
            tuple((k, str(spec), tuple((tensor_meta(t), t.requires_grad) for t in ts))
                  for k, (spec, ts) in extra.items()),
            bool(frame.early_stop), None if sac is None else sac.sig, state is not None,
-           ckw[2])
+           kw_key)
     try:
         hash(sig)
     except TypeError:
@@ -353,7 +359,7 @@ def _region(w, i: int, frame, number: int, tensor_meta) -> Region | None:
         traced = _TRACED[sig]
     else:
         traced = _trace_region(module, params + buffers, args, frame, call, extra, sac,
-                               rng_ok=state is not None, ckw=ckw[:2])
+                               rng_ok=state is not None, call_kw=(kw_spec, kw_leaves))
         if len(_TRACED) >= _MAX_TRACED:
             _TRACED.clear()
         _TRACED[sig] = traced
@@ -379,7 +385,7 @@ def _region(w, i: int, frame, number: int, tensor_meta) -> Region | None:
             keys.append((i, ATTR, (number, j, f"kw_{k}" if len(ts) == 1 else f"kw_{k}{m}")))
             w.saved.append(t)
             j += 1
-    for m, t in enumerate(t for kind, t in ckw[1] if kind == "t"):
+    for m, t in enumerate(t for kind, t in kw_leaves if kind == "t"):
         keys.append((i, ATTR, (number, j, f"ckw{m}")))
         w.saved.append(t)
         j += 1
@@ -449,14 +455,14 @@ class _Stop(Exception):
 
 
 def _trace_region(module, state: list, args: list, frame, call=None, extra=None, sac=None,
-                  rng_ok=False, ckw=None):
+                  *, rng_ok: bool, call_kw: tuple):
     """The region's recomputation as an aten graph (a Traced): inputs (state tensors, tensor
     args, the partial's keyword tensors, the call's keyword tensors, a SAC region's saved
     outputs), outputs the tensors it saves in pack order; None where Note [Traced
     recomputation] declines.  `call` (a guarded region, guarded.callee) runs it, else the
-    module's __call__.  `ckw`: _call_kwargs' (spec, leaves)."""
+    module's __call__.  `call_kw`: the call's keywords as _call_kwargs' (spec, leaves)."""
     extra = extra or {}
-    kw_spec, kw_leaves = ckw if ckw is not None else (pytree.tree_flatten({})[1], [])
+    kw_spec, kw_leaves = call_kw
     names = [n for n, _ in state]
     tensors = [t for _, t in state] + [a for a in args if isinstance(a, torch.Tensor)] + \
         [t for _, ts in extra.values() for t in ts] + \
