@@ -7,6 +7,7 @@ were declined (their nodes stay hooked opaque calls, eager's grads and side effe
 checkpoint/recompute.py Note [Traced recomputation].  Runs on both backends.
 """
 import contextlib
+import functools
 import itertools
 
 import pytest
@@ -181,8 +182,11 @@ def test_region_with_dropout_is_traced():
     assert "carry hooks" not in _opaque_nodes(), _opaque_nodes()
 
 
-@pytest.mark.parametrize("region", [_with_hook, _Counting, _DataDependent,
-                                    lambda: nn.Sequential(nn.Linear(6, 6), nn.BatchNorm1d(6))])
+@pytest.mark.parametrize("region", [
+    _with_hook, _Counting, _DataDependent,
+    # a cumulative average: the factor is 1 / float(num_batches_tracked), a value the trace
+    # cannot read
+    lambda: nn.Sequential(nn.Linear(6, 6), nn.BatchNorm1d(6, momentum=None))])
 def test_declined_regions_run_as_eager(region):
     def step(st):
         out = _step()(st)
@@ -193,6 +197,100 @@ def test_declined_regions_run_as_eager(region):
         return [out, seen]
     differential(_build(region), step, strict=True)
     assert "carry hooks" in _opaque_nodes(), "the region should have been declined"
+
+
+# ---- regions that write their buffers (training BatchNorm): graph/mutated.py Note [Buffer
+# writes at the recomputation point].  Eager's recomputation updates the running stats a
+# second time, mid-backward: values, version counters (BatchNorm's native kernel bumps none
+# for running_mean/var, `num_batches_tracked.add_(1)` one) and what a hook running before or
+# after the recomputation reads are compared.
+
+def _conv_bn(bn=nn.BatchNorm2d):
+    return nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), bn(4), nn.ReLU(),
+                         nn.Conv2d(4, 4, 3, padding=1), bn(4))
+
+
+def _bn_build(region=_conv_bn, hooks=False, regions=1, shared=False):
+    def build():
+        ms = [region()] * regions if shared else [region() for _ in range(regions)]
+        head = nn.Linear(4, 2)
+        log = []
+        if hooks:
+            norm = ms[0][1]
+
+            def seen(where):
+                return lambda p: log.append((where, norm.running_mean.clone(),
+                                             norm.running_var.clone(),
+                                             norm.num_batches_tracked.item(),
+                                             norm.running_mean._version))
+            # the head's grad is delivered before the region recomputes, the first conv's
+            # after (its grads come from the recomputed backward)
+            head.weight.register_post_accumulate_grad_hook(seen("before"))
+            ms[0][0].weight.register_post_accumulate_grad_hook(seen("after"))
+        return [ms, head, torch.randn(2, 3, 6, 6), log]
+    return build
+
+
+def _bn_step(st):
+    ms, head, x, log = st
+    for p in (*head.parameters(), *(p for m in ms for p in m.parameters())):
+        p.grad = None
+    log.clear()
+    xr = x.detach().requires_grad_()
+    h = xr
+    for m in ms:
+        h = cp.checkpoint(m, h if h is xr else h[:, :3], use_reentrant=False)
+    head(h.mean((2, 3))).pow(2).sum().backward()
+    bufs = [b for m in ms for b in m.buffers()]
+    return [*(g for m in ms for g in grads(m)), *grads(head), xr.grad,
+            [b.clone() for b in bufs], [b._version for b in bufs], list(log)]
+
+
+def _assigns() -> int:
+    from compiled_bw.graph.mutated import assign
+    return len(compiled_bw.last_graph().graph.find_nodes(op="call_function", target=assign))
+
+
+@pytest.mark.parametrize("hooks,regions", [(False, 1), (True, 1), (False, 2)],
+                         ids=["plain", "hooks_before_and_after", "two_regions"])
+def test_training_batchnorm_region_is_traced(hooks, regions):
+    differential(_bn_build(hooks=hooks, regions=regions), _bn_step, strict=True)
+    assert "carry hooks" not in _opaque_nodes(), _opaque_nodes()
+    # per region 2 x (mean, var, count)
+    assert _assigns() == 6 * regions, compiled_bw.last_graph().code
+
+
+def test_hook_sees_the_recomputations_update():
+    """The test above can fail: eager's hook after the recomputation reads the second update."""
+    st = _bn_build(hooks=True)()
+    log = _bn_step(st)[-1]
+    assert [e[0] for e in log] == ["before", "after"] and (log[0][3], log[1][3]) == (1, 2), log
+
+
+def test_instance_norm_with_running_stats_is_traced():
+    """InstanceNorm updates its stats with `copy_` (one version bump each)."""
+    region = functools.partial(_conv_bn, functools.partial(nn.InstanceNorm2d,
+                                                           track_running_stats=True))
+    differential(_bn_build(region), _bn_step, strict=True)
+    assert "carry hooks" not in _opaque_nodes(), _opaque_nodes()
+
+
+def test_one_batchnorm_in_two_regions():
+    """Each region's recomputation updates the same buffers: two writes into one tensor, which
+    the graph would see as two inputs (runtime/run.py _mutated_versions): eager autograd runs."""
+    st = differential(_bn_build(regions=2, shared=True), _bn_step, fallbacks=3)
+    assert all("another region writes too" in r for r in st.fallback_reasons), st.fallback_reasons
+
+
+def test_batchnorm_region_under_no_grad_eval_forward_then_train():
+    """eval() between steps: the region's key changes (training is an attribute), the eval
+    recomputation writes nothing."""
+    def step(st):
+        out = _bn_step(st)
+        for m in st[0]:
+            m.train(not m.training)
+        return out
+    differential(_bn_build(), step, strict=True, steps=4, captures=2)
 
 
 def test_function_region_is_declined():
@@ -268,6 +366,47 @@ def test_timm_checkpoint_seq_closures_are_traced(every, flatten):
     st = differential(build, step, strict=True)
     assert st.recompute_refused == 0, st
     assert "carry hooks" not in _opaque_nodes(), _opaque_nodes()
+
+
+class _BasicBlock(nn.Module):
+    """Not opted in: a ResNet basic block (conv, training BatchNorm, ReLU, residual)."""
+
+    def __init__(self, c=4):
+        super().__init__()
+        self.conv1, self.bn1 = nn.Conv2d(c, c, 3, padding=1), nn.BatchNorm2d(c)
+        self.conv2, self.bn2 = nn.Conv2d(c, c, 3, padding=1), nn.BatchNorm2d(c)
+
+    def forward(self, x):
+        return torch.relu(x + self.bn2(self.conv2(torch.relu(self.bn1(self.conv1(x))))))
+
+
+@pytest.mark.parametrize("hook", [False, True], ids=["plain", "hook_between_regions"])
+def test_timm_checkpoint_seq_of_batchnorm_blocks_is_traced(hook):
+    """timm's ResNet with set_grad_checkpointing: every segment's closure holds all the
+    blocks (each region's inputs include the other segments' buffers, which another region
+    writes: unread, so neither a fallback nor a version check's error -- a tensor hook between
+    two regions is a call that checks the next region's inputs); the running stats and their
+    versions are eager's."""
+    def build():    # float64: three BatchNorm backwards amplify float32 rounding (eager's
+        # own error against float64 is 6e-5 there, as large as Inductor's difference)
+        return [nn.Sequential(*[_BasicBlock() for _ in range(3)]).double().train(),
+                torch.randn(2, 4, 5, 5, dtype=torch.float64)]
+
+    def step(st):
+        blocks, x = st
+        blocks.zero_grad(set_to_none=True)
+        xr = x.detach().requires_grad_()
+        h = _checkpoint_seq(blocks[:2], xr)
+        if hook:
+            h.register_hook(lambda g: g * 2)
+        _checkpoint_seq(blocks[2:], h).pow(2).sum().backward()
+        return [*grads(blocks), xr.grad, [b.clone() for b in blocks.buffers()],
+                [b._version for b in blocks.buffers()]]
+
+    st = differential(build, step, strict=True)
+    assert st.recompute_refused == 0, st
+    assert "carry hooks" not in _opaque_nodes(), _opaque_nodes()
+    assert _assigns() == 18, compiled_bw.last_graph().code   # 3 blocks x 2 norms x 3 buffers
 
 
 def test_torch_checkpoint_sequential_is_traced():

@@ -18,7 +18,7 @@ from ..calls.opaque import current_sites, opaque
 from ..checkpoint.recompute import has_traced_recomputation
 from ..core.thread import THREAD
 from ..graph.distinct import one_object_per_input
-from ..graph.mutated import written_args
+from ..graph.mutated import assign, written_args
 from ..graph.rng import rng_draw
 from ..torchapi import inductor as torch_inductor
 from ..torchapi.dynamo import (
@@ -141,6 +141,11 @@ from . import fresh_returns
 #    a grad another path reads; eager's engine runs that hook first and the other path reads
 #    the written values).  So a kernel that reads a tensor an earlier call got or returned gets
 #    a fake dependency on the latest call before it (tests/test_no_grad_copy.py two_paths_got).
+#    A buffer write of a traced recomputation (`compiled_bw::assign`, graph/mutated.py Note
+#    [Buffer writes at the recomputation point]) is ordered as a call: what ran before it read
+#    the old values, a kernel reading the buffer after it reads the new ones, a hook after it
+#    sees them.  Graphs holding one get these barriers and the Python wrapper even without
+#    opaque calls.
 
 # Note [Inductor: recomputation order]
 #    A graph with traced checkpoint recomputation (checkpoint/recompute.py) already has each
@@ -172,6 +177,7 @@ def _source_key() -> str:
     import sys
     h = hashlib.sha256()
     for name in (__name__, "compiled_bw.calls.opaque", "compiled_bw.calls.deliver",
+                 "compiled_bw.graph.mutated",
                  "compiled_bw.torchapi.inductor"):
         with open(sys.modules[name].__file__, "rb") as f:
             h.update(f.read())
@@ -321,7 +327,14 @@ def cpp_wrapper(sites: list, inputs: list, gm: torch.fx.GraphModule | None = Non
     (runtime/cudagraphs.py) are the GPU's answer to launch overhead."""
     return (not sites and os.environ.get("COMPILED_BW_CPP_WRAPPER", "1") not in ("", "0")
             and all(t.device.type == "cpu" for t in inputs if isinstance(t, torch.Tensor))
-            and (gm is None or not (_indexless_device_externs(gm) or _draws(gm))))
+            and (gm is None or not (_indexless_device_externs(gm) or _draws(gm) or _assigns(gm))))
+
+
+def _assigns(gm: torch.fx.GraphModule) -> bool:
+    """Whether the graph writes a buffer with `compiled_bw::assign` (graph/mutated.py Note
+    [Buffer writes at the recomputation point]): a call kept in order (Note [Inductor: call
+    order]) by the Python wrapper, which calls it."""
+    return bool(gm.graph.find_nodes(op="call_function", target=assign))
 
 
 def _draws(gm: torch.fx.GraphModule) -> bool:
@@ -370,6 +383,7 @@ _generate_fallback_kernel = torch_inductor.original("generate_fallback_kernel")
 # Note [Inductor: direct calls]: op -> (module, function) the generated code calls instead
 _DIRECT = {opaque: ("compiled_bw.calls.opaque", "opaque_direct"),
            deliver: ("compiled_bw.calls.deliver", "deliver_direct"),
+           assign: ("compiled_bw.graph.mutated", "assign_direct"),
            barrier: None}
 
 
@@ -391,11 +405,12 @@ def _direct_calls(self, node) -> None:
 
 
 _global_ordering = torch_inductor.original("decide_global_ordering_of_comms")
-_CALLS = (opaque, deliver, barrier)
+_CALLS = (opaque, deliver, assign, barrier)
 
 
 def _insert_barriers(gm: torch.fx.GraphModule) -> None:
-    """Note [Inductor: call order]: before each opaque call / delivery point, a barrier taking
+    """Note [Inductor: call order]: before each opaque call / delivery point / buffer write
+    (graph/mutated.py Note [Buffer writes at the recomputation point]), a barrier taking
     every tensor computed
     before it and used after it, so that Inductor computes them before the call (an unrealized
     value would be computed inside a later kernel, reading its inputs after the call)."""
@@ -403,7 +418,7 @@ def _insert_barriers(gm: torch.fx.GraphModule) -> None:
     pos = {n: i for i, n in enumerate(nodes)}
     active: dict = {}               # computed tensors defined so far -> position of last use
     for i, n in enumerate(nodes):
-        if n.op == "call_function" and n.target in (opaque, deliver):
+        if n.op == "call_function" and n.target in (opaque, deliver, assign):
             active = {v: k for v, k in active.items() if k > i}
             if active:
                 with gm.graph.inserting_before(n):
@@ -658,13 +673,14 @@ def _compile_inductor(gm: torch.fx.GraphModule, example_inputs: list):
     twins = fresh_returns.needs_twins(gm)
     direct = fresh_returns.needs_functional(gm)
     reshapes = bool(_intermediate_views(gm))
-    if current_sites() or twins or direct or reshapes:
+    ordered = bool(current_sites()) or _assigns(gm)
+    if ordered or twins or direct or reshapes:
         gm = copy.deepcopy(gm)      # the captured graph stays as it was (last_graph, eager)
     if reshapes:    # Note [Inductor: views of intermediates]
         for n in _intermediate_views(gm):
             n.target = torch.ops.aten.reshape.default
         gm.recompile()
-    if current_sites():
+    if ordered:
         _insert_barriers(gm)
     if twins:       # Note [Inductor: mutating ops that return their input]
         fresh_returns.use_twins(gm)

@@ -80,6 +80,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import operator
 import traceback
 import weakref
 
@@ -89,6 +90,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from ..core.dispatch_tls import kept as kept_dispatch_state
 from ..graph import rng
 from ..graph.custom import NOT_PLAIN, plain_key
+from ..graph.mutated import assign, written_args
 from ..graph.native import release_node
 from ..graph.saved import raw_saved
 from ..torchapi import checkpoint as ckpt
@@ -136,6 +138,7 @@ class Traced:
 
 
 _LIFT_FRESH_COPY = torch.ops.aten.lift_fresh_copy.default
+_COPY = torch.ops.aten.copy_.default
 _TRACED: dict = {}      # region key -> Traced | None (declined)
 _MAX_TRACED = 256
 
@@ -359,7 +362,8 @@ def _region(w, i: int, frame, number: int, tensor_meta) -> Region | None:
         traced = _TRACED[sig]
     else:
         traced = _trace_region(module, params + buffers, args, frame, call, extra, sac,
-                               rng_ok=state is not None, call_kw=(kw_spec, kw_leaves))
+                               rng_ok=state is not None, call_kw=(kw_spec, kw_leaves),
+                               first_buffer=len(params))
         if len(_TRACED) >= _MAX_TRACED:
             _TRACED.clear()
         _TRACED[sig] = traced
@@ -455,12 +459,13 @@ class _Stop(Exception):
 
 
 def _trace_region(module, state: list, args: list, frame, call=None, extra=None, sac=None,
-                  *, rng_ok: bool, call_kw: tuple):
+                  *, rng_ok: bool, call_kw: tuple, first_buffer: int):
     """The region's recomputation as an aten graph (a Traced): inputs (state tensors, tensor
     args, the partial's keyword tensors, the call's keyword tensors, a SAC region's saved
     outputs), outputs the tensors it saves in pack order; None where Note [Traced
     recomputation] declines.  `call` (a guarded region, guarded.callee) runs it, else the
-    module's __call__.  `call_kw`: the call's keywords as _call_kwargs' (spec, leaves)."""
+    module's __call__.  `call_kw`: the call's keywords as _call_kwargs' (spec, leaves).
+    `state[first_buffer:]` are the module's buffers."""
     extra = extra or {}
     kw_spec, kw_leaves = call_kw
     names = [n for n, _ in state]
@@ -537,17 +542,133 @@ def _trace_region(module, state: list, args: list, frame, call=None, extra=None,
             return None
     if random and not rng_ok:   # Note [Functional RNG in recomputation]
         return None
-    if random or any(n.op == "call_function" and _mutates(n) for n in gm.graph.nodes):
+    writes = _buffer_writes(gm, range(first_buffer, len(state)), tensors)
+    if writes is None:
+        return None
+    if random or writes or any(n.op == "call_function" and _mutates(n) for n in gm.graph.nodes):
         # in-place ops on tensors the region made (a GRU cell's sigmoid_) become functional;
-        # a mutation of an input (BatchNorm's running stats) stays a copy_ into it: declined
+        # a mutation of an input stays a copy_ into it: a buffer's becomes an assign
+        # (graph/mutated.py Note [Buffer writes at the recomputation point])
+        _functional_batch_norms(gm)
         gm = _functionalized(gm, tensors)
-        if gm is None or (random and not rng.rewrite(gm, _is_random)):
+        if gm is None or not _assigned(gm, writes) or \
+                (random and not rng.rewrite(gm, _is_random)):
             return None
     if any(n.op == "call_function" and (_is_random(n) or _mutates(n)) for n in gm.graph.nodes):
         return None
     gm.graph.eliminate_dead_code()
     gm.recompile()
     return Traced(gm, tuple(replays[-1].consumed) if replays else (), random)
+
+
+# Ops that write the running stats their schema does not declare (eager bumps no version for
+# them): op -> (positions of the stats, position of `training` or None).  native_batch_norm's
+# writes are rewritten (_functional_batch_norms); a region where another one writes an input
+# is declined (cuDNN's and MIOpen's batch norm, SyncBatchNorm's gather).
+_aten = torch.ops.aten
+_HIDDEN_WRITES = {_aten.native_batch_norm.default: ((3, 4), 5),
+                  _aten.cudnn_batch_norm.default: ((3, 4), 5),
+                  _aten.miopen_batch_norm.default: ((3, 4), 5),
+                  _aten.batch_norm_update_stats.default: ((1, 2), None),
+                  _aten.batch_norm_gather_stats.default: ((3, 4), None),
+                  _aten.batch_norm_gather_stats_with_counts.default: ((3, 4), None)}
+_BN = _aten.native_batch_norm.default
+_BN_FUNCTIONAL = _aten._native_batch_norm_legit_functional.default
+
+
+def _hidden_writes(n) -> list:
+    """The running stats an op of _HIDDEN_WRITES writes (those that are not None)."""
+    if n.op != "call_function" or n.target not in _HIDDEN_WRITES:
+        return []
+    stats, training = _HIDDEN_WRITES[n.target]
+    if training is not None and not n.args[training]:
+        return []
+    return [n.args[k] for k in stats if k < len(n.args) and n.args[k] is not None]
+
+
+def _buffer_writes(gm, buffers, tensors: list) -> dict | None:
+    """graph/mutated.py Note [Buffer writes at the recomputation point]: {input position: eager's
+    version bumps} of the buffers the region's (unfunctionalized) graph writes, each written by
+    one op, or None where it writes another input, a buffer that requires grad, one buffer
+    twice, or where an op of _HIDDEN_WRITES other than native_batch_norm writes one (not
+    rewritten)."""
+    phs = {n: k for k, n in enumerate(gm.graph.find_nodes(op="placeholder"))}
+    buffers = set(buffers)
+    written: dict = {}
+    for n in gm.graph.nodes:
+        hidden = _hidden_writes(n)
+        if hidden:
+            if n.target is not _BN and any(_input_of(a, phs) is not None for a in hidden):
+                return None
+            args, bumps = hidden, 0
+        elif n.op == "call_function" and _mutates(n):
+            args, bumps = written_args(n), 1
+        else:
+            continue
+        for a in args:
+            k = _input_of(a, phs)
+            if k is None:
+                continue        # a tensor the region made
+            if k not in buffers or tensors[k].requires_grad or k in written:
+                return None
+            written[k] = bumps
+    return written
+
+
+def _functional_batch_norms(gm) -> None:
+    """Each training native_batch_norm writing running stats becomes
+    _native_batch_norm_legit_functional (the same kernel on copies of the stats) and a copy_
+    of its new stats into them (which _assigned makes assigns with 0 bumps, as eager's)."""
+    for n in list(gm.graph.nodes):
+        if n.target is not _BN or len(_hidden_writes(n)) != 2:
+            continue
+        with gm.graph.inserting_after(n):
+            f = gm.graph.call_function(_BN_FUNCTIONAL, n.args, n.kwargs)
+        n.replace_all_uses_with(f)
+        gm.graph.erase_node(n)
+        with gm.graph.inserting_after(f):
+            rv = gm.graph.call_function(operator.getitem, (f, 4))
+            rm = gm.graph.call_function(operator.getitem, (f, 3))
+        with gm.graph.inserting_after(rv):
+            gm.graph.call_function(_COPY, (f.args[4], rv))
+            gm.graph.call_function(_COPY, (f.args[3], rm))
+    gm.recompile()
+
+
+def _input_of(arg, phs: dict):
+    """The region input `arg` is (or is a view chain of), else None."""
+    while isinstance(arg, torch.fx.Node):
+        if arg.op == "placeholder":
+            return phs[arg]
+        t = arg.target
+        if arg.op != "call_function" or not isinstance(t, OpOverload) or not arg.args or \
+                not any(r.alias_info is not None for r in t._schema.returns):
+            return None
+        arg = arg.args[0]
+    return None
+
+
+def _assigned(gm, writes: dict) -> bool:
+    """graph/mutated.py Note [Buffer writes at the recomputation point]: the functionalized
+    graph's `copy_`s into the buffers in `writes` (one each, into the placeholder itself)
+    become assigns with eager's bumps; False where any other copy_ into an input is left."""
+    phs = {n: k for k, n in enumerate(gm.graph.find_nodes(op="placeholder"))}
+    seen = set()
+    for n in list(gm.graph.nodes):
+        if n.op != "call_function" or n.target is not _COPY:
+            continue
+        dst = n.args[0]
+        k = phs.get(dst)
+        if k is None or k not in writes or k in seen or n.kwargs or len(n.args) != 2:
+            return False
+        seen.add(k)
+        with gm.graph.inserting_before(n):
+            a = gm.graph.call_function(assign, (dst, n.args[1], writes[k]))
+        a.meta["val"] = None
+        n.replace_all_uses_with(dst)
+        gm.graph.erase_node(n)
+    gm.recompile()
+    return seen == set(writes)
 
 
 def _functionalized(gm, tensors: list):

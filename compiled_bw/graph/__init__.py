@@ -9,7 +9,8 @@ and the tracer share:
   hooks.py                  the hooks registered on the graph (observed at registration)
   custom.py                 custom autograd.Functions: their forward records and backward calls
   aot.py, rng.py, mutated.py  the backward graphs of torch.compile'd forwards, their RNG
-                            replays and the inputs they mutate
+                            replays and the inputs they mutate (and the buffer writes of
+                            traced checkpoint recomputations)
   subclass.py, defined.py, validate.py, heap.py  tensor subclasses, undefined grads,
                             validate_outputs, the engine's ready-queue order
   native.py                 the loaded C++ walk extension, as the modules below the walk reach it

@@ -18,13 +18,52 @@ eager's bumps.  An input written by any op that is not aten's (a custom op: its 
 decides; also a graph with a functionalized custom op, whose result is copied back) keeps
 whatever the run did.  And where another graph input shares storage with a
 mutated one (another node saved the same tensor), eager's later node checks the version when
-it runs, and Inductor assumes inputs do not alias: that backward runs eager autograd.
+it runs, and Inductor assumes inputs do not alias: that backward runs eager autograd.  So
+does one where two written inputs share storage (one counter, two bumps to add).
+
+Note [Buffer writes at the recomputation point]
+A checkpointed region's recomputation may update a module's buffers in place (training
+BatchNorm's running_mean, running_var and num_batches_tracked: eager's recomputation updates
+them a second time).  Eager writes them when the region recomputes, mid-backward; a hook or
+post-accumulate-grad hook that runs later in the same backward reads the new values, one that
+ran earlier the old ones.  An aten `copy_` into a graph input would not keep that moment on
+Inductor: its functionalization moves every write into an input to the graph's end.  So the
+traced recomputation (checkpoint/recompute.py) writes each buffer with `compiled_bw::assign
+(dst, src, bumps)`: `dst.copy_(src)` with eager's version bumps (1 for an in-place op, 0 for
+the running stats native_batch_norm writes without saying so in its schema), a call whose
+schema writes nothing, so functionalization leaves it where it is, and which Inductor keeps in graph
+order with our other calls (backends/inductor.py Note [Inductor: call order]: every kernel
+before it runs before it, a kernel reading dst after it runs after it).  mutated_inputs counts
+it as a write with its bumps (the version check and the storage-sharing fallback above), and a
+graph holding one is neither verified nor run as a CUDA graph (which would write a static copy).
 """
 from __future__ import annotations
 
 import torch
 
 from ..torchapi.dynamo import HigherOrderOperator, OpOverload
+
+_LIB = torch.library.Library("compiled_bw", "FRAGMENT")
+_LIB.define("assign(Tensor dst, Tensor src, int bumps) -> ()")
+
+
+def assign_direct(dst: torch.Tensor, src: torch.Tensor, bumps: int) -> None:
+    """Note [Buffer writes at the recomputation point]: the write, with `bumps` version
+    bumps (eager's: 1 for an in-place op, 0 for BatchNorm's running stats)."""
+    dst.data.copy_(src)     # `.data`: a version counter of its own, dst's stays
+    for _ in range(bumps):
+        torch.autograd.graph.increment_version(dst)
+
+
+_LIB.impl("assign", assign_direct, "CompositeExplicitAutograd")
+assign = torch.ops.compiled_bw.assign.default
+torch.fx.node.has_side_effect(assign)
+
+
+@torch.library.register_fake("compiled_bw::assign", lib=_LIB)
+def _assign_fake(dst: torch.Tensor, src: torch.Tensor, bumps: int) -> None:
+    return None
+
 
 # node.meta key set by aot.trace_aot on the nodes of an AOT backward Inductor compiled
 NO_VERSION_BUMP = "compiled_bw_no_version_bump"
@@ -77,6 +116,11 @@ def mutated_inputs(gm: torch.fx.GraphModule) -> tuple:
             continue
         if isinstance(t, HigherOrderOperator) and "functionalized" in t.name():
             return ()   # a custom op's kernel writes (its own bumps), copied back by copy_
+        if t is assign:     # Note [Buffer writes at the recomputation point]
+            p = _base(n.args[0], placeholders)
+            if p is not None:
+                bumps[p] = bumps.get(p, 0) + n.args[2]
+            continue
         if not isinstance(t, OpOverload) or not t._schema.is_mutable:
             continue
         for a in written_args(n):
@@ -88,3 +132,10 @@ def mutated_inputs(gm: torch.fx.GraphModule) -> tuple:
             else:
                 bumps[p] = bumps.get(p, 0) + (0 if n.meta.get(NO_VERSION_BUMP) else 1)
     return tuple((p, b) for p, b in sorted(bumps.items()) if p not in other)
+
+
+def read_inputs(gm: torch.fx.GraphModule) -> frozenset:
+    """The positions of the graph inputs it uses: only those can alias a mutated one in a way
+    that matters (a checkpointed closure's region takes every module of the closure as inputs,
+    timm's checkpoint_seq, though it reads and writes only its own blocks')."""
+    return frozenset(k for k, n in enumerate(gm.graph.find_nodes(op="placeholder")) if n.users)

@@ -12,6 +12,7 @@ import torch
 
 from ..calls.deliver import deliver
 from ..calls.opaque import opaque
+from ..graph.mutated import assign
 from ..torchapi.dynamo import OpOverload, has_side_effects
 
 # Note [Reordering for memory]
@@ -65,8 +66,8 @@ def _is_barrier(node: torch.fx.Node) -> bool:
     t = node.target
     if has_side_effects(t):     # with_effects, effectful ops (dce.py Note [Side effects stay])
         return True
-    if t is opaque or t is deliver or not isinstance(t, OpOverload):
-        return t is opaque or t is deliver
+    if t is opaque or t is deliver or t is assign or not isinstance(t, OpOverload):
+        return t is opaque or t is deliver or t is assign
     return t._schema.is_mutable or torch.Tag.nondeterministic_seeded in t.tags
 
 

@@ -15,7 +15,7 @@ and copies the static outputs into fresh tensors (one `_foreach_copy_`): a grad 
 or returned by grad() never aliases memory the next replay overwrites, so AccumulateGrad can
 steal it as in eager, and an output that appears twice stays one tensor.
 Requires: static shapes (every graph is, today), no opaque call (user code cannot run inside a
-CUDA graph), every Box entry a dense, non-overlapping tensor on the graph's one CUDA device (no
+CUDA graph), no write into a graph input (a replay writes the static copy), every Box entry a dense, non-overlapping tensor on the graph's one CUDA device (no
 CPU scalar).  Where that does not hold, or recording fails, the entry runs without a CUDA graph
 and `stats().notes` says why, once per entry.  Costs: one copy of the inputs (the saved
 activations) and the graph's private memory pool live for as long as the entry.
@@ -51,6 +51,8 @@ def unusable(entry, box: list) -> str | None:
     """Why entry cannot run as a CUDA graph with this Box, or None."""
     if entry.plan.opaque_sites:
         return "user code (custom Functions, hooks) runs inside the graph"
+    if entry.plan.mutated_inputs:   # the replay would write the static copies
+        return "the graph writes into its inputs (graph/mutated.py)"
     if entry.devices != frozenset({"cuda"}):
         return f"the graph touches devices {sorted(entry.devices)}, not CUDA alone"
     dev = None

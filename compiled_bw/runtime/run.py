@@ -819,23 +819,27 @@ def _run(state, entry: Compiled, w, opts, grad_tensors, slots):
 def _mutated_versions(plan, grad_tensors, saved) -> tuple:
     """graph/mutated.py Note [Graph inputs the backward mutates]: (the inputs the graph
     writes to, the versions eager leaves on them); raises FallbackToEager, before anything
-    ran, when another input shares storage with one of them."""
+    ran, when another input shares storage with one of them, or two of them share one."""
     box = [g for g in grad_tensors if g is not None] + list(saved)
     ts, vs = [], []
     for p, bumps in plan.mutated_inputs:
         t = box[p]
         ts.append(t)
         vs.append(t._version + bumps)
-    mine = {t.untyped_storage().data_ptr() for t in ts}
-    written = {p for p, _ in plan.mutated_inputs}
-    for k, t in enumerate(box):
+    ptrs = [t.untyped_storage().data_ptr() for t in ts if t.numel()]
+    mine = set(ptrs)
+    written = {p for p, _ in plan.mutated_inputs} if len(mine) == len(ptrs) else set()
+    for k in plan.read_inputs:
+        t = box[k]
         if k not in written and isinstance(t, torch.Tensor) and t.numel() and \
                 t.untyped_storage().data_ptr() in mine:
             raise FallbackToEager(
                 "the backward writes into a tensor it reads (an AOT backward mutating a forward "
-                "input, or a custom backward an input) that another node saved too: eager "
-                "checks that node's saved version when it runs (graph/mutated.py Note [Graph "
-                "inputs the backward mutates])")
+                "input, a custom backward an input, a checkpointed recomputation a buffer) that "
+                "another node saved too, or another region writes too: eager checks that "
+                "node's saved version when it runs, and the compiled graph assumes its inputs "
+                "do not share memory (graph/mutated.py Note [Graph inputs the backward "
+                "mutates])")
     return tuple(ts), tuple(vs)
 
 

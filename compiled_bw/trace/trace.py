@@ -40,7 +40,7 @@ from ..graph import custom, defined
 from ..graph.aot import SpliceFailed, aot_plan, trace_aot
 from ..graph.distinct import one_object_per_input
 from ..graph.heap import StdHeap
-from ..graph.mutated import mutated_inputs
+from ..graph.mutated import mutated_inputs, read_inputs
 from ..graph.nodes import AOT, CUSTOM, LEAF, TRACE, TRACE_CUSTOM
 from ..graph.saved import sequence_nr
 from ..graph.subclass import Layout, SubclassUnsupported, flatten, layouts_of, rebuild
@@ -115,6 +115,7 @@ class Plan:
     auto_traced: tuple = ()          # custom Functions traced without opt-in (custom.py Note)
     mutated_inputs: tuple = ()       # (graph input position, eager's version bumps): Note
     #                                  [Graph inputs the backward mutates] (mutated.py)
+    read_inputs: frozenset = frozenset()  # with mutated_inputs: the input positions it uses
 
     # leaf_outputs split, for every step's delivery (runtime/run.py): computed once per plan
     @functools.cached_property
@@ -756,6 +757,24 @@ def _name_inputs(gm, w, n_roots: int, in_layouts, n_ints: int = 0) -> None:
     gm.recompile()
 
 
+def _read_checks(gm, checks: tuple, n_roots: int, in_layouts) -> tuple:
+    """Note [Saved tensors modified during the backward]: the checks without the inputs of
+    traced checkpoint regions that the graph never reads (a checkpointed closure's region
+    takes every module of the closure as inputs, timm's checkpoint_seq, and another region
+    writes their buffers during the backward: graph/mutated.py Note [Buffer writes at the
+    recomputation point]; nothing can read them stale)."""
+    if not checks or in_layouts is not None:
+        return checks
+    used = read_inputs(gm)
+    out = []
+    for site, ks in checks:
+        ks = tuple((k, r) for k, r in ks if r is None or n_roots + k in used or
+                   not r.startswith("checkpoint recomputation"))
+        if ks:
+            out.append((site, ks))
+    return tuple(out)
+
+
 def _inner_names(name: str, lay) -> list:
     out = []
     for a, m in lay.inners:
@@ -832,9 +851,11 @@ def trace_backward(w, opts: Options, root_grads: list, slots: list, delivers: bo
     plan = Plan(root_defined, ran.leaf_outputs, ran.capture_outputs, ran.executed,
                 ran.will_execute, tuple(sites), tuple(opaque_names), in_layouts,
                 result["out_layouts"], ran.out_defined, delivers and opts.accumulate,
-                version_checks=ran.version_checks,
+                version_checks=_read_checks(gm, ran.version_checks, n_roots, in_layouts),
                 auto_traced=tuple(dict.fromkeys(trace_step.auto_traced)),
                 mutated_inputs=mutated_inputs(gm) if in_layouts is None else ())
+    if plan.mutated_inputs:
+        plan.read_inputs = read_inputs(gm)
     if sites and not opts.accumulate and plan.out_layouts is None:
         plan.relayout = view_chains(gm, plan.capture_outputs)
     if sites:
