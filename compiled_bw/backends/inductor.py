@@ -155,6 +155,15 @@ from . import fresh_returns
 #    at once: 4 checkpointed transformer layers peaked at 1.18x eager-checkpointed's memory
 #    with it, 0.98x without (tests/test_memory.py ckpt4_traced).  It is off for such graphs.
 
+# Note [Inductor: no layout optimization on CPU]
+#    With mkldnn, Inductor lays out every graph with a convolution channels-last (GraphLowering.
+#    decide_layout_opt): right for torch.compile, whose forward saves its activations
+#    channels-last already, wrong for a backward whose saved activations come from an eager
+#    forward in NCHW: each convolution_backward then converts its input, its grad and its result.
+#    timm resnet18 at 64x64, batch 8, one thread, backward vs eager's (torch 2.15): 1.43x with it,
+#    0.87x without (1.35x / 0.88x checkpointed).  Off for CPU graphs; GPU graphs keep Inductor's
+#    choice (not measured).
+
 # Note [Inductor: direct calls]
 #    Inductor's Python wrapper calls an extern kernel through the dispatcher
 #    (`torch.ops.compiled_bw.opaque.default(...)`): OpOverload.__call__, the Autograd fallback,
@@ -706,6 +715,8 @@ def _compile_inductor(gm: torch.fx.GraphModule, example_inputs: list):
     patches = {"keep_output_stride": True}
     if has_traced_recomputation(gm):    # Note [Inductor: recomputation order]
         patches["reorder_for_peak_memory"] = False
+    if all(t.device.type == "cpu" for t in fakes if isinstance(t, torch.Tensor)):
+        patches["layout_optimization"] = False  # Note [Inductor: no layout optimization on CPU]
     THREAD.keyed_inputs = True
     try:
         with tracing(TracingContext(fake_mode)), inductor_config.patch(**patches):
