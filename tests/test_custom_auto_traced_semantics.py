@@ -189,6 +189,42 @@ def test_mutate_saved_in_place():
                  allow_errors=True)
 
 
+_WRITES = {
+    "chained": lambda y: y.mul_(2).add_(1),
+    "one_after_another": lambda y: (y.mul_(2), y.add_(1)),
+    "through_a_view": lambda y: (y[:2].mul_(2), y.add_(1)),
+    "through_split": lambda y: (y.split(2)[0].mul_(2), y.unbind(0)[1].add_(1)),
+}
+
+
+@pytest.mark.parametrize("writes", _WRITES)
+def test_several_writes_into_a_saved_tensor_bump_its_version_as_eager(writes):
+    # Each in-place op bumps the saved tensor's version counter once, whether it writes the
+    # tensor, a view of it, or the result of an earlier in-place op (which is the tensor).
+    write = _WRITES[writes]
+
+    class Writes(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            y = x * 2
+            ctx.save_for_backward(y)
+            return x * 1, y
+
+        @staticmethod
+        def backward(ctx, g, gy):
+            (y,) = ctx.saved_tensors
+            write(y)
+            return g * y + gy
+
+    def step(st):
+        x, _log = st
+        x.grad = None
+        a, y = Writes.apply(x.sin())
+        (a.sum() + y.sum()).backward()
+        return [x.grad, y.detach().clone(), y._version]
+    differential(lambda: [torch.randn(3, requires_grad=True), []], step, steps=3, captures=None)
+
+
 class ViewGrad(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x):

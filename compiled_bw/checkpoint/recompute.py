@@ -90,7 +90,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from ..core.dispatch_tls import kept as kept_dispatch_state
 from ..graph import rng
 from ..graph.custom import NOT_PLAIN, plain_key
-from ..graph.mutated import assign, written_args
+from ..graph.mutated import assign, input_of, written_args
 from ..graph.native import release_node
 from ..graph.saved import raw_saved
 from ..torchapi import checkpoint as ckpt
@@ -598,7 +598,7 @@ def _buffer_writes(gm, buffers, tensors: list) -> dict | None:
     for n in gm.graph.nodes:
         hidden = _hidden_writes(n)
         if hidden:
-            if n.target is not _BN and any(_input_of(a, phs) is not None for a in hidden):
+            if n.target is not _BN and any(input_of(a, phs) is not None for a in hidden):
                 return None
             args, bumps = hidden, 0
         elif n.op == "call_function" and _mutates(n):
@@ -606,7 +606,7 @@ def _buffer_writes(gm, buffers, tensors: list) -> dict | None:
         else:
             continue
         for a in args:
-            k = _input_of(a, phs)
+            k = input_of(a, phs)
             if k is None:
                 continue        # a tensor the region made
             if k not in buffers or tensors[k].requires_grad or k in written:
@@ -633,19 +633,6 @@ def _functional_batch_norms(gm) -> None:
             gm.graph.call_function(_COPY, (f.args[4], rv))
             gm.graph.call_function(_COPY, (f.args[3], rm))
     gm.recompile()
-
-
-def _input_of(arg, phs: dict):
-    """The region input `arg` is (or is a view chain of), else None."""
-    while isinstance(arg, torch.fx.Node):
-        if arg.op == "placeholder":
-            return phs[arg]
-        t = arg.target
-        if arg.op != "call_function" or not isinstance(t, OpOverload) or not arg.args or \
-                not any(r.alias_info is not None for r in t._schema.returns):
-            return None
-        arg = arg.args[0]
-    return None
 
 
 def _assigned(gm, writes: dict) -> bool:

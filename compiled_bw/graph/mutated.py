@@ -39,6 +39,8 @@ graph holding one is neither verified nor run as a CUDA graph (which would write
 """
 from __future__ import annotations
 
+import operator
+
 import torch
 
 from ..torchapi.dynamo import HigherOrderOperator, OpOverload
@@ -85,22 +87,35 @@ def written_args(n: torch.fx.Node) -> list:
     return out
 
 
-def _is_view(target) -> bool:
-    rets = target._schema.returns
-    return (len(rets) == 1 and rets[0].alias_info is not None and not rets[0].alias_info.is_write
-            and not _writes(target))
+def _aliased_arg(n: torch.fx.Node, ret: int):
+    """The argument node n's return `ret` aliases (its schema's `Tensor(a)` / `Tensor(a!)`:
+    a view, an in-place op's result, an out= op's `out`), else None."""
+    t = n.target
+    if n.op != "call_function" or not isinstance(t, OpOverload):
+        return None
+    rets = t._schema.returns
+    r = rets[ret] if ret < len(rets) else (rets[0] if len(rets) == 1 else None)  # Tensor[]
+    if r is None or r.alias_info is None:
+        return None
+    # `Tensor(a)[]` (split, unbind) shows no set to Python: its argument is `Tensor(a -> *)`
+    want = r.alias_info.before_set or {"*"}
+    for k, a in enumerate(t._schema.arguments):
+        if a.alias_info is not None and a.alias_info.after_set & want:
+            return n.args[k] if k < len(n.args) else n.kwargs.get(a.name)
+    return None
 
 
-def _base(arg, placeholders: dict):
-    """The graph input `arg` is (or is a view chain of), else None."""
+def input_of(arg, placeholders: dict):
+    """The graph input (its value in `placeholders`) `arg` is or aliases through a chain of
+    views and in-place results (`x.mul_(2).add_(1)`: add_ writes x), else None."""
     while isinstance(arg, torch.fx.Node):
         if arg.op == "placeholder":
             return placeholders.get(arg)
-        t = arg.target
-        if arg.op != "call_function" or not isinstance(t, OpOverload) or \
-                not _is_view(t):
-            return None
-        arg = arg.args[0] if arg.args else None
+        if arg.op == "call_function" and arg.target is operator.getitem and \
+                isinstance(arg.args[0], torch.fx.Node) and isinstance(arg.args[1], int):
+            arg = _aliased_arg(arg.args[0], arg.args[1])    # one of split()'s views
+        else:
+            arg = _aliased_arg(arg, 0)
     return None
 
 
@@ -117,14 +132,14 @@ def mutated_inputs(gm: torch.fx.GraphModule) -> tuple:
         if isinstance(t, HigherOrderOperator) and "functionalized" in t.name():
             return ()   # a custom op's kernel writes (its own bumps), copied back by copy_
         if t is assign:     # Note [Buffer writes at the recomputation point]
-            p = _base(n.args[0], placeholders)
+            p = input_of(n.args[0], placeholders)
             if p is not None:
                 bumps[p] = bumps.get(p, 0) + n.args[2]
             continue
         if not isinstance(t, OpOverload) or not t._schema.is_mutable:
             continue
         for a in written_args(n):
-            p = _base(a, placeholders)
+            p = input_of(a, placeholders)
             if p is None:
                 continue
             if t.namespace != "aten":

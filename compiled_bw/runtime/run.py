@@ -828,18 +828,19 @@ def _mutated_versions(plan, grad_tensors, saved) -> tuple:
         vs.append(t._version + bumps)
     ptrs = [t.untyped_storage().data_ptr() for t in ts if t.numel()]
     mine = set(ptrs)
-    written = {p for p, _ in plan.mutated_inputs} if len(mine) == len(ptrs) else set()
-    for k in plan.read_inputs:
-        t = box[k]
-        if k not in written and isinstance(t, torch.Tensor) and t.numel() and \
-                t.untyped_storage().data_ptr() in mine:
-            raise FallbackToEager(
-                "the backward writes into a tensor it reads (an AOT backward mutating a forward "
-                "input, a custom backward an input, a checkpointed recomputation a buffer) that "
-                "another node saved too, or another region writes too: eager checks that "
-                "node's saved version when it runs, and the compiled graph assumes its inputs "
-                "do not share memory (graph/mutated.py Note [Graph inputs the backward "
-                "mutates])")
+    shared = len(mine) != len(ptrs)     # two written inputs, one storage
+    if not shared:
+        written = {p for p, _ in plan.mutated_inputs}
+        shared = any(k not in written and isinstance(box[k], torch.Tensor) and box[k].numel()
+                     and box[k].untyped_storage().data_ptr() in mine for k in plan.read_inputs)
+    if shared:
+        raise FallbackToEager(
+            "the backward writes into a tensor it reads (an AOT backward mutating a forward "
+            "input, a custom backward an input, a checkpointed recomputation a buffer) that "
+            "another node saved too, or another region writes too: eager checks that "
+            "node's saved version when it runs, and the compiled graph assumes its inputs "
+            "do not share memory (graph/mutated.py Note [Graph inputs the backward "
+            "mutates])")
     return tuple(ts), tuple(vs)
 
 

@@ -757,19 +757,18 @@ def _name_inputs(gm, w, n_roots: int, in_layouts, n_ints: int = 0) -> None:
     gm.recompile()
 
 
-def _read_checks(gm, checks: tuple, n_roots: int, in_layouts) -> tuple:
+def _read_checks(checks: tuple, saved_node: list, n_roots: int, used) -> tuple:
     """Note [Saved tensors modified during the backward]: the checks without the inputs of
-    traced checkpoint regions that the graph never reads (a checkpointed closure's region
-    takes every module of the closure as inputs, timm's checkpoint_seq, and another region
-    writes their buffers during the backward: graph/mutated.py Note [Buffer writes at the
-    recomputation point]; nothing can read them stale)."""
-    if not checks or in_layouts is not None:
+    traced checkpoint regions that the graph never reads (`used`: read_inputs; a checkpointed
+    closure's region takes every module of the closure as inputs, timm's checkpoint_seq, and
+    another region writes their buffers during the backward: graph/mutated.py Note [Buffer
+    writes at the recomputation point]; nothing can read them stale)."""
+    if not checks or used is None:
         return checks
-    used = read_inputs(gm)
     out = []
     for site, ks in checks:
-        ks = tuple((k, r) for k, r in ks if r is None or n_roots + k in used or
-                   not r.startswith("checkpoint recomputation"))
+        ks = tuple((k, r) for k, r in ks
+                   if n_roots + k in used or saved_node[k][1] != recompute.ATTR)
         if ks:
             out.append((site, ks))
     return tuple(out)
@@ -848,14 +847,15 @@ def trace_backward(w, opts: Options, root_grads: list, slots: list, delivers: bo
     _check_no_trace_time_values(gm)
     _name_inputs(gm, w, n_roots, in_layouts, n_ints)
     ran = result["ran"]
+    used = read_inputs(gm) if in_layouts is None else None
     plan = Plan(root_defined, ran.leaf_outputs, ran.capture_outputs, ran.executed,
                 ran.will_execute, tuple(sites), tuple(opaque_names), in_layouts,
                 result["out_layouts"], ran.out_defined, delivers and opts.accumulate,
-                version_checks=_read_checks(gm, ran.version_checks, n_roots, in_layouts),
+                version_checks=_read_checks(ran.version_checks, w.saved_node, n_roots, used),
                 auto_traced=tuple(dict.fromkeys(trace_step.auto_traced)),
                 mutated_inputs=mutated_inputs(gm) if in_layouts is None else ())
     if plan.mutated_inputs:
-        plan.read_inputs = read_inputs(gm)
+        plan.read_inputs = used
     if sites and not opts.accumulate and plan.out_layouts is None:
         plan.relayout = view_chains(gm, plan.capture_outputs)
     if sites:
