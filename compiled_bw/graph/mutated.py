@@ -1,9 +1,10 @@
 """Graph inputs a captured graph mutates, and the version counters eager leaves on them.
 
 Consumes a traced GraphModule (graph inputs: root grads, then saved tensors); produces, per
-graph input that an aten op of the graph writes to (directly or through a view of it), how
-many times eager's backward bumps its version counter there, for runtime/run.py Note
-[Graph inputs the backward mutates].
+graph input that an aten op of the graph writes to (directly, through a view of it, or
+through an earlier in-place op's result, which is the input), how many times eager's
+backward bumps its version counter there, for runtime/run.py Note [Graph inputs the backward
+mutates].
 
 Note [Graph inputs the backward mutates]
 A backward may write into a tensor it reads: an AOT backward that mutates a forward input
