@@ -150,3 +150,31 @@ def test_transform_exit_restores_compiled_path():
     st = compiled_bw.stats()
     assert st.fallbacks == 1 and "functorch" in st.fallback_reasons[0]
     assert st.captures == 1
+
+
+@pytest.mark.parametrize("has_aux", [False, True])
+def test_vjp_fn_called_after_the_transform(has_aux):
+    """torch.func.vjp's vjp_fn, called after vjp returned, runs grad() on the finished
+    transform's wrapped tensors (functorch's GradTrackingTensor of an exited level): eager
+    autograd gives the vjp (it raised AttributeError in get_gradient_edge under compiled_bw:
+    test_aotdispatch.py's test_make_fx_vjp), with retain_graph so it is called twice; a plain
+    backward in the same step still compiles."""
+    def build():
+        return [torch.nn.Linear(3, 3), torch.randn(4, 3)]
+
+    def step(st):
+        lin, x = st
+        lin.zero_grad(set_to_none=True)
+
+        def f(v):
+            y = lin(v).tanh()
+            return (y, y.sum()) if has_aux else y
+        out = torch.func.vjp(f, x, has_aux=has_aux)
+        vjp_fn = out[1]
+        cot = torch.randn(4, 3)
+        g1 = vjp_fn(cot)
+        g2 = vjp_fn(cot * 2)
+        lin(x).pow(2).sum().backward()
+        return [g1, g2, grads(lin)]
+    st = differential(build, step, fallbacks=6, strict=False)
+    assert all("functorch" in r for r in st.fallback_reasons), st.fallback_reasons

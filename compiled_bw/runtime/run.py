@@ -209,6 +209,13 @@ def profile_compiled():
         PROFILE_COMPILED = prev
 
 
+# torch.func.vjp's vjp_fn calls grad() on the tensors of its finished transform (functorch's
+# GradTrackingTensor wrappers of a level that has exited): their autograd is reachable from C++
+# only (Python's get_gradient_edge of such a leaf finds no grad_fn), so eager autograd runs it.
+_FUNCTORCH_WRAPPED = ("functorch-wrapped tensors are roots or inputs of the backward (torch.func."
+                      "vjp's vjp_fn, called after its transform ended)")
+
+
 def _precheck(t_outputs, inputs) -> None:
     if _profiler_enabled() and not PROFILE_COMPILED:
         raise FallbackToEager("a profiler is active (eager records one evaluate_function range "
@@ -240,6 +247,8 @@ def _precheck(t_outputs, inputs) -> None:
             continue
         if not isinstance(t, torch.Tensor):
             raise FallbackToEager(f"{type(t).__name__} roots are not supported")
+        if torch_autograd.functorch_wrapped(t):
+            raise FallbackToEager(_FUNCTORCH_WRAPPED)
         if t.grad_fn is None and not t.requires_grad:
             raise FallbackToEager("a root does not require grad", is_error=True)
     for t in inputs:
@@ -247,6 +256,8 @@ def _precheck(t_outputs, inputs) -> None:
             continue
         if not isinstance(t, torch.Tensor):
             raise FallbackToEager(f"{type(t).__name__} inputs are not supported")
+        if torch_autograd.functorch_wrapped(t):
+            raise FallbackToEager(_FUNCTORCH_WRAPPED)
         if not t.requires_grad:
             raise FallbackToEager("an input does not require grad", is_error=True)
 

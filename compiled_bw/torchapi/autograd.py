@@ -52,6 +52,7 @@ def node_logging_on() -> bool:
 
 # --- functorch and the legacy vmap (runtime/run.py, api.py) ---
 functorch_transforms_active = C._are_functorch_transforms_active
+functorch_wrapped = C._functorch.is_functorch_wrapped_tensor
 profiler_enabled = C._autograd._profiler_enabled
 torch_function_mode_enabled = C._is_torch_function_mode_enabled
 vmapmode_increment_nesting = C._vmapmode_increment_nesting
@@ -101,6 +102,7 @@ USED = {
     "torch._C._set_grad_enabled": "runtime/run.py",
     "torch._C._functions.AccumulateGrad": "graph/saved.py",
     "torch._C._are_functorch_transforms_active": "runtime/run.py, api.py",
+    "torch._C._functorch.is_functorch_wrapped_tensor": "runtime/run.py (_precheck)",
     "torch._C._autograd._profiler_enabled": "runtime/run.py (Note [Profiler])",
     "torch._C._is_torch_function_mode_enabled": "api.py",
     "torch._C._vmapmode_increment_nesting": "runtime/engine_state.py (legacy vmap level)",
