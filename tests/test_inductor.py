@@ -256,3 +256,27 @@ def test_fx_graph_cache_key_follows_our_code(monkeypatch):
         misses = counters["inductor"]["fxgraph_cache_miss"]
         run()
         assert counters["inductor"]["fxgraph_cache_miss"] == misses + 1, "other code: compiled anew"
+
+
+def test_a_global_inductor_cudagraphs_setting_does_not_reach_our_compile():
+    """backends/inductor.py Note [Inductor: no CUDA graphs of its own]: with the user's global
+    `triton.cudagraphs = True`, Inductor is still told not to CUDA-graph our graph (on the CPU,
+    Inductor counts a `cudagraph_skips` for a graph it was asked to CUDA-graph; on a GPU its
+    static output buffers would become `.grad`s).  The in-process compile (background compile
+    off: the background path's artifacts are loaded without CUDA graphs already)."""
+    from torch._dynamo.utils import counters
+
+    def build():
+        w = torch.randn(4, 4, requires_grad=True)
+        log = []
+        w.register_hook(lambda g: log.append(g.sum().item()))
+        return [w, log]
+
+    def step(st):
+        w, log = st
+        (w.sin() @ w).sum().backward()
+        return [w.grad.clone(), list(log)]
+    counters.clear()
+    with torch._inductor.config.patch({"triton.cudagraphs": True}):
+        differential(build, step, backend="inductor", options={"background_compile": False})
+    assert counters["inductor"]["cudagraph_skips"] == 0, dict(counters["inductor"])

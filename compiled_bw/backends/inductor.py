@@ -30,6 +30,7 @@ from ..torchapi.dynamo import (
     tracing,
 )
 from ..torchapi.inductor import (
+    BoxedBool,
     CompiledFxGraph,
     ExternKernelAllocLine,
     V,
@@ -69,6 +70,15 @@ from . import fresh_returns
 #    tensors' metadata, the root grads' root_meta), so for our graphs -- on this thread,
 #    during our compile only -- `codegen_input_size_asserts` emits nothing.  The asserts
 #    Inductor emits after extern kernels (opaque calls included) stay.
+# Note [Inductor: no CUDA graphs of its own]
+# compile_fx_inner without `cudagraphs=` takes the user's global
+# `torch._inductor.config.triton.cudagraphs`: with it on, Inductor would wrap our graph in its
+# own CUDA graph, whose outputs are static buffers the next replay overwrites -- and our outputs
+# become `.grad`s (stolen by AccumulateGrad) and grad() results that outlive the step, and graphs
+# with user code inside or written inputs must not be replayed at all.  CUDA graphs are ours to
+# decide (runtime/cudagraphs.py, `enable(cudagraphs=True)`), so Inductor gets False, as the
+# artifacts of background compiles do when loaded (backends/inductor_artifact.py).
+
 # Note [Inductor: C++ wrapper]
 #    C++ wrapper: the code that calls the kernels is C++ too (`cpp_wrapper=True`, an argument
 #    of compile_fx_inner, which ignores config.cpp_wrapper and TORCHINDUCTOR_CPP_WRAPPER).  On
@@ -721,7 +731,8 @@ def _compile_inductor(gm: torch.fx.GraphModule, example_inputs: list):
     try:
         with tracing(TracingContext(fake_mode)), inductor_config.patch(**patches):
             fn = compile_fx_inner(retraced, fakes,
-                                  cpp_wrapper=cpp_wrapper(sites, fakes, retraced))
+                                  cpp_wrapper=cpp_wrapper(sites, fakes, retraced),
+                                  cudagraphs=BoxedBool(False))  # Note [Inductor: no CUDA graphs of its own]
     finally:
         THREAD.keyed_inputs = False
     if isinstance(fn, CompiledFxGraph):

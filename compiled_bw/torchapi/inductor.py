@@ -42,7 +42,7 @@ USED = {
     "torch._inductor.output_code.CompiledFxGraph": "backends/inductor.py, backends/inductor_artifact.py",
     "torch._inductor.output_code.CompiledFxGraphConstants": "backends/inductor_artifact.py",
     "torch._inductor.runtime.cache_dir_utils.cache_dir": "backends/inductor_artifact.py",
-    "torch._inductor.utils.BoxedBool": "backends/inductor_artifact.py",
+    "torch._inductor.utils.BoxedBool": "backends/inductor_artifact.py, backends/inductor.py",
     "torch._inductor.utils.clear_caches": "backends/inductor_artifact.py",
     "torch._inductor.virtualized.V": "backends/inductor.py",
     "torch.fx._graph_pickler.GraphPickler": "backends/inductor_artifact.py",
