@@ -33,7 +33,6 @@ and custom autograd.Function forwards only from its import on.
 """
 import contextlib
 import importlib.machinery
-import json
 import os
 import signal
 import sys
@@ -53,6 +52,9 @@ if MODE == "cbw":
     import compiled_bw
 
 import torch._dynamo.compiled_autograd as _ca  # noqa: E402 -- after compiled_bw, in cbw mode
+
+sys.path.insert(0, str(HERE.parent))
+import suite_log  # noqa: E402 -- tools/torch_suite/suite_log.py
 
 _ENTERS = [0]
 _ORIG = {"_enable": _ca._enable, "_disable": _ca._disable}
@@ -109,35 +111,8 @@ def pytest_collection_finish(session):
 
 
 # --- per-test record ----------------------------------------------------------------------
-_log = None
 _current = {}
-
-
-def _write(rec):
-    global _log
-    if _log is None:
-        os.makedirs(os.path.dirname(LOG_PATH) or ".", exist_ok=True)
-        _log = open(LOG_PATH, "a", buffering=1)
-    _log.write(json.dumps(rec, default=str) + "\n")
-
-
-def _snapshot():
-    s = compiled_bw.stats()
-    return (s, s.captures, s.cache_hits, s.fallbacks, len(s.fallback_reasons), len(s.notes))
-
-
-def _delta(before):
-    s0, cap, hits, fb, nreasons, nnotes = before
-    s = compiled_bw.stats()
-    if s is not s0:     # a test called compiled_bw.reset(): count from zero
-        cap = hits = fb = nreasons = nnotes = 0
-    return {
-        "captures": s.captures - cap,
-        "cache_hits": s.cache_hits - hits,
-        "fallbacks": s.fallbacks - fb,
-        "fallback_reasons": [str(r) for r in s.fallback_reasons[nreasons:]],
-        "notes": [str(n) for n in s.notes[nnotes:]],
-    }
+_LOG = suite_log.SuiteLog(LOG_PATH)
 
 
 class CATestTimeout(Exception):
@@ -151,7 +126,7 @@ def _alarm(signum, frame):
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item):
     enters0 = _ENTERS[0]
-    before = _snapshot() if MODE == "cbw" else None
+    before = suite_log.snapshot() if MODE == "cbw" else None
     old = None
     if TIMEOUT:
         old = signal.signal(signal.SIGALRM, _alarm)
@@ -162,7 +137,7 @@ def pytest_runtest_call(item):
         if TIMEOUT:
             signal.alarm(0)
             signal.signal(signal.SIGALRM, old)
-    st = _delta(before) if MODE == "cbw" else {}
+    st = suite_log.delta(before) if MODE == "cbw" else {}
     st["ca_enters"] = _ENTERS[0] - enters0
     _current[item.nodeid] = st
     del outcome
@@ -194,4 +169,4 @@ def pytest_runtest_makereport(item, call):
            "duration": round(rep.duration, 3), "error": err[:500], "err_lines": tb_lines, "time": time.time()}
     if rep.when == "call":
         rec["stats"] = _current.pop(item.nodeid, None)
-    _write(rec)
+    _LOG.write(rec)

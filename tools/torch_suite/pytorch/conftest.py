@@ -15,11 +15,14 @@ Produces: one JSON line per test phase "call" (and per failed setup/teardown) wi
 compiled_bw is imported here, before pytest imports any test module, because it observes hook
 registrations and custom autograd.Function forwards only from its import on.
 """
-import json
 import os
+import sys
 import time
 
 import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import suite_log
 
 SUITE = os.environ.get("COMPILED_BW_SUITE", "") not in ("", "0")
 BACKEND = os.environ.get("COMPILED_BW_SUITE_BACKEND", "eager")
@@ -30,34 +33,8 @@ LOG_PATH = os.environ.get("COMPILED_BW_SUITE_LOG", f"suite_{MODE}.jsonl")
 if SUITE:
     import compiled_bw
 
-_log = None
 _current = {}
-
-
-def _write(rec):
-    global _log
-    if _log is None:
-        _log = open(LOG_PATH, "a", buffering=1)
-    _log.write(json.dumps(rec, default=str) + "\n")
-
-
-def _snapshot():
-    s = compiled_bw.stats()
-    return (s, s.captures, s.cache_hits, s.fallbacks, len(s.fallback_reasons), len(s.notes))
-
-
-def _delta(before):
-    s0, cap, hits, fb, nreasons, nnotes = before
-    s = compiled_bw.stats()
-    if s is not s0:     # a test called compiled_bw.reset(): count from zero
-        cap = hits = fb = nreasons = nnotes = 0
-    return {
-        "captures": s.captures - cap,
-        "cache_hits": s.cache_hits - hits,
-        "fallbacks": s.fallbacks - fb,
-        "fallback_reasons": [str(r) for r in s.fallback_reasons[nreasons:]],
-        "notes": [str(n) for n in s.notes[nnotes:]],
-    }
+_LOG = suite_log.SuiteLog(LOG_PATH)
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -66,11 +43,11 @@ def pytest_runtest_call(item):
         _current[item.nodeid] = None
         yield
         return
-    before = _snapshot()
+    before = suite_log.snapshot()
     kw = {"cache_size_limit": int(CACHE_LIMIT)} if CACHE_LIMIT else {}
     with compiled_bw.enable(backend=BACKEND, **kw):
         outcome = yield
-    _current[item.nodeid] = _delta(before)
+    _current[item.nodeid] = suite_log.delta(before)
     del outcome
 
 
@@ -94,4 +71,4 @@ def pytest_runtest_makereport(item, call):
            "duration": round(rep.duration, 3), "error": err[:500], "time": time.time()}
     if rep.when == "call":
         rec["stats"] = _current.pop(item.nodeid, None)
-    _write(rec)
+    _LOG.write(rec)
