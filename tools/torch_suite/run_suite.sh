@@ -31,7 +31,8 @@
 #   SUITE_NAME=hooks SUITE_FILES="nn/test_module_hooks.py test_utils.py::TestCheckpoint" \
 #       COMPILED_BW_SUITE_CACHE_LIMIT=100000 ./run_suite.sh all      # out/hooks_eager.jsonl, ...
 set -u
-cd "$(dirname "$0")/pytorch"      # PyTorch's test files, with our conftest.py beside them
+SUITE_DIR=${SUITE_DIR:-pytorch}    # the directory of the test files (aot/: ./aot/run_aot.sh)
+cd "$(dirname "$0")/$SUITE_DIR"    # PyTorch's test files, with our conftest.py beside them
 CBW_ROOT=${CBW_ROOT:-$(cd ../../.. && pwd)}
 if [ -n "${VENV:-}" ]; then . "$VENV/bin/activate"; fi
 export COMPILED_BW_BUILD_DIR=${COMPILED_BW_BUILD_DIR:-/tmp/cbw_build_suite}
@@ -55,7 +56,7 @@ EXTRA=("$@")
 # SUITE_NODEIDS=file: run only those node ids (e.g. out/cbw_eager_captured.txt for the Inductor run)
 read -r -a TARGETS <<< "${SUITE_FILES:-test_autograd.py}"
 # (node ids as diff_suite.py writes them, relative to the repository root, made relative to pytorch/)
-nodeids() { mapfile -t TARGETS < <(sed 's#^tools/torch_suite/pytorch/##' "$1"); }
+nodeids() { mapfile -t TARGETS < <(sed "s#^tools/torch_suite/$SUITE_DIR/##" "$1" | grep .); }
 if [ -n "${SUITE_NODEIDS:-}" ]; then nodeids "$SUITE_NODEIDS"; fi
 # -n 0 needs pytest-xdist; drop it when xdist is absent.
 python -c "import xdist" 2>/dev/null || run() {  # same as above without -n 0
