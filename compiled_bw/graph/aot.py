@@ -7,8 +7,9 @@ module's nodes copied in (names prefixed `aot<k>_`), the epilogue traced.  The p
 traced rather than proxied: its decisions depend only on tensor metadata that the signature
 holds, and an opaque call would have to copy every saved tensor it passes through.
 `CompiledFunction.compiled_bw` is never touched, so the lazy backward compile never happens.
-When the module is not available, `aot_plan` says why and the node runs as one opaque custom
-call.  tests/test_private_api.py checks every attribute used here and names what moved.
+When the module is not available, or the forward's backend has a bw_compiler of its own (a
+user's: torchapi/dynamo.py Note [A backend's own backward compiler]), `aot_plan` says why and
+the node runs as one opaque custom call.  tests/test_private_api.py checks every attribute used here and names what moved.
 
 The module is run as AOTAutograd's own backward compile (Inductor) runs it, see `_Splice`:
 tensor constants (a module loaded from AOTAutograd's cache holds real ones) become graph
@@ -57,6 +58,14 @@ def _make_plan(cf) -> AotPlan:
         # _bw_prologue_fn / _bw_epilogue_fn; the backward runs as one opaque call
         return AotPlan(cf, None, torch_dynamo.aot_splice_off() or (
             f"AOTAutograd's CompiledFunction has no {missing} (torch moved it)"))
+    try:
+        own = torch_dynamo.own_bw_compiler(cf)
+    except (LookupError, AttributeError) as e:
+        own = f"? (torch {torch.__version__} moved it: {type(e).__name__}: {e})"
+    if own:     # torchapi/dynamo.py Note [A backend's own backward compiler]
+        return AotPlan(cf, None, f"its torch.compile backend compiles the backward with its "
+                                 f"own bw_compiler ({own}): the real node calls it, as eager "
+                                 f"autograd does")
     meta = cf.metadata
     if getattr(meta, "is_rng_op_functionalized", False) or getattr(meta, "num_graphsafe_rng_states", 0):
         return AotPlan(cf, None, "AOT backward with functionalized RNG state")

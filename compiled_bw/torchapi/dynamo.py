@@ -6,6 +6,7 @@ imported on first use only (`extract_bw_module`, `compile_lock`): importing it c
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import threading
 
@@ -35,6 +36,7 @@ from torch.utils._sympy.functions import Min as SymMin
 from torch.utils._sympy.functions import Mod as SymMod
 
 from .autograd import RELEASE
+from .checkpoint import closure_vars
 
 # the dispatch modes of torch's own tracing (Dynamo, AOTAutograd's joint graph, make_fx): a
 # backward under one of them is not the user's (api.py Note [Dispatch modes of the user's])
@@ -72,6 +74,8 @@ USED = {
     "torch.fx.experimental.proxy_tensor.ProxyTorchDispatchMode": "api.py (TRACE_MODES)",
     "torch.utils._python_dispatch.is_traceable_wrapper_subclass": "graph/subclass.py",
     "torch._dynamo.compiled_autograd.extract_bw_module": "graph/aot.py",
+    "torch._inductor.compile_fx.compile_fx_inner": "graph/aot.py (own_bw_compiler: Note [A "
+        "backend's own backward compiler])",
     "torch._library.custom_ops.OPDEFS": "backends/compile_worker.py (worker_imports)",
     "torch.fx.graph_module.reduce_graph_module": "graph/aot.py (Note [AOT backward modules "
         "from the cache])",
@@ -315,6 +319,77 @@ def load_reduced_graph_module(body: dict, import_block: str):
     scope["torch"] = _OpsSeen(torch, False)
     forward = _forward_from_src(body.get("_code") or body["code"], scope)
     return _deserialize_graph_module(forward, dict(body))
+
+
+# Note [A backend's own backward compiler]
+# AOTAutograd compiles a torch.compile'd forward's backward, on its first backward, with the
+# `bw_compiler` of the backend that compiled the forward, and runs what that returns.  Splicing
+# the backward graph into ours instead is what that backend would have run only where its
+# bw_compiler runs the graph as it is: Inductor's own (`compile_fx`'s, with its own
+# `compile_fx_inner`: the kernels differ, the grads are the graph's) and aot_eager's nop.  A
+# user's bw_compiler (`aot_autograd(bw_compiler=...)`, `aot_function(f, fw, bw)`,
+# `compile_fx(inner_compile=...)`) may read, rewrite or count the graph: such a backward is
+# not spliced but runs as one opaque call of the real node, which calls the user's compiler as
+# eager does.  The compiler is read from the closure of CompiledFunction._backward_impl
+# (`backward_compiler`, torch >= 2.13; `aot_config` on 2.11) and unwrapped from Dynamo's
+# `_wrapped_bw_compiler` and Inductor's SerializableAOTDispatchCompiler.
+_NOP_BW_COMPILERS = ("torch._functorch.compilers.nop", "torch._dynamo.backends.debugging.boxed_nop")
+
+
+def _cell(fn, name: str):
+    found = closure_vars(getattr(fn, "__func__", fn))
+    if name not in found:
+        raise LookupError(f"{getattr(fn, '__qualname__', fn)} closes over no {name!r}")
+    return found[name]
+
+
+def aot_bw_compiler(cf):
+    """The bw_compiler the backend that compiled this CompiledFunction's forward gave
+    AOTAutograd, unwrapped (Note [A backend's own backward compiler]); None where AOTAutograd's
+    cache gave the compiled backward (eager calls no compiler either); raises LookupError where
+    this torch keeps it elsewhere."""
+    impl = cf._backward_impl
+    try:
+        fn = _cell(impl, "backward_compiler").bw_compiler
+    except LookupError:
+        fn = _cell(impl, "aot_config").bw_compiler         # torch 2.11
+    for _ in range(8):
+        if getattr(fn, "_is_wrapped_bw_compiler", False):      # Dynamo's AotAutograd
+            fn = _cell(fn, "bw_compiler_fn")
+        elif type(fn).__name__ == "SerializableAOTDispatchCompiler":
+            fn = fn.compiler_fn
+        else:
+            return fn
+    return fn
+
+
+def _qualname(fn) -> str:
+    if isinstance(fn, functools.partial):
+        return f"functools.partial({_qualname(fn.func)})"
+    return f"{getattr(fn, '__module__', None)}.{getattr(fn, '__qualname__', type(fn).__qualname__)}"
+
+
+def own_bw_compiler(cf) -> str | None:
+    """None where the backward of this CompiledFunction would be compiled by a compiler that
+    runs its graph as it is (Inductor's, aot_eager's nop); else the name of the backend's own
+    bw_compiler, which only a run of the real node calls (Note [A backend's own backward
+    compiler])."""
+    fn = aot_bw_compiler(cf)
+    if fn is None:      # AOTAutograd's cache loaded the compiled backward: no compiler is called
+        return None
+    name = _qualname(fn)
+    if name in _NOP_BW_COMPILERS:
+        return None
+    if name.startswith("torch._inductor.compile_fx.") and name.endswith(".bw_compiler"):
+        from torch._inductor.compile_fx import compile_fx_inner
+        inner = _cell(getattr(fn, "__wrapped__", fn), "inner_compile")
+        for _ in range(8):
+            if inner is compile_fx_inner:
+                return None
+            inner = getattr(inner, "func", None) or getattr(inner, "__wrapped__", None)
+        inner = _cell(getattr(fn, "__wrapped__", fn), "inner_compile")
+        return f"{name} with inner_compile {_qualname(getattr(inner, 'func', inner))}"
+    return name
 
 
 # Note [AOT backward splicing per release]: graph/aot.py splices a torch.compile'd forward's
