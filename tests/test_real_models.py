@@ -299,3 +299,44 @@ def test_checkpointed_blocks_are_traced(name):
     differential(build, step)
     code = compiled_bw.last_graph().code
     assert "hooked " not in code, [ln for ln in code.splitlines() if "hooked " in ln][:3]
+
+
+class _LoRA(torch.nn.Module):
+    """A low-rank adapter around a frozen Linear (what LoRA fine-tuning adds: peft's
+    lora.Linear computes base(x) + B(A(x)))."""
+
+    def __init__(self, base, r=4):
+        super().__init__()
+        self.base = base
+        self.a = torch.nn.Parameter(torch.randn(r, base.in_features) * 0.1)
+        self.b = torch.nn.Parameter(torch.randn(base.out_features, r) * 0.1)
+
+    def forward(self, x):
+        return self.base(x) + (x @ self.a.t()) @ self.b.t()
+
+
+@pytest.mark.parametrize("ckpt", ["none", "ckpt", "ckpt_reentrant"])
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_lora_fine_tuning_of_a_frozen_llama(backend, ckpt):
+    """Every base weight frozen, adapters on the attention's q and v projections (LoRA
+    fine-tuning), with and without Hugging Face gradient checkpointing (reentrant needs
+    `enable_input_require_grads`, which registers a forward hook on the embedding): the frozen
+    weights' grads stay None, the adapters' are eager's."""
+    def build():
+        m = _checkpointed("llama", ckpt == "ckpt_reentrant") if ckpt != "none" else _model("llama")
+        m.requires_grad_(False)
+        for mod in list(m.modules()):
+            for cn in ("q_proj", "v_proj"):
+                if isinstance(getattr(mod, cn, None), torch.nn.Linear):
+                    setattr(mod, cn, _LoRA(getattr(mod, cn)))
+        if ckpt == "ckpt_reentrant":
+            m.enable_input_require_grads()
+        return m
+
+    def step(m):
+        m.zero_grad(set_to_none=True)
+        _loss("llama", m).backward()
+        return [None if p.grad is None else p.grad.clone() for p in m.parameters()]
+    # reentrant checkpoint: each inner backward is a capture of its own
+    differential(build, step, steps=3, backend=backend,
+                 captures=None if ckpt == "ckpt_reentrant" else 1, fallbacks=0)
