@@ -1,6 +1,7 @@
 """Importing compiled_bw never changes what torch.compile does (torchapi/dynamo.py Note [Dynamo
 skips our wrappers]): a torch.compile'd module whose forward graph-breaks around custom
-Functions and a module full backward hook (BackwardHookFunction.apply) gives the same outputs,
+Functions and a module full backward hook (BackwardHookFunction.apply), or one that registers
+tensor hooks (our Tensor.register_hook wrapper), gives the same outputs,
 grads, graphs and graph breaks with compiled_bw installed as with torch's own functions back
 (`compiled_bw.uninstall()`), under each Dynamo flag this release offers.  With
 `nested_graph_breaks` on, Dynamo used to compile our Function.apply wrapper's frame and fail
@@ -43,7 +44,43 @@ def _breaking_net():
     return m
 
 
-PROGRAMS = {"hooked_mlp": _hooked_mlp, "graph_break_functions": _breaking_net}
+def _times4(g):
+    return g * 4
+
+
+def _half(g):
+    return g / 2
+
+
+def _times3(g):
+    return g * 3
+
+
+def _plus1(g):
+    return g + 1
+
+
+class TensorHooks(torch.nn.Module):
+    """Tensor hooks registered in the compiled forward: three on its input, one on an
+    intermediate (PyTorch's test/dynamo/test_hooks.py: with our Tensor.register_hook wrapper
+    seen by Dynamo, the forward graph-broke, and with nested graph breaks on only the last of
+    the input's three hooks was kept: a wrong grad)."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        x.register_hook(_times4)
+        x.register_hook(_half)
+        x.register_hook(_times3)
+        h = self.a(x)
+        h.register_hook(_plus1)
+        return h.relu()
+
+
+PROGRAMS = {"hooked_mlp": _hooked_mlp, "graph_break_functions": _breaking_net,
+            "tensor_hooks": TensorHooks}
 
 
 def _program(make, flag):
@@ -119,3 +156,33 @@ def test_a_backward_while_torch_compile_compiles_runs_eager_and_says_why():
     st = differential(build, step, steps=2, captures=None if during else 1,
                       fallbacks=2 if during else 0)
     assert all("is_compiling() is True" in r for r in st.fallback_reasons), st.fallback_reasons
+
+
+def test_a_backward_under_torchs_compiled_autograd_is_torchs():
+    """A backward run while torch's own compiled autograd is on (its `_enable`, which
+    `torch._dynamo.config.compiled_autograd` enters) inside `enable()` is torch's compiled
+    autograd's, as without compiled_bw: it runs eager autograd's entry point, with the reason.
+    (PyTorch's test/dynamo/test_hooks.py: compiled_bw captured it and torch's compiled autograd
+    then traced our delivery code, "Unsupported: Failed to convert args/kwargs to proxy".)"""
+    from differential import differential
+    from torch._dynamo import compiled_autograd
+
+    def build():
+        return [torch.nn.Linear(4, 4), []]
+
+    def step(st):
+        m, log = st
+        m.zero_grad(set_to_none=True)
+        with compiled_autograd._enable(torch.compile(backend="eager", fullgraph=True)):
+            y = m(torch.randn(3, 4)).relu()
+            y.register_hook(lambda g: (log.append("hook"), g * 3)[1])
+            y.sum().backward()
+        return [m.weight.grad.clone(), m.bias.grad.clone(), list(log)]
+    torch._dynamo.reset()
+    try:
+        st = differential(build, step, steps=2, backend="eager", captures=0, fallbacks=2,
+                          strict=False)
+    finally:
+        torch._dynamo.reset()
+    assert all("torch's compiled autograd is active" in r for r in st.fallback_reasons), \
+        st.fallback_reasons

@@ -16,8 +16,11 @@ from __future__ import annotations
 import types
 import weakref
 
+import torch
+
 from ..core.thread import THREAD
 from ..torchapi import autograd as torch_autograd
+from ..torchapi.dynamo import skip_frame
 
 # node.metadata: list of (slot, weakref to the OrderedDict).  Weak: the node's C++ pre-hook owns
 # the dict, and the GC cannot see node.metadata, so a strong reference there would make a
@@ -65,6 +68,10 @@ def _registered(node=None) -> None:
 
 
 def register_hook(self, hook):
+    if torch.compiler.is_compiling():
+        # traced by Dynamo (which took this wrapper for a user function: its table of tensor
+        # methods was made before compiled_bw was imported): torch's own, which it handles
+        return _orig_register_hook(self, hook)
     fn = self.grad_fn
     if fn is not None:
         _registered(fn)
@@ -125,6 +132,13 @@ if torch_autograd.NODE_CREATION_HOOKS:
 def install() -> None:
     register_hook.__doc__ = _orig_register_hook.__doc__
     retain_grad.__doc__ = _orig_retain_grad.__doc__
+    # Note [Dynamo skips our wrappers] (graph/custom.py): Dynamo replays a compiled forward's
+    # `x.register_hook(h)` after its graph, and that call would make our wrapper a frame Dynamo
+    # compiles (it graph-broke inside torch's register_hook; with nested graph breaks only the
+    # last of several hooks survived: a wrong grad)
+    for fn in (register_hook, retain_grad, _node_register, _push_node_creation_hook,
+               _pop_node_creation_hook):
+        skip_frame(fn)
     torch_autograd.patch("register_hook", register_hook)
     torch_autograd.patch("retain_grad", retain_grad)
     torch_autograd.patch("node_register_hook", _node_register, wrap=staticmethod)

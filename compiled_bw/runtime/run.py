@@ -94,6 +94,7 @@ from ..graph.saved import ERR_BACKWARD_TWICE, gradient_edge
 from ..graph.subclass import flatten, rebuild
 from ..passes import run_passes
 from ..torchapi import autograd as torch_autograd
+from ..torchapi import dynamo as torch_dynamo
 from ..trace.differentiable import not_differentiable
 from ..trace.trace import REJECTED, Options, TraceFailed, needed_and_captured, trace_backward
 from ..walk import fastwalk
@@ -221,6 +222,11 @@ def _precheck(t_outputs, inputs) -> None:
         raise FallbackToEager("a profiler is active (eager records one evaluate_function range "
                               "per autograd node; COMPILED_BW_PROFILE=compiled profiles the "
                               "compiled graph instead, Note [Profiler] in runtime/run.py)")
+    if torch_dynamo.torch_compiled_autograd_on():
+        # the user asked torch's compiled autograd to take this backward: eager autograd's
+        # entry point gives it to it, as without compiled_bw
+        raise FallbackToEager("torch's compiled autograd is active "
+                              "(torch._dynamo.compiled_autograd._enable)")
     if torch_autograd.functorch_transforms_active():   # first: torch.func.grad's own call
         raise FallbackToEager("functorch transforms (vmap/grad) are active")  # has create_graph
     if torch.is_anomaly_enabled():

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import sys
 import threading
 
 import torch
@@ -74,6 +75,8 @@ USED = {
     "torch.fx.experimental.proxy_tensor.ProxyTorchDispatchMode": "api.py (TRACE_MODES)",
     "torch.utils._python_dispatch.is_traceable_wrapper_subclass": "graph/subclass.py",
     "torch._dynamo.compiled_autograd.extract_bw_module": "graph/aot.py",
+    "torch._dynamo.compiled_autograd.compiled_autograd_enabled": "runtime/run.py (_precheck: "
+        "torch's compiled autograd active)",
     "torch._inductor.compile_fx.compile_fx_inner": "graph/aot.py (own_bw_compiler: Note [A "
         "backend's own backward compiler])",
     "torch._library.custom_ops.OPDEFS": "backends/compile_worker.py (worker_imports)",
@@ -134,6 +137,15 @@ def has_side_effects(target) -> bool:
         return effects._get_effect(target) is not None
     except Exception:  # noqa: BLE001 -- a target the registry cannot look up has none
         return False
+
+
+def torch_compiled_autograd_on() -> bool:
+    """Whether torch's own compiled autograd takes the backwards run now (inside its
+    `compiled_autograd._enable`, which `torch._dynamo.config.compiled_autograd` enters): its
+    module's `compiled_autograd_enabled`.  Read without importing Dynamo: where that module
+    was never imported, it cannot be on."""
+    ca = sys.modules.get("torch._dynamo.compiled_autograd")
+    return ca is not None and bool(getattr(ca, "compiled_autograd_enabled", False))
 
 
 def skip_frame(fn) -> bool:
