@@ -648,3 +648,73 @@ def test_post_accumulate_grad_hook_updating_a_tensor_a_later_node_saved():
         return [w.detach().clone(), x.grad]
     st = differential(build, step, steps=2, allow_errors=True, fallbacks=None, captures=None)
     assert st.captures == 1, st     # the compiled graph raised it, not an eager fallback
+
+
+_BEFORE_IMPORT = r"""
+import json, sys
+import torch
+
+def program(kind, log):
+    torch.manual_seed(0)
+    w = torch.randn(3, requires_grad=True)
+    y = w * 2
+    if kind == "tensor":
+        y.register_hook(lambda g: (log.append("tensor"), g + 1)[1])
+    elif kind == "node_pre":
+        y.grad_fn.register_prehook(lambda go: (log.append("pre"), (go[0] * 5,))[1])
+    elif kind == "node_post":
+        y.grad_fn.register_hook(lambda gi, go: (log.append("post"), (gi[0] * 7, None))[1])
+    else:
+        y.retain_grad()
+    return w, y, (y * y).sum()
+
+kinds = ("tensor", "node_pre", "node_post", "retain")
+eager, ours = {}, {}
+for kind in kinds:
+    log = []
+    w, y, loss = program(kind, log)
+    loss.backward()
+    eager[kind] = [w.grad.tolist(), log + [y.grad.tolist() if y.grad is not None else None]]
+built = {}
+for kind in kinds:
+    log = []
+    built[kind] = (program(kind, log), log)
+import compiled_bw          # after the hooks were registered
+for kind in kinds:
+    (w, y, loss), log = built[kind]
+    before = compiled_bw.stats().fallbacks
+    with compiled_bw.enable(backend="eager"):
+        loss.backward()
+    ours[kind] = [w.grad.tolist(), log + [y.grad.tolist() if y.grad is not None else None],
+                  compiled_bw.stats().fallbacks - before]
+print(json.dumps({"eager": eager, "ours": ours,
+                  "reasons": compiled_bw.stats().fallback_reasons}))
+"""
+
+
+@pytest.mark.parametrize("walk", ["cpp", "python"])
+def test_hooks_registered_before_compiled_bw_was_imported(walk):
+    """Hooks registered on interior nodes before compiled_bw was imported (Note [Hooks
+    registered before compiled_bw], _fastwalk.h): node pre- and post-hooks are read from the
+    node and called as eager calls them; a tensor hook or a retain_grad(), which compiled_bw
+    sees only through its own Tensor.register_hook / retain_grad, makes that backward run eager
+    autograd with the reason (the Python walk: the tensor hook).  All used to be dropped (a
+    wrong grad, a None .grad).  In a fresh process (this one has compiled_bw imported)."""
+    import json
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, COMPILED_BW_FASTWALK="1" if walk == "cpp" else "0",
+               PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    out = subprocess.run([sys.executable, "-c", _BEFORE_IMPORT], check=False, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    res = json.loads(out.stdout.strip().splitlines()[-1])
+    for kind, (grad, log) in res["eager"].items():
+        got_grad, got_log, fallbacks = res["ours"][kind]
+        torch.testing.assert_close(torch.tensor(got_grad), torch.tensor(grad))
+        assert got_log == log, (kind, got_log, log)
+        assert fallbacks == (1 if kind in ("tensor", "retain") else 0), \
+            (kind, fallbacks, res["reasons"])
+    assert any("a tensor hook on MulBackward0 registered before compiled_bw was imported" in r
+               for r in res["reasons"]), res["reasons"]

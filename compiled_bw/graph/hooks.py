@@ -9,7 +9,10 @@ probe).  Produces, per node, a NodeHooks (this step's hook objects) and its sign
 (hook code identities, so a different set of hooks recaptures).  Running them is
 run_hooks.py's.  Leaf hooks run in the
 real engine (runtime/run.py Note [Delivery through the real engine]), except for leaves that
-grad() only captures.  Registrations made before compiled_bw was imported are not seen.
+grad() only captures.  Registrations made before compiled_bw was imported (or while it was
+uninstalled): node hooks are read from the node all the same; a tensor hook on an interior node
+or a retain_grad() makes its backward fall back (Note [Hooks registered before compiled_bw],
+walk/cpp/_fastwalk.h).
 """
 from __future__ import annotations
 
@@ -27,6 +30,7 @@ from ..torchapi.dynamo import skip_frame
 # hook -> closure -> grad_fn -> metadata -> dict -> hook cycle uncollectable where eager collects
 # it (PyTorch's test_hook_closure_cycle; tests/test_hooks.py::test_hook_closure_cycle_is_collected).
 TENSOR_HOOKS_KEY = "compiled_bw.tensor_hooks"
+RETAINS_KEY = "compiled_bw.retains_grad"    # a retain_grad() seen on the node
 
 
 class _Counts:
@@ -95,6 +99,7 @@ def retain_grad(self):
     _orig_retain_grad(self)
     if fn is not None:
         RETAINED[id(self)] = self
+        fn.metadata[RETAINS_KEY] = True     # Note [Hooks registered before compiled_bw]
 
 
 def _node_register(backward_hooks, hook):
@@ -230,8 +235,8 @@ def node_hooks(node, retained: dict | None, dicts=None) -> NodeHooks | None:
         for slot, t in retained.get(id(node), ()):
             h = h or NodeHooks()
             h.retains[slot] = t
-    if COUNTS.node:
-        if dicts is None:
+    if COUNTS.node or dicts is not None:     # (dicts: read from the node, also hooks
+        if dicts is None:                     # registered before compiled_bw was imported)
             pre, post = _probe(node.register_prehook), _probe(node.register_hook)
         else:
             pre, post = dicts(node)
@@ -265,7 +270,7 @@ def hooks_and_signature(node, retained: dict | None, dicts):
         h = node_hooks(node, retained, dicts)
         return None if h is None else (h, h.signature())
     pre = post = None
-    if COUNTS.node:
+    if COUNTS.node or dicts is not None:
         pre, post = dicts(node)
         pre, post = pre or None, post or None
     if tensor is None and pre is None and post is None:

@@ -651,10 +651,12 @@ def fast_walk(root_edges: list, history: bool = False) -> FastWalk:
         raise HookedGiveUp("saved tensors with unpack hooks (unpacked.py traces their nodes)")
     w = FastWalk(cw, kinds)
     hook_entries = []
-    if len(cw.hook_nodes) and (COUNTS.tensor or COUNTS.node or len(RETAINED)):
+    if len(cw.hook_nodes):
+        # node hooks are read from the nodes themselves, also those registered before
+        # compiled_bw was imported (Note [Hooks registered before compiled_bw], _fastwalk.h)
         retained = retained_by_node() if len(RETAINED) else None
         w.hooks, hook_entries = _S.ext.hook_entries(cw, _HOOK_NAMES, bool(COUNTS.tensor),
-                                                    bool(COUNTS.node), retained)
+                                                    True, retained)
     for i in cw.hook_leaves:
         var = w.leaves[i]
         if var._backward_hooks:

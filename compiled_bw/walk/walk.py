@@ -286,16 +286,19 @@ def _leaf_entry(w: Walk, i: int, var, entry: list) -> None:
 
 class _HookReader:
     """Node hooks, read only when some exist in the process (hooks.py COUNTS)."""
-    __slots__ = ("foreign", "on", "retained")
+    __slots__ = ("dicts", "foreign", "on", "retained")
 
     def __init__(self) -> None:
-        self.on = COUNTS.tensor or COUNTS.node or len(RETAINED)
         self.retained = retained_by_node() if len(RETAINED) else None
         # Note [C++ hooks on interior nodes] (_fastwalk.h): only C++ sees hooks registered from
-        # C++.  Without the extension (it failed to build) this walk cannot see them and they
-        # are dropped, as are hooks registered before compiled_bw was imported (hooks.py).
+        # C++, and (Note [Hooks registered before compiled_bw]) node hooks registered before
+        # compiled_bw was imported, read from the node (`hook_dicts`); tensor hooks registered
+        # then fall back.  Without the extension (it failed to build) this walk cannot see them
+        # and they are dropped (hooks.py).
         ext = extension(always=True)
         self.foreign = None if ext is None else ext.foreign_hook
+        self.dicts = None if ext is None else ext.hook_dicts
+        self.on = COUNTS.tensor or COUNTS.node or len(RETAINED) or self.dicts is not None
 
 
 def _node_entry(w: Walk, i: int, node, info: tuple, meta, entry: list,
@@ -303,11 +306,11 @@ def _node_entry(w: Walk, i: int, node, info: tuple, meta, entry: list,
     """A non-leaf node's signature entry (hooks, then saved state); whether its saved tensors
     carry hooks that are not ours (nodes.py Note [Hooked saved tensors])."""
     if hooks.foreign is not None:
-        why = hooks.foreign(node)      # Note [C++ hooks on interior nodes] (_fastwalk.h)
+        why = hooks.foreign(node, hooks.retained)  # Note [C++ hooks on interior nodes]
         if why is not None:
             raise WalkUnsupported(why)
     if hooks.on:
-        h = node_hooks(node, hooks.retained)
+        h = node_hooks(node, hooks.retained, hooks.dicts)
         if h is not None:
             w.hooks[i] = h
             entry.append(h.signature())

@@ -250,6 +250,27 @@ inline const char* const FOREIGN_HOOK_WHY =
     " (registered from C++, e.g. the autograd fallback's warning for an op with no autograd "
     "kernel): compiled_bw cannot run it";
 
+// Note [Hooks registered before compiled_bw]
+// A Python tensor hook on an interior node is seen through the record graph/hooks.py's
+// register_hook (which replaces torch.Tensor.register_hook when compiled_bw is imported) puts
+// on the node's metadata (graph/hooks.py TENSOR_HOOKS_KEY).  One registered before compiled_bw
+// was imported, or while it was uninstalled, has no record: a graph would drop its call.  Such a
+// step falls back (`foreign_hook` reports it, as for a hook registered from C++); so does a
+// retain_grad() that neither hooks.RETAINED (live tensors) nor the node's record (RETAINS_KEY)
+// knows (hook_entries; the binding for the Python walk).  Node pre- and post-hooks need no record: their dicts are read from the node itself
+// (hook_dicts_of).
+inline const char* const UNSEEN_HOOK_WHY =
+    " registered before compiled_bw was imported (or while it was uninstalled): compiled_bw "
+    "cannot see it; import compiled_bw before registering hooks";
+inline const char* const TENSOR_HOOKS_KEY = "compiled_bw.tensor_hooks";  // graph/hooks.py
+inline const char* const RETAINS_KEY = "compiled_bw.retains_grad";       // graph/hooks.py
+// Whether graph/hooks.py's retain_grad recorded a retain_grad() on this node (its tensor may
+// have died since: eager's retains_grad hook then writes nothing).
+bool retain_recorded(Node* node);
+
+// Why the node's hooks cannot be run by a graph (the reason's text after the node's name is
+// FOREIGN_HOOK_WHY, or UNSEEN_HOOK_WHY where *unseen is set), or nullptr.
+const char* foreign_hook(Node* node, bool* unseen);
 inline const char* foreign_hook(Node* node) {
   for (const auto& h : node->tensor_pre_hooks())
     if (std::strcmp(typeid(*h).name(), "N5torch8autograd23PyFunctionTensorPreHookE") != 0)

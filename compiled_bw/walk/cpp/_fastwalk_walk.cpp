@@ -807,8 +807,10 @@ std::shared_ptr<CWalk> walk(py::list roots, py::dict kinds, bool history) {
     seq_nodes.push_back(i);
     if (!node->tensor_pre_hooks().empty() || !node->pre_hooks().empty() ||
         !node->post_hooks().empty() || !node->retains_grad_hooks().empty()) {
-      if (const char* what = foreign_hook(node))
-        raise(g_unsupported, std::string(what) + " on " + node->name() + FOREIGN_HOOK_WHY);
+      bool unseen = false;
+      if (const char* what = foreign_hook(node, &unseen))
+        raise(g_unsupported, std::string(what) + " on " + node->name() +
+                                 (unseen ? UNSEEN_HOOK_WHY : FOREIGN_HOOK_WHY));
       w->hook_nodes.append(i);
     }
     const NodePtr& owner = w->nodes[i];  // no see() below: stays valid
@@ -903,6 +905,27 @@ py::tuple idents_of(PyObject* d, PyObject* ident) {
 
 // walk/fastwalk.py Note [Hook entries in C++].  names: (TENSOR_HOOKS_KEY, NodeHooks,
 // hooks_and_signature, _ident, hook_dicts).
+const char* foreign_hook(Node* node, bool* unseen) {
+  *unseen = false;
+  if (const char* what = foreign_hook(node)) return what;
+  if (node->tensor_pre_hooks().empty()) return nullptr;
+  // Note [Hooks registered before compiled_bw]: Python tensor hooks without our record
+  PyObject* md = static_cast<torch::autograd::PyAnomalyMetadata*>(node->metadata())->dict();
+  if (!PyDict_Check(md)) return nullptr;
+  PyObject* recs = PyDict_GetItemString(md, TENSOR_HOOKS_KEY);  // borrowed: [(slot, dict)]
+  // each recorded dict is one PyFunctionTensorPreHook (Tensor.register_hook's first call)
+  if (recs && PyList_Check(recs) &&
+      (size_t)PyList_GET_SIZE(recs) >= node->tensor_pre_hooks().size())
+    return nullptr;
+  *unseen = true;
+  return "a tensor hook";
+}
+
+bool retain_recorded(Node* node) {
+  PyObject* md = static_cast<torch::autograd::PyAnomalyMetadata*>(node->metadata())->dict();
+  return PyDict_Check(md) && PyDict_GetItemString(md, RETAINS_KEY);
+}
+
 py::tuple hook_entries(CWalk& w, py::tuple names, bool tensor_hooks, bool node_hooks,
                        py::object retained) {
   static PyObject* s_tensor = PyUnicode_InternFromString("tensor");
@@ -930,6 +953,10 @@ py::tuple hook_entries(CWalk& w, py::tuple names, bool tensor_hooks, bool node_h
       if (c < 0) throw py::error_already_set();
       slow = c;
     }
+    // Note [Hooks registered before compiled_bw] (_fastwalk.h): a retain_grad() compiled_bw's
+    // own Tensor.retain_grad did not see (hooks.RETAINED has no tensor of this node)
+    if (!slow && !node->retains_grad_hooks().empty() && !retain_recorded(node))
+      raise(g_unsupported, std::string("a retain_grad() on ") + node->name() + UNSEEN_HOOK_WHY);
     py::object tensor = py::none(), t_sig = empty;
     if (!slow && tensor_hooks && !node->tensor_pre_hooks().empty()) {
       // `node.metadata` (a hook dict is recorded there when the tensor hook is registered)
