@@ -178,3 +178,44 @@ def test_vjp_fn_called_after_the_transform(has_aux):
         return [g1, g2, grads(lin)]
     st = differential(build, step, fallbacks=6, strict=False)
     assert all("functorch" in r for r in st.fallback_reasons), st.fallback_reasons
+
+
+def _zero_tangent_mm():
+    """torch.func.jvp through Linear-Tanh-Linear (PyTorch's Lennard-Jones jacfwd example): the
+    weights, captured from outside the jvp, get ZeroTensor tangents, which MmBackward0 saves."""
+    def build():
+        return [torch.randn(16, 1, requires_grad=True), torch.randn(1, 16, requires_grad=True)]
+
+    def step(st):
+        w1, w2 = st
+        x, t = torch.randn(1), torch.ones(1)
+        _, d = torch.func.jvp(lambda x: torch.nn.functional.linear(
+            torch.tanh(torch.nn.functional.linear(x, w1)), w2), (x,), (t,))
+        return list(torch.autograd.grad((d ** 2).sum(), [w1, w2]))
+    return build, step
+
+
+def _zero_grad_saved():
+    """No functorch: sgn's create_graph grad is a ZeroTensor, which `g * w` saves."""
+    def build():
+        return [torch.randn(5, requires_grad=True), torch.randn(5, requires_grad=True)]
+
+    def step(st):
+        x, w = st
+        (g,) = torch.autograd.grad((torch.sgn(x) * 3).sum(), x, create_graph=True)
+        assert g._is_zerotensor()
+        return list(torch.autograd.grad(((g * w).tanh() + w.sin()).sum(), w))
+    return build, step
+
+
+@pytest.mark.both_backends
+@pytest.mark.parametrize("program", [_zero_tangent_mm, _zero_grad_saved],
+                         ids=["jvp_tangent", "create_graph_grad"])
+def test_a_saved_zero_tensor_runs_eager_autograd(program):
+    """walk.py Note [ZeroTensors]: a saved efficient ZeroTensor (no storage) made Inductor's
+    code fail on a null pointer (a RuntimeError from its C++ wrapper, or a segfault) where eager
+    short-circuits it; that backward now runs eager autograd, with the reason (found with
+    PyTorch's test_eager_transforms.py, test_lennard_jones_batched_jac_jac_jacfwd)."""
+    build, step = program()
+    st = differential(build, step, steps=2, captures=None, fallbacks=None, strict=False)
+    assert any("ZeroTensor" in r for r in st.fallback_reasons), st.fallback_reasons

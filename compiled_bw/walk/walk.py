@@ -62,12 +62,23 @@ class WalkUnsupported(Exception):
     """The graph holds something we do not compile; the message is the fallback reason."""
 
 
+# Note [ZeroTensors]: torch._efficientzerotensor (a forward-mode tangent of a tensor captured
+# from outside a jvp, some formulas' zero grads under create_graph) has no storage: eager's ops
+# short-circuit it through its dispatch key; Inductor's kernels would read a null pointer (a
+# crash), and a graph keyed on a dense tensor must not take one.  Such a backward falls back
+# (both walks: here and _fastwalk_walk.cpp tensor_key).
+ZERO_TENSOR = ("an efficient ZeroTensor (torch._efficientzerotensor: no storage; a jvp's "
+               "tangent of a captured tensor, a create_graph zero grad) in the graph")
+
+
 def tensor_meta(t: torch.Tensor) -> tuple:
     if t.is_nested:
         raise WalkUnsupported(f"a nested tensor ({t.layout}) in the graph (nested tensors are "
                               "not compiled)")
     if t.layout is not _STRIDED:
         raise WalkUnsupported(f"non-strided tensor ({t.layout}) in the graph")
+    if t._is_zerotensor():
+        raise WalkUnsupported(ZERO_TENSOR)
     if type(t) not in PLAIN:
         # flattened at the graph boundary: Note [Subclasses stay outside the graph]
         try:

@@ -189,6 +189,10 @@ void tensor_key(Key& k, const at::Tensor& t, PyObject* obj) {
     std::string lay = py::str(wrapped.attr("layout"));
     raise(g_unsupported, "non-strided tensor (" + lay + ") in the graph");
   }
+  if (t._is_zerotensor())  // walk.py Note [ZeroTensors]
+    raise(g_unsupported,
+          "an efficient ZeroTensor (torch._efficientzerotensor: no storage; a jvp's tangent of "
+          "a captured tensor, a create_graph zero grad) in the graph");
   // Tensor subclasses are flattened at the graph boundary by the Python walk (subclass.py,
   // Note [Subclasses stay outside the graph]); it also gives the fallback reason for those it
   // cannot flatten.  The reason's text before ": " is the give-up counter's key.
@@ -501,7 +505,7 @@ bool same_value(PyObject* a, PyObject* b, int depth) {
 
 // A strided, dense, plain tensor's metadata bytes (tensor_key's), or false.
 bool plain_meta(Key& k, const at::Tensor& t, PyObject* obj) {
-  if (t.layout() != at::kStrided || t.is_nested()) return false;
+  if (t.layout() != at::kStrided || t.is_nested() || t._is_zerotensor()) return false;
   PyTypeObject* tp = obj ? Py_TYPE(obj) : (PyTypeObject*)THPVariableClass;
   if (tp != (PyTypeObject*)THPVariableClass && tp != (PyTypeObject*)ParameterClass) return false;
   tensor_key(k, t, obj);
