@@ -257,8 +257,8 @@ inline const char* const FOREIGN_HOOK_WHY =
 // was imported, or while it was uninstalled, has no record: a graph would drop its call.  Such a
 // step falls back (`foreign_hook` reports it, as for a hook registered from C++); so does a
 // retain_grad() that neither hooks.RETAINED (live tensors) nor the node's record (RETAINS_KEY)
-// knows (hook_entries; the binding for the Python walk).  Node pre- and post-hooks need no record: their dicts are read from the node itself
-// (hook_dicts_of).
+// knows (hook_entries; the binding for the Python walk).  Node pre- and post-hooks need no record:
+// their dicts are read from the node itself (hook_dicts_of).
 inline const char* const UNSEEN_HOOK_WHY =
     " registered before compiled_bw was imported (or while it was uninstalled): compiled_bw "
     "cannot see it; import compiled_bw before registering hooks";

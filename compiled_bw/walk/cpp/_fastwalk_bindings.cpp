@@ -134,20 +134,23 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   // typeinfo, so a dynamic_cast would not link.
   // Note [C++ hooks on interior nodes], for the Python walk: the fallback reason, or None.
   // retained: hooks.retained_by_node() or None (a retain_grad() it lacks was not seen)
-  m.def("foreign_hook", [](py::object n, py::object retained) -> py::object {
-    Node* fn = node_of(n.ptr()).get();
-    bool unseen = false;
-    const char* what = foreign_hook(fn, &unseen);
-    if (!what && !fn->retains_grad_hooks().empty() && !retain_recorded(fn)) {
-      py::object id = py::reinterpret_steal<py::object>(PyLong_FromVoidPtr(n.ptr()));
-      int c = retained.is_none() ? 0 : PyDict_Contains(retained.ptr(), id.ptr());
-      if (c < 0) throw py::error_already_set();
-      if (!c) what = "a retain_grad()", unseen = true;
-    }
-    if (!what) return py::none();
-    return py::str(std::string(what) + " on " + fn->name() +
-                   (unseen ? UNSEEN_HOOK_WHY : FOREIGN_HOOK_WHY));
-  }, py::arg("n"), py::arg("retained") = py::none());
+  m.def(
+      "foreign_hook",
+      [](py::object n, py::object retained) -> py::object {
+        Node* fn = node_of(n.ptr()).get();
+        bool unseen = false;
+        const char* what = foreign_hook(fn, &unseen);
+        if (!what && !fn->retains_grad_hooks().empty() && !retain_recorded(fn)) {
+          py::object id = py::reinterpret_steal<py::object>(PyLong_FromVoidPtr(n.ptr()));
+          int c = retained.is_none() ? 0 : PyDict_Contains(retained.ptr(), id.ptr());
+          if (c < 0) throw py::error_already_set();
+          if (!c) what = "a retain_grad()", unseen = true;
+        }
+        if (!what) return py::none();
+        return py::str(std::string(what) + " on " + fn->name() +
+                       (unseen ? UNSEEN_HOOK_WHY : FOREIGN_HOOK_WHY));
+      },
+      py::arg("n"), py::arg("retained") = py::none());
   m.def("hook_dicts", [](py::object n) {
     auto [pre, post] = hook_dicts_of(node_of(n.ptr()).get());
     return py::make_tuple(py::handle(pre ? pre : Py_None), py::handle(post ? post : Py_None));
