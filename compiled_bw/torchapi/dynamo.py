@@ -394,13 +394,12 @@ def own_bw_compiler(cf) -> str | None:
         return None
     if name.startswith("torch._inductor.compile_fx.") and name.endswith(".bw_compiler"):
         from torch._inductor.compile_fx import compile_fx_inner
-        inner = _cell(getattr(fn, "__wrapped__", fn), "inner_compile")
+        given = inner = _cell(getattr(fn, "__wrapped__", fn), "inner_compile")
         for _ in range(8):
             if inner is compile_fx_inner:
                 return None
             inner = getattr(inner, "func", None) or getattr(inner, "__wrapped__", None)
-        inner = _cell(getattr(fn, "__wrapped__", fn), "inner_compile")
-        return f"{name} with inner_compile {_qualname(getattr(inner, 'func', inner))}"
+        return f"{name} with inner_compile {_qualname(getattr(given, 'func', given))}"
     return name
 
 

@@ -271,6 +271,10 @@ bool retain_recorded(Node* node);
 // Why the node's hooks cannot be run by a graph (the reason's text after the node's name is
 // FOREIGN_HOOK_WHY, or UNSEEN_HOOK_WHY where *unseen is set), or nullptr.
 const char* foreign_hook(Node* node, bool* unseen);
+// The fallback reason for what foreign_hook(node, &unseen) found.
+inline std::string hook_reason(Node* node, const char* what, bool unseen) {
+  return std::string(what) + " on " + node->name() + (unseen ? UNSEEN_HOOK_WHY : FOREIGN_HOOK_WHY);
+}
 inline const char* foreign_hook(Node* node) {
   for (const auto& h : node->tensor_pre_hooks())
     if (std::strcmp(typeid(*h).name(), "N5torch8autograd23PyFunctionTensorPreHookE") != 0)

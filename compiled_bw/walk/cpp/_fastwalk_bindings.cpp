@@ -147,8 +147,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
           if (!c) what = "a retain_grad()", unseen = true;
         }
         if (!what) return py::none();
-        return py::str(std::string(what) + " on " + fn->name() +
-                       (unseen ? UNSEEN_HOOK_WHY : FOREIGN_HOOK_WHY));
+        return py::str(hook_reason(fn, what, unseen));
       },
       py::arg("n"), py::arg("retained") = py::none());
   m.def("hook_dicts", [](py::object n) {

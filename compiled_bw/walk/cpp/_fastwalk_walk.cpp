@@ -813,8 +813,7 @@ std::shared_ptr<CWalk> walk(py::list roots, py::dict kinds, bool history) {
         !node->post_hooks().empty() || !node->retains_grad_hooks().empty()) {
       bool unseen = false;
       if (const char* what = foreign_hook(node, &unseen))
-        raise(g_unsupported, std::string(what) + " on " + node->name() +
-                                 (unseen ? UNSEEN_HOOK_WHY : FOREIGN_HOOK_WHY));
+        raise(g_unsupported, hook_reason(node, what, unseen));
       w->hook_nodes.append(i);
     }
     const NodePtr& owner = w->nodes[i];  // no see() below: stays valid
@@ -907,8 +906,6 @@ py::tuple idents_of(PyObject* d, PyObject* ident) {
 
 }  // namespace
 
-// walk/fastwalk.py Note [Hook entries in C++].  names: (TENSOR_HOOKS_KEY, NodeHooks,
-// hooks_and_signature, _ident, hook_dicts).
 const char* foreign_hook(Node* node, bool* unseen) {
   *unseen = false;
   if (const char* what = foreign_hook(node)) return what;
@@ -930,6 +927,8 @@ bool retain_recorded(Node* node) {
   return PyDict_Check(md) && PyDict_GetItemString(md, RETAINS_KEY);
 }
 
+// walk/fastwalk.py Note [Hook entries in C++].  names: (TENSOR_HOOKS_KEY, NodeHooks,
+// hooks_and_signature, _ident, hook_dicts).
 py::tuple hook_entries(CWalk& w, py::tuple names, bool tensor_hooks, bool node_hooks,
                        py::object retained) {
   static PyObject* s_tensor = PyUnicode_InternFromString("tensor");
@@ -960,7 +959,7 @@ py::tuple hook_entries(CWalk& w, py::tuple names, bool tensor_hooks, bool node_h
     // Note [Hooks registered before compiled_bw] (_fastwalk.h): a retain_grad() compiled_bw's
     // own Tensor.retain_grad did not see (hooks.RETAINED has no tensor of this node)
     if (!slow && !node->retains_grad_hooks().empty() && !retain_recorded(node))
-      raise(g_unsupported, std::string("a retain_grad() on ") + node->name() + UNSEEN_HOOK_WHY);
+      raise(g_unsupported, hook_reason(node, "a retain_grad()", true));
     py::object tensor = py::none(), t_sig = empty;
     if (!slow && tensor_hooks && !node->tensor_pre_hooks().empty()) {
       // `node.metadata` (a hook dict is recorded there when the tensor hook is registered)
