@@ -23,6 +23,7 @@ import torch
 import torch.autograd
 
 from . import compress, config, torchapi
+from .backends import install_loaded as _install_backends
 from .backends import lookup_backend
 from .core.thread import THREAD
 from .errors import Unsupported
@@ -190,6 +191,7 @@ def install() -> None:
     _hooks.install()
     _custom.install()
     _engine_state.install()
+    _install_backends()
 
 
 def uninstall() -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import sys
 from collections.abc import Callable
 
 from ..torchapi import INDUCTOR
@@ -41,6 +42,15 @@ def _load(name: str) -> Callable:
         raise _unavailable(name, f"importing it failed with {type(e).__name__}: {e}") from e
     BACKENDS[name] = fn
     return fn
+
+
+def install_loaded() -> None:
+    """Re-apply the torch patches of every backend already imported (`compiled_bw.install()`
+    after `uninstall()`): a backend not yet imported applies its own on import."""
+    for module, _ in LAZY.values():
+        loaded = sys.modules.get(importlib.util.resolve_name(module, __name__))
+        if loaded is not None and hasattr(loaded, "install"):
+            loaded.install()
 
 
 def lookup_backend(backend, load: bool = True) -> Callable | None:
