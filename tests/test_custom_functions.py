@@ -740,3 +740,40 @@ def test_a_backward_reading_input_grad_buffers_runs_eager_autograd(first):
     st = differential(build, step, captures=0, fallbacks=3)
     assert all("_AddsIntoItsBufferBackward's backward reads ctx.input_grad_buffers" in r
                for r in st.fallback_reasons), st
+
+
+class _ZeroGradFrom(torch.autograd.Function):
+    """Returns torch._efficientzerotensor (no storage) as its grad once `state["zero"]` is set."""
+
+    @staticmethod
+    def forward(ctx, x, state):
+        ctx.state = state
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        if ctx.state["zero"]:
+            return torch._efficientzerotensor(g.shape, dtype=g.dtype), None
+        return g * 2, None
+
+
+@pytest.mark.both_backends
+def test_a_zero_tensor_out_of_an_opaque_call_is_zeros():
+    """calls/opaque.py Note [ZeroTensors from opaque calls]: a custom backward returning an
+    efficient ZeroTensor, which traced formulas then use (exp's and mul's), on a hit of the
+    compiled graph.  Before, the step's own checks raised "Attempted to access the data pointer
+    on an invalid python storage" where eager gives zeros; now that backward computes eager's
+    values and the graph's later backwards run eager autograd."""
+    def build():
+        return torch.randn(4, requires_grad=True), torch.randn(4, requires_grad=True), {"n": 0}
+
+    def step(state):
+        w, x, st = state
+        w.grad = x.grad = None
+        st["zero"] = st["n"] > 0            # a dense grad on the capture step, zeros after
+        st["n"] += 1
+        _ZeroGradFrom.apply(x.exp() * w, st).sin().sum().backward()
+        return w.grad.clone(), x.grad.clone()
+
+    st = differential(build, step, steps=3, captures=1, fallbacks=1, strict=False)
+    assert all("ZeroTensor" in r for r in st.fallback_reasons), st.fallback_reasons

@@ -634,10 +634,16 @@ def _outputs(step, s: OpaqueSite, site: int, outs, grads: list, label: str,
         plain = type(o) is torch.Tensor
         if not plain or o.layout is not torch.strided:
             if plain and len(res) in loose and o.layout in SPARSE_LAYOUTS:
-                step.went_sparse = f"{label} returned a {o.layout} grad"
+                step.eager_after = f"{label} returned a {o.layout} grad"
                 res.append(o)
                 continue
             _check_dense(o, label)
+        elif o._is_zerotensor():    # Note [ZeroTensors from opaque calls]
+            step.eager_after = f"{label} returned an efficient ZeroTensor"
+            step.memo.clear()
+            shape, dtype, device = spec     # (validate_outputs' cast, as eager's)
+            res.append(torch.empty_strided(shape, want, dtype=dtype, device=device).zero_())
+            continue
         # Note [One grad for several leaves]: returned `n` times, each a delivery point's;
         # `slots`: the places of `outs` that hold it (outputs the graph does not keep too)
         n = 1 if times is None else times.get(id(o), 1)
@@ -801,6 +807,18 @@ def _owned_input(o: torch.Tensor, grads: list, free: frozenset) -> bool:
 def _views_input(o: torch.Tensor, grads: list) -> bool:
     ptr = o.untyped_storage().data_ptr()
     return any(g is not None and g.untyped_storage().data_ptr() == ptr for g in grads)
+
+
+# Note [ZeroTensors from opaque calls]
+# A custom backward or hook may return torch._efficientzerotensor (or a result computed from
+# one: ZeroTensor * x is one).  It has no storage: Inductor's kernels would read a null
+# pointer, and the step's own checks (stealing, views) cannot look at its storage.  It goes on
+# as a dense zero tensor of the traced layout -- the values eager computes -- and the graph's
+# later backwards run eager autograd (Step.eager_after), as for a sparse grad.  What eager
+# does differently on that one backward: the ZeroTensor-ness flows on (eager's `.grad` may
+# then be a ZeroTensor, which its next in-place accumulation refuses with "ZeroTensors are
+# immutable"); here the results are dense zeros.  A ZeroTensor the graph takes as an input
+# (saved, root, leaf) makes the walk fall back (walk/walk.py Note [ZeroTensors]).
 
 
 def _check_dense(o, label: str) -> None:

@@ -71,9 +71,10 @@ class Compiled:
     # with (hints), and those a run found instead (recapture with them on the next hit)
     layout_hints: dict = dataclasses.field(default_factory=dict)
     layout_found: dict | None = None
-    # backends/eager.py Note [Sparse grads from opaque calls]: a run's opaque call returned a
-    # sparse grad (what did); its later backwards run eagerly
-    went_sparse: str | None = None
+    # backends/eager.py Note [Sparse grads from opaque calls], calls/opaque.py Note [ZeroTensors
+    # from opaque calls]: a run's opaque call returned a sparse grad or a ZeroTensor (what
+    # did); its later backwards run eagerly
+    eager_after: str | None = None
     # runtime/real_strides.py Note [Real output strides]: its first run's output strides, taken
     # while `watch_strides` (the run before its background compile starts)
     watch_strides: bool = False

@@ -128,9 +128,9 @@ class _Deliver(torch.autograd.Function):
 class Step:
     """What opaque calls and engine-state queries read at run time (calls/opaque.py,
     runtime/engine_state.py): this step's nodes, input metadata and hooks."""
-    __slots__ = ("_will_ids", "captured_ids", "checks", "current", "hooks", "hooks_changed",
-                 "in_meta", "memo", "nodes", "notes", "originals", "plan", "real_layouts",
-                 "shared", "sites", "stealable", "tls", "undefined", "walk", "went_sparse")
+    __slots__ = ("_will_ids", "captured_ids", "checks", "current", "eager_after", "hooks",
+                 "hooks_changed", "in_meta", "memo", "nodes", "notes", "originals", "plan",
+                 "real_layouts", "shared", "sites", "stealable", "tls", "undefined", "walk")
 
     def __init__(self, w, plan, opts=None) -> None:
         self.walk = w            # engine_state.py's execution order reads its edges
@@ -154,8 +154,9 @@ class Step:
         # id(copy) -> (weakref of the copy, what user code returned): calls/opaque.py
         # Note [The tensor user code returned, to user code]
         self.originals: dict = {}
-        # backends/eager.py Note [Sparse grads from opaque calls]: what returned one, if any
-        self.went_sparse: str | None = None
+        # backends/eager.py Note [Sparse grads from opaque calls], calls/opaque.py Note
+        # [ZeroTensors from opaque calls]: what returned one, if any
+        self.eager_after: str | None = None
         # site -> saved tensors it checks once it ran (trace/trace.py Note [Saved tensors
         # modified during the backward]); None: nothing to check
         self.checks: dict | None = None
@@ -329,9 +330,9 @@ def _call(state, t_outputs, grad_tensors, inputs, keep_graph: bool, allow_unused
         state.cache.put(root_key, key, Fallback("user code inside the backward registered a "
                                                 "hook on a node that had not run yet"))
         raise
-    if entry.went_sparse:   # backends/eager.py Note [Sparse grads from opaque calls]
-        state.cache.put(root_key, key, Fallback(f"an opaque call returned a sparse grad: "
-                                                f"{entry.went_sparse}"))
+    if entry.eager_after:   # Notes [Sparse grads from opaque calls], [ZeroTensors from opaque calls]
+        state.cache.put(root_key, key, Fallback(f"an opaque call returned a grad the graph "
+                                                f"does not hold: {entry.eager_after}"))
     if order is not None and result:
         result = tuple(result[k] for k in sorted(range(len(order)), key=order.__getitem__))
     if result is not None and not opts.allow_unused and None in result:
@@ -990,8 +991,8 @@ def _run_in_engine(state, entry: Compiled, w, opts, box: list, checks: dict | No
         picked = _pick_outputs(plan, outs, opts.accumulate, step)
         if step.real_layouts:
             _record_layouts(entry, step.real_layouts)
-        if step.went_sparse:
-            entry.went_sparse = step.went_sparse
+        if step.eager_after:
+            entry.eager_after = step.eager_after
         if opts.accumulate:
             return picked
         if plan.relayout and step.real_layouts:
