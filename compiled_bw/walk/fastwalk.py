@@ -656,7 +656,7 @@ def fast_walk(root_edges: list, history: bool = False) -> FastWalk:
         # compiled_bw was imported (Note [Hooks registered before compiled_bw], _fastwalk.h)
         retained = retained_by_node() if len(RETAINED) else None
         w.hooks, hook_entries = _S.ext.hook_entries(cw, _HOOK_NAMES, bool(COUNTS.tensor),
-                                                    True, retained)
+                                                    retained)
     for i in cw.hook_leaves:
         var = w.leaves[i]
         if var._backward_hooks:

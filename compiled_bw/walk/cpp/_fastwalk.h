@@ -292,8 +292,7 @@ inline const char* foreign_hook(Node* node) {
 std::pair<PyObject*, PyObject*> hook_dicts_of(Node* fn);
 // walk/fastwalk.py Note [Hook entries in C++]: (hooks {index: NodeHooks}, [(index, hook
 // signature)]) of the walk's hooked nodes; the Python builder for the others.
-py::tuple hook_entries(CWalk& w, py::tuple names, bool tensor_hooks, bool node_hooks,
-                       py::object retained);
+py::tuple hook_entries(CWalk& w, py::tuple names, bool tensor_hooks, py::object retained);
 // graph/saved.py Note [Version checks in C++]: per opaque site, the saved tensors it checks
 // once it ran, with their versions when the graph started.
 struct VersionChecks {

@@ -904,6 +904,12 @@ py::tuple idents_of(PyObject* d, PyObject* ident) {
   return out;
 }
 
+// `node.metadata`, the dict compiled_bw records hooks in (borrowed; a dict unless the anomaly
+// mode's metadata class is another's)
+PyObject* metadata_dict(Node* node) {
+  return static_cast<torch::autograd::PyAnomalyMetadata*>(node->metadata())->dict();
+}
+
 }  // namespace
 
 const char* foreign_hook(Node* node, bool* unseen) {
@@ -911,7 +917,7 @@ const char* foreign_hook(Node* node, bool* unseen) {
   if (const char* what = foreign_hook(node)) return what;
   if (node->tensor_pre_hooks().empty()) return nullptr;
   // Note [Hooks registered before compiled_bw]: Python tensor hooks without our record
-  PyObject* md = static_cast<torch::autograd::PyAnomalyMetadata*>(node->metadata())->dict();
+  PyObject* md = metadata_dict(node);
   if (!PyDict_Check(md)) return nullptr;
   PyObject* recs = PyDict_GetItemString(md, TENSOR_HOOKS_KEY);  // borrowed: [(slot, dict)]
   // each recorded dict is one PyFunctionTensorPreHook (Tensor.register_hook's first call)
@@ -923,14 +929,13 @@ const char* foreign_hook(Node* node, bool* unseen) {
 }
 
 bool retain_recorded(Node* node) {
-  PyObject* md = static_cast<torch::autograd::PyAnomalyMetadata*>(node->metadata())->dict();
+  PyObject* md = metadata_dict(node);
   return PyDict_Check(md) && PyDict_GetItemString(md, RETAINS_KEY);
 }
 
 // walk/fastwalk.py Note [Hook entries in C++].  names: (TENSOR_HOOKS_KEY, NodeHooks,
 // hooks_and_signature, _ident, hook_dicts).
-py::tuple hook_entries(CWalk& w, py::tuple names, bool tensor_hooks, bool node_hooks,
-                       py::object retained) {
+py::tuple hook_entries(CWalk& w, py::tuple names, bool tensor_hooks, py::object retained) {
   static PyObject* s_tensor = PyUnicode_InternFromString("tensor");
   static PyObject* s_retains = PyUnicode_InternFromString("retains");
   static PyObject* s_pre = PyUnicode_InternFromString("pre");
@@ -963,8 +968,7 @@ py::tuple hook_entries(CWalk& w, py::tuple names, bool tensor_hooks, bool node_h
     py::object tensor = py::none(), t_sig = empty;
     if (!slow && tensor_hooks && !node->tensor_pre_hooks().empty()) {
       // `node.metadata` (a hook dict is recorded there when the tensor hook is registered)
-      py::object md = py::reinterpret_borrow<py::object>(
-          static_cast<torch::autograd::PyAnomalyMetadata*>(node->metadata())->dict());
+      py::object md = py::reinterpret_borrow<py::object>(metadata_dict(node));
       PyObject* recs = PyDict_Check(md.ptr()) ? PyDict_GetItemWithError(md.ptr(), key) : nullptr;
       if (!recs && PyErr_Occurred()) throw py::error_already_set();
       if (!PyDict_Check(md.ptr())) {
@@ -1002,16 +1006,14 @@ py::tuple hook_entries(CWalk& w, py::tuple names, bool tensor_hooks, bool node_h
       continue;
     }
     py::object pre = py::none(), post = py::none(), pre_sig = py::none(), post_sig = py::none();
-    if (node_hooks) {
-      auto [p, q] = hook_dicts_of(node);
-      if (p && PyDict_Check(p) && PyDict_Size(p) > 0) {
-        pre = py::reinterpret_borrow<py::object>(p);
-        pre_sig = idents_of(p, ident);
-      }
-      if (q && PyDict_Check(q) && PyDict_Size(q) > 0) {
-        post = py::reinterpret_borrow<py::object>(q);
-        post_sig = idents_of(q, ident);
-      }
+    auto [p, q] = hook_dicts_of(node);
+    if (p && PyDict_Check(p) && PyDict_Size(p) > 0) {
+      pre = py::reinterpret_borrow<py::object>(p);
+      pre_sig = idents_of(p, ident);
+    }
+    if (q && PyDict_Check(q) && PyDict_Size(q) > 0) {
+      post = py::reinterpret_borrow<py::object>(q);
+      post_sig = idents_of(q, ident);
     }
     if (tensor.is_none() && pre.is_none() && post.is_none()) continue;
     // NodeHooks(tensor, pre, post) without its Python __init__ (~0.3 us): its four slots
