@@ -1,8 +1,11 @@
 """`python -m benchmarks.hf_step`: a full training step of a Hugging Face model, per mode.
 
 Consumes --model (llama | gpt2 | mixtral: 4 layers, d=256, random init; mixtral: 4 experts,
-top-2), --ckpt (Hugging Face gradient checkpointing, non-reentrant), --steps, --modes;
-produces a markdown table on stdout: per mode, the median step (forward + backward + SGD), the
+top-2), --ckpt (Hugging Face gradient checkpointing, non-reentrant), --steps, --modes,
+--optim (sgd: one SGD step after the backward; adamw-in-backward: PyTorch's "fuse the
+optimizer step into the backward" recipe, a per-parameter AdamW stepped by each parameter's
+post-accumulate-grad hook); produces a markdown table on stdout: per mode, the median step
+(forward + backward + optimizer), the
 medians over steps of its step and backward time over eager's on the same batch, and the
 whole run's time (compiles included; this thread's CPU: compiled_bw's background compiles run
 in its worker process and are not in it).
@@ -67,7 +70,31 @@ def _backward_context(mode: str):
     return contextlib.nullcontext()
 
 
-def run(model: str, ckpt: bool, steps: int, modes: list) -> dict:
+OPTIMS = ("sgd", "adamw-in-backward")
+
+
+def _optimizer(m, optim: str):
+    """A step() taking the optimizer step after the backward (none where the backward took it:
+    the post-accumulate-grad hooks of PyTorch's optimizer-in-backward recipe)."""
+    import torch
+    if optim == "sgd":
+        opt = torch.optim.SGD(m.parameters(), lr=1e-3)
+
+        def step():
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        return step
+    per_param = {p: torch.optim.AdamW([p], lr=1e-3, foreach=False) for p in m.parameters()}
+
+    def hook(p):
+        per_param[p].step()
+        per_param[p].zero_grad(set_to_none=True)
+    for p in m.parameters():
+        p.register_post_accumulate_grad_hook(hook)
+    return lambda: None
+
+
+def run(model: str, ckpt: bool, steps: int, modes: list, optim: str = "sgd") -> dict:
     import torch
 
     import compiled_bw
@@ -84,8 +111,7 @@ def run(model: str, ckpt: bool, steps: int, modes: list) -> dict:
     runs = {}
     for mode in modes:
         m = copy.deepcopy(base)
-        runs[mode] = (torch.compile(m) if mode.startswith("tc") else m,
-                      torch.optim.SGD(m.parameters(), lr=1e-3))
+        runs[mode] = (torch.compile(m) if mode.startswith("tc") else m, _optimizer(m, optim))
     g = torch.Generator().manual_seed(1)
     lengths = [128] * (steps + WARMUP)
     if model == "mixtral":
@@ -104,8 +130,7 @@ def run(model: str, ckpt: bool, steps: int, modes: list) -> dict:
             with _backward_context(mode):
                 loss.backward()
             t2 = time.thread_time()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
+            opt()
             t3 = time.thread_time()
             total[mode] += t3 - t0
             if s >= WARMUP:
@@ -132,10 +157,12 @@ BENCH_MODELS = {"hf_gpt2": ("gpt2", False), "hf_llama": ("llama", False),
                 "hf_llama_ckpt": ("llama", True), "hf_mixtral": ("mixtral", False)}
 
 
-def header(model: str, ckpt: bool, steps: int, r: dict, seconds: float) -> str:
+def header(model: str, ckpt: bool, steps: int, r: dict, seconds: float,
+           optim: str = "sgd") -> str:
     batch = "8x(32-128)" if model == "mixtral" else "8x128"
+    opt = "SGD" if optim == "sgd" else "AdamW stepped in post-accumulate-grad hooks"
     return (f"{model}{' (gradient checkpointing)' if ckpt else ''}, 4 layers, d=256, batch "
-            f"{batch}, SGD; 1 thread, thread CPU time, medians of {steps} steps after {WARMUP} "
+            f"{batch}, {opt}; 1 thread, thread CPU time, medians of {steps} steps after {WARMUP} "
             f"warm-up; compiled_bw: {r['captures']} captures, {r['fallbacks']} fallbacks, "
             f"{r['opaque']} opaque-call notes; run took {seconds:.0f} s.")
 
@@ -157,13 +184,14 @@ def main(argv=None) -> int:
     ap.add_argument("--ckpt", action="store_true")
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--modes", default=",".join(MODES))
+    ap.add_argument("--optim", choices=OPTIMS, default="sgd")
     a = ap.parse_args(argv)
     modes = a.modes.split(",")
     if modes[0] != "eager":
         modes = ["eager", *[m for m in modes if m != "eager"]]
     t0 = time.perf_counter()
-    r = run(a.model, a.ckpt, a.steps, modes)
-    print(header(a.model, a.ckpt, a.steps, r, time.perf_counter() - t0) + "\n")
+    r = run(a.model, a.ckpt, a.steps, modes, a.optim)
+    print(header(a.model, a.ckpt, a.steps, r, time.perf_counter() - t0, a.optim) + "\n")
     print("\n".join(table(r, modes)))
     return 0
 
