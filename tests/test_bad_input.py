@@ -1,8 +1,10 @@
 """Programs compiled_bw cannot (or must not) compile run exactly as eager, errors included,
 and a failed backward leaves every .grad as eager leaves it."""
+import logging
+
 import pytest
 import torch
-from differential import differential, grads
+from differential import differential, grads, selected_backend
 
 import compiled_bw
 
@@ -115,3 +117,48 @@ def test_nested_tensors_run_eager_with_a_named_reason(layout):
     st = differential(build, step, steps=2, captures=0, fallbacks=2)
     assert all("nested" in r and "std::get" not in r for r in st.fallback_reasons), \
         st.fallback_reasons
+
+
+class _LogRecords(logging.Handler):
+    """The records a user sees by default (WARNING and above)."""
+
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.records = []
+
+    def emit(self, record):
+        self.records.append((record.name, record.levelname, record.getMessage()))
+
+
+@pytest.mark.both_backends
+def test_a_failed_meta_kernel_logs_nothing_eager_does_not():
+    """torchapi/dynamo.py Note [Meta failures are our fallbacks]: a backward whose formula's
+    meta kernel raises (adaptive pooling to an empty output: eager raises the same error from
+    the real kernel) printed FakeTensor's ERROR log with a traceback when compiled_bw traced
+    it; eager logs nothing.  The error and the warnings and errors logged by every torch
+    logger (torch sets up its loggers with their own handlers, not propagating) are eager's."""
+    def step(state):
+        (x,) = state
+        x.grad = None
+        torch.nn.functional.adaptive_avg_pool2d(x * 2, (0, 0)).sum().backward()
+
+    def logged(run):
+        handler = _LogRecords()
+        loggers = [logging.getLogger(n) for n in list(logging.Logger.manager.loggerDict)
+                   if n == "torch" or n.startswith("torch.")]
+        for lg in loggers:
+            lg.addHandler(handler)
+        try:
+            with pytest.raises(RuntimeError) as e:
+                run()
+        finally:
+            for lg in loggers:
+                lg.removeHandler(handler)
+        return str(e.value), handler.records
+
+    state = [torch.randn(1, 3, 8, 8, requires_grad=True)]
+    want = logged(lambda: step(state))
+    compiled_bw.reset()
+    with compiled_bw.enable(backend=selected_backend()):
+        got = logged(lambda: step(state))
+    assert got == want, (got, want)

@@ -12,6 +12,7 @@ that every patch of torch is undone by compiled_bw.uninstall().
 """
 import ast
 import contextlib
+import logging
 import os
 import pathlib
 import re
@@ -869,3 +870,19 @@ def test_node_creation_hooks_are_counted_where_torch_has_them():
                 f"torch {torch.__version__}'s node_creation_hook no longer pushes through "
                 "torch._C._autograd._push_node_creation_hook (compiled_bw counts that)")
         assert THREAD.creation_hooks == 0
+
+
+def test_fake_tensor_meta_failure_log():
+    # torchapi/dynamo.py Note [Meta failures are our fallbacks]: FakeTensorMode's module logger
+    # `log` and the message it logs a failing meta kernel's exception with
+    import inspect
+
+    from torch._subclasses import fake_tensor
+
+    from compiled_bw.torchapi.dynamo import META_FAILURE_LOG
+    assert isinstance(getattr(fake_tensor, "log", None), logging.Logger), (
+        "torch._subclasses.fake_tensor.log moved: compiled_bw's filter of its meta-failure "
+        "records (Note [Meta failures are our fallbacks]) has nothing to attach to")
+    assert META_FAILURE_LOG in inspect.getsource(fake_tensor), (
+        f"FakeTensorMode no longer logs {META_FAILURE_LOG!r}: update META_FAILURE_LOG "
+        "(torchapi/dynamo.py Note [Meta failures are our fallbacks])")

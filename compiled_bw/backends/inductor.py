@@ -25,6 +25,7 @@ from ..torchapi.dynamo import (
     OpOverload,
     TracingContext,
     detect_fake_mode,
+    meta_failures_ours,
     pool_sizes_without_parity_guards,
     pytree,
     tracing,
@@ -676,7 +677,9 @@ def _writes_user_code_sees(gm: torch.fx.GraphModule) -> list:
 
 
 def compile_inductor(gm: torch.fx.GraphModule, example_inputs: list):
-    with pool_sizes_without_parity_guards():   # the sizes as our trace saw them
+    # the sizes as our trace saw them; a failing meta kernel is a compile failure we report
+    # (torchapi/dynamo.py Note [Meta failures are our fallbacks])
+    with pool_sizes_without_parity_guards(), meta_failures_ours():
         return _compile_inductor(gm, example_inputs)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import logging
 import sys
 import threading
 
@@ -678,6 +679,41 @@ def backward_verdict(fn, args: tuple, covered) -> str | None:
 
 def _floor_div(x, y):
     return x // y
+
+
+# Note [Meta failures are our fallbacks]
+# FakeTensorMode logs every exception a meta kernel raises ("failed while attempting to run
+# meta for <op>", at ERROR level with the traceback) before it re-raises it.  Where compiled_bw
+# traces or compiles a graph, that exception is a failed capture or compile it handles -- the
+# backward runs eager autograd, raising eager's own error where there is one, or the graph
+# stays on the eager backend, the reason in stats() -- and eager autograd, which runs no meta
+# kernel, logs nothing: neither may we.  The filter drops those records only, and only on a
+# thread inside `meta_failures_ours()`; everything else FakeTensor logs passes.
+META_FAILURE_LOG = "failed while attempting to run meta for"
+_OURS = threading.local()
+
+
+class _OurMetaFailures(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (getattr(_OURS, "depth", 0) and isinstance(record.msg, str)
+                    and record.msg.startswith(META_FAILURE_LOG))
+
+
+_META_FILTER = _OurMetaFailures()
+
+
+@contextlib.contextmanager
+def meta_failures_ours():
+    """Context: a meta kernel's exception on this thread is compiled_bw's to report, not
+    FakeTensor's to log (Note [Meta failures are our fallbacks])."""
+    logger = fake_tensor.log
+    if _META_FILTER not in logger.filters:
+        logger.addFilter(_META_FILTER)
+    _OURS.depth = getattr(_OURS, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        _OURS.depth -= 1
 
 
 @contextlib.contextmanager

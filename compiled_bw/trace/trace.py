@@ -45,7 +45,12 @@ from ..graph.nodes import AOT, CUSTOM, LEAF, TRACE, TRACE_CUSTOM
 from ..graph.saved import sequence_nr
 from ..graph.subclass import Layout, SubclassUnsupported, flatten, layouts_of, rebuild
 from ..graph.validate import validate_outputs
-from ..torchapi.dynamo import FakeTensor, fake_tensor, pool_sizes_without_parity_guards
+from ..torchapi.dynamo import (
+    FakeTensor,
+    fake_tensor,
+    meta_failures_ours,
+    pool_sizes_without_parity_guards,
+)
 from . import unpack_probes
 from .dynamic import NotDynamic, own_formula
 
@@ -834,7 +839,8 @@ def trace_backward(w, opts: Options, root_grads: list, slots: list, delivers: bo
     _FORMULA_GRAD_MODE[0] = opts.create_graph      # Note [Formulas and grad mode]
     with kept_dispatch_state():     # Note [Dispatch state after a failed trace]
         try:
-            with current_step(trace_step), pool_sizes_without_parity_guards():
+            with current_step(trace_step), pool_sizes_without_parity_guards(), \
+                    meta_failures_ours():      # Note [Meta failures are our fallbacks]
                 gm = make_fx(program, tracing_mode="fake")(*example, *(ints if n_ints else ()))
         except (TraceFailed, NotDynamic) as e:
             traceback.clear_frames(e.__traceback__)
