@@ -226,13 +226,17 @@ def _backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
     real scalar (no gradient, inputs or retain_graph=True) skips torch's argument handling
     (~20 µs of Python on every step): it would pass exactly these arguments to
     _engine_run_backward, with a grad of ones made as torch makes it.  Every other call, and
-    every call while not enabled, is torch's own."""
+    every call while not enabled or with another function installed over
+    `torch.autograd._engine_run_backward`, is torch's own."""
     if (THREAD.settings and type(tensors) is torch.Tensor and grad_tensors is None
             and grad_variables is None and inputs is None and create_graph is False
             and (retain_graph is None or retain_graph is False) and tensors.requires_grad
             and tensors.dtype.is_floating_point and not tensors.is_nested
             and tensors.numel() == 1 and not torch_autograd.functorch_transforms_active()
-            and not torch_autograd.torch_function_mode_enabled()):
+            and not torch_autograd.torch_function_mode_enabled()
+            # what torch.autograd.backward would call is still ours (not something installed
+            # over it since: torch.compiler._patch_engine_backward, a user's wrapper)
+            and torch.autograd._engine_run_backward is _engine_run_backward):
         grad = torch.ones_like(tensors, memory_format=torch.preserve_format)
         _engine_run_backward((tensors,), (grad,), False, False, (), allow_unreachable=True,
                              accumulate_grad=True)

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 import torch
-from differential import differential
+from differential import differential, grads
 
 import compiled_bw
 from compiled_bw import config
@@ -269,3 +269,31 @@ def test_a_dispatch_mode_of_the_users_runs_eager_autograd_and_says_why(mode):
     assert all("TorchDispatchMode is active" in r for r in st.fallback_reasons), st.fallback_reasons
     if mode == "flop_counter":
         assert "FlopCounterMode" in st.fallback_reasons[0], st.fallback_reasons
+
+
+def test_a_wrapper_installed_over_engine_run_backward_is_called():
+    """`torch.autograd._engine_run_backward` replaced while enabled (a user's wrapper; torch's
+    own `torch.compiler._patch_engine_backward`, which tags nodes traced in a backward) is
+    called by `loss.backward()` as eagerly: api.py's fast path for a plain scalar backward had
+    called compiled_bw's entry point directly, so the wrapper never ran (found with PyTorch's
+    test_activation_checkpointing.py, test_patch_engine_backward_*)."""
+    def build():
+        torch.manual_seed(0)
+        return torch.nn.Linear(4, 3), []
+
+    def step(state):
+        m, log = state
+        m.zero_grad(set_to_none=True)
+        inner = torch.autograd._engine_run_backward
+
+        def wrapper(*args, **kwargs):
+            log.append(len(args[0]))
+            return inner(*args, **kwargs)
+        torch.autograd._engine_run_backward = wrapper
+        try:
+            m(torch.randn(2, 4)).sin().sum().backward()
+        finally:
+            torch.autograd._engine_run_backward = inner
+        return grads(m), list(log)
+
+    differential(build, step, steps=3)
