@@ -3,6 +3,8 @@ Note [Inductor: known-wrong lowerings]): compiled_bw's grads equal eager's for t
 fails as soon as torch fixes the lowering (then the workaround can go)."""
 from __future__ import annotations
 
+import functools
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -80,3 +82,45 @@ def test_max_pool3d_of_a_squeezed_channels_last_3d_input_on_inductor():
         out.pow(2).sum().backward()
         return [x.grad]
     differential(build, step, steps=3, backend="inductor")
+
+
+@pytest.mark.parametrize("act", ["leaky_relu_", "rrelu_"])
+def test_inplace_leaky_relu_with_a_negative_slope_raises(act):
+    """Note [Inductor: errors eager's kernels raise]: an in-place leaky_relu_ (or an eval-mode
+    rrelu_) with a negative slope cannot be differentiated; eager's kernel raises "... call
+    out-of-place version".  Inductor's decomposition of the backward raised nothing and returned
+    a grad (found with PyTorch's test_nn.py, test_leaky_relu_inplace_with_neg_slope).  Inductor's
+    code runs on the first backward here (background compile off); a positive slope beside it
+    is still compiled."""
+    def step(x):
+        x.grad = None
+        h = x * 2
+        if act == "leaky_relu_":
+            y = F.leaky_relu_(h.clone(), -2.0) + F.leaky_relu_(h.clone(), 0.5)
+        else:
+            y = F.rrelu_(h.clone(), -5.0, 1.0) + F.rrelu_(h.clone(), 0.1, 0.3)
+        y.sum().backward()
+        return [x.grad]
+    differential(lambda: torch.randn(2, 3, requires_grad=True), step, steps=2,
+                 backend="inductor", allow_errors=True, captures=None, fallbacks=None,
+                 strict=False, options={"background_compile": False})
+
+
+def test_refused_arguments_of_the_decompositions():
+    """The decompositions Note [Inductor: errors eager's kernels raise] guards still return a
+    grad where the aten kernel raises (traced with Inductor's table, run on real tensors):
+    once torch's raise too, REFUSED can go."""
+    from torch._inductor.decomposition import select_decomp_table
+    from torch.fx.experimental.proxy_tensor import make_fx
+    g, x = torch.ones(2), torch.tensor([-1.0, 1.0])
+    for op, rest in [(torch.ops.aten.leaky_relu_backward.default, (-2.0, True)),
+                     (torch.ops.aten.rrelu_with_noise_backward.default,
+                      (torch.ones(2), -5.0, 1.0, False, True))]:
+        assert op in inductor.REFUSED and inductor.REFUSED[op](g, x, *rest)
+        with pytest.raises(RuntimeError, match="out-of-place"):
+            op(g, x, *rest)
+        def call(g, x, op=op, rest=rest):
+            return op(g, x, *rest)
+        decomposed = make_fx(functools.partial(call, op=op, rest=rest),
+                             decomposition_table=select_decomp_table())(g, x)
+        decomposed(g, x)   # raises once torch's decomposition checks it: then drop REFUSED

@@ -8,6 +8,7 @@ without Inductor disables only this backend.  See Note [Inductor without Dynamo]
 from __future__ import annotations
 
 import copy
+import functools
 import os
 
 import torch
@@ -223,6 +224,52 @@ KNOWN_WRONG = {
     torch.ops.aten.avg_pool2d_backward.default: _avg_pool_ceil_include_pad,
     torch.ops.aten.avg_pool3d_backward.default: _avg_pool_ceil_include_pad,
 }
+
+
+# Note [Inductor: errors eager's kernels raise]
+#    Some backward kernels refuse arguments with an error that their decomposition in
+#    Inductor's table does not raise: leaky_relu_backward of an in-place leaky_relu_ with a
+#    negative slope (self_is_result: the input is gone, its sign cannot be read back from a
+#    result whose sign the slope flipped) raises "In-place leakyReLu backward calculation is
+#    triggered with a negative slope which is not supported ... call out-of-place version";
+#    rrelu_with_noise_backward does the same where it is a leaky_relu_backward (not training, or
+#    lower == upper).  Decomposed, the graph returned a grad where eager raises.  Where the
+#    arguments are such, the retrace keeps the op (the decomposition answers NotImplemented)
+#    and Inductor calls its aten kernel, which raises eager's error when the backward runs
+#    (tests/test_inductor_known_wrong.py test_inplace_leaky_relu_with_a_negative_slope_raises).
+
+
+def _leaky_refused(grad, x, negative_slope, self_is_result) -> bool:
+    return bool(self_is_result) and negative_slope < 0
+
+
+def _rrelu_refused(grad, x, noise, lower, upper, training, self_is_result) -> bool:
+    as_leaky = not training or upper - lower <= 1e-6      # its kernel's test
+    return bool(self_is_result) and as_leaky and (lower + upper) / 2 < 0
+
+
+REFUSED = {
+    torch.ops.aten.leaky_relu_backward.default: _leaky_refused,
+    torch.ops.aten.rrelu_with_noise_backward.default: _rrelu_refused,
+}
+
+
+@functools.cache
+def _decompositions() -> dict:
+    """Inductor's decomposition table, less the cases of Note [Inductor: errors eager's
+    kernels raise]."""
+    table = dict(select_decomp_table())
+    for op, refused in REFUSED.items():
+        decompose = table.get(op)
+        if decompose is None:
+            continue
+
+        def checked(*args, decompose=decompose, refused=refused, **kwargs):
+            if refused(*args, **kwargs):
+                return NotImplemented
+            return decompose(*args, **kwargs)
+        table[op] = checked
+    return table
 
 
 def _keep_out_of_inductor(op, wrong) -> None:
@@ -709,7 +756,7 @@ def _compile_inductor(gm: torch.fx.GraphModule, example_inputs: list):
     if direct:      # Note [Inductor: mutating ops called directly]
         fresh_returns.use_functional(gm)
     retraced = make_fx(torch.func.functionalize(_tuple_outputs(gm)),
-                       decomposition_table=select_decomp_table(),
+                       decomposition_table=_decompositions(),
                        tracing_mode="fake")(*one_object_per_input(example_inputs))
     _exact_output_strides(retraced, vals)    # Note [Inductor: exact output strides]
     strides = _pin_output_strides(retraced, vals)

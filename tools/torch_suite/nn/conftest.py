@@ -1,0 +1,1 @@
+../pytorch/conftest.py
