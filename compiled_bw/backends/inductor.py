@@ -8,7 +8,6 @@ without Inductor disables only this backend.  See Note [Inductor without Dynamo]
 from __future__ import annotations
 
 import copy
-import functools
 import os
 
 import torch
@@ -254,10 +253,9 @@ REFUSED = {
 }
 
 
-@functools.cache
 def _decompositions() -> dict:
     """Inductor's decomposition table, less the cases of Note [Inductor: errors eager's
-    kernels raise]."""
+    kernels raise] (made per compile: the table depends on Inductor's config)."""
     table = dict(select_decomp_table())
     for op, refused in REFUSED.items():
         decompose = table.get(op)
