@@ -236,7 +236,7 @@ def _backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
             and not torch_autograd.torch_function_mode_enabled()
             # what torch.autograd.backward would call is still ours (not something installed
             # over it since: torch.compiler._patch_engine_backward, a user's wrapper)
-            and torch.autograd._engine_run_backward is _engine_run_backward):
+            and torch_autograd.current("engine_run_backward") is _engine_run_backward):
         grad = torch.ones_like(tensors, memory_format=torch.preserve_format)
         _engine_run_backward((tensors,), (grad,), False, False, (), allow_unreachable=True,
                              accumulate_grad=True)

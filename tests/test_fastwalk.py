@@ -96,7 +96,7 @@ def test_private_cpp_api(ext):
     y = a * 3
     y.register_hook(pre)
     cw = ext.walk([(y.sum().grad_fn, 0)], {})
-    hooked, entries = ext.hook_entries(cw, fastwalk._HOOK_NAMES, True, True, None)
+    hooked, entries = ext.hook_entries(cw, fastwalk._HOOK_NAMES, True, None)
     assert len(entries) == 1 and entries[0][1] == (((0, (pre.__code__,)),), (), None, None), (
         f"the C++ hook entry of a tensor hook is {entries}: Node::metadata() is no longer the "
         "PyAnomalyMetadata whose dict() `grad_fn.metadata` shows")

@@ -18,6 +18,7 @@ from differential import assert_same, differential, selected_backend
 
 import compiled_bw
 from compiled_bw.graph import node_table
+from compiled_bw.torchapi import dynamo as torch_dynamo
 
 # torch 2.12 only: a node fed dual grads that runs as the real node (an opaque call, trace/
 # trace.py Note [Built-in formulas fake tensors reject]) fails inside torch's dispatch under
@@ -90,7 +91,7 @@ def test_a_failed_capture_of_a_dual_grad_leaves_autograd_working():
         _expect_opaque_dual_fallbacks(st, 3)
 
 
-def test_a_formula_fake_tensors_reject_leaves_autograd_working_while_logs_keep_its_frames():
+def test_a_formula_fake_tensors_reject_leaves_autograd_working_while_logs_keep_its_frames(monkeypatch):
     # ConvolutionBackward0 fed a dual grad, static: its formula raises on fake tensors and the
     # node runs as the real node (trace/trace.py Note [Built-in formulas fake tensors
     # reject]).  FakeTensor logs that failure with its traceback; a handler that keeps the
@@ -117,6 +118,9 @@ def test_a_formula_fake_tensors_reject_leaves_autograd_working_while_logs_keep_i
             records.append(record)
 
     log = logging.getLogger("torch._subclasses.fake_tensor")
+    # compiled_bw drops this log record (torchapi/dynamo.py Note [Meta failures are our
+    # fallbacks]); a logger set up to keep it anyway (its filter off) is what this test needs
+    monkeypatch.setattr(torch_dynamo._OurMetaFailures, "filter", lambda self, record: True)
     handler = Keep(level=logging.DEBUG)
     log.addHandler(handler)
     propagate, log.propagate = log.propagate, False     # only this handler holds them
@@ -149,6 +153,8 @@ _LEAK_PROGRAM = '''
 import gc, logging
 import torch, torch.autograd.forward_ad as fwAD
 import compiled_bw
+from compiled_bw.torchapi import dynamo
+dynamo._OurMetaFailures.filter = lambda self, record: True   # keep the record (see above)
 records = []
 class Keep(logging.Handler):
     def emit(self, r):

@@ -16,6 +16,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from ..calls.deliver import barrier, deliver, owned_grad
 from ..calls.opaque import current_sites, opaque
 from ..checkpoint.recompute import has_traced_recomputation
+from ..core import fake_work
 from ..core.thread import THREAD
 from ..graph.distinct import one_object_per_input
 from ..graph.mutated import assign, written_args
@@ -25,8 +26,7 @@ from ..torchapi.dynamo import (
     OpOverload,
     TracingContext,
     detect_fake_mode,
-    meta_failures_ours,
-    pool_sizes_without_parity_guards,
+        pool_sizes_without_parity_guards,
     pytree,
     tracing,
 )
@@ -724,7 +724,7 @@ def _writes_user_code_sees(gm: torch.fx.GraphModule) -> list:
 def compile_inductor(gm: torch.fx.GraphModule, example_inputs: list):
     # the sizes as our trace saw them; a failing meta kernel is a compile failure we report
     # (torchapi/dynamo.py Note [Meta failures are our fallbacks])
-    with pool_sizes_without_parity_guards(), meta_failures_ours():
+    with pool_sizes_without_parity_guards(), fake_work.ours():
         return _compile_inductor(gm, example_inputs)
 
 

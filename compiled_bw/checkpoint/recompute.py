@@ -87,6 +87,7 @@ import weakref
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
+from ..core import fake_work
 from ..core.dispatch_tls import kept as kept_dispatch_state
 from ..graph import rng
 from ..graph.custom import NOT_PLAIN, plain_key
@@ -94,7 +95,7 @@ from ..graph.mutated import assign, input_of, written_args
 from ..graph.native import release_node
 from ..graph.saved import raw_saved
 from ..torchapi import checkpoint as ckpt
-from ..torchapi.dynamo import OpOverload, meta_failures_ours, pytree
+from ..torchapi.dynamo import OpOverload, pytree
 from . import guarded
 
 ATTR = "ckpt"       # saved_node keys of region inputs: (node index, ATTR, (region, j, name))
@@ -515,7 +516,7 @@ def _trace_region(module, state: list, args: list, frame, call=None, extra=None,
 
     before = _tree_key(module)
     # Notes [Dispatch state after a failed trace], [Meta failures are our fallbacks]
-    with kept_dispatch_state(), meta_failures_ours():
+    with kept_dispatch_state(), fake_work.ours():
         try:
             gm = make_fx(f, tracing_mode="fake")(*[t.detach() for t in tensors])
         except Exception as e:  # noqa: BLE001 -- data-dependent, unsupported: runs eagerly
@@ -663,7 +664,7 @@ def _functionalized(gm, tensors: list):
     """The region's graph with its in-place ops made functional (dropout's `bernoulli_` on a
     fresh tensor becomes `bernoulli`); a mutation of an input stays a `copy_` into it (the
     caller declines it).  None if the retrace fails."""
-    with kept_dispatch_state(), meta_failures_ours():
+    with kept_dispatch_state(), fake_work.ours():
         try:
             return make_fx(torch.func.functionalize(gm), tracing_mode="fake")(
                 *[t.detach() for t in tensors])

@@ -167,6 +167,12 @@ def original(name: str):
     return _original(PATCHED, name)
 
 
+def current(name: str):
+    """What `PATCHED[name]` is now: ours, torch's, or what someone installed over either."""
+    owner, attr = PATCHED[name]
+    return getattr(owner, attr)
+
+
 _NODE_NAME_STYLE: list = []
 
 

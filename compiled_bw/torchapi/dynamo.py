@@ -687,33 +687,27 @@ def _floor_div(x, y):
 # traces or compiles a graph, that exception is a failed capture or compile it handles -- the
 # backward runs eager autograd, raising eager's own error where there is one, or the graph
 # stays on the eager backend, the reason in stats() -- and eager autograd, which runs no meta
-# kernel, logs nothing: neither may we.  The filter drops those records only, and only on a
-# thread inside `meta_failures_ours()`; everything else FakeTensor logs passes.
+# kernel, logs nothing: neither may we.  The filter drops those records only, and only while
+# `ours()` says compiled_bw's own fake work runs on this thread (core/fake_work.py); everything
+# else FakeTensor logs passes.
 META_FAILURE_LOG = "failed while attempting to run meta for"
-_OURS = threading.local()
 
 
 class _OurMetaFailures(logging.Filter):
+    def __init__(self, ours) -> None:
+        super().__init__()
+        self.ours = ours
+
     def filter(self, record: logging.LogRecord) -> bool:
-        return not (getattr(_OURS, "depth", 0) and isinstance(record.msg, str)
-                    and record.msg.startswith(META_FAILURE_LOG))
+        return not (isinstance(record.msg, str) and record.msg.startswith(META_FAILURE_LOG)
+                    and self.ours())
 
 
-_META_FILTER = _OurMetaFailures()
-
-
-@contextlib.contextmanager
-def meta_failures_ours():
-    """Context: a meta kernel's exception on this thread is compiled_bw's to report, not
-    FakeTensor's to log (Note [Meta failures are our fallbacks])."""
+def filter_meta_failures(ours) -> None:
+    """Drop FakeTensor's meta-failure records while `ours()` (once per process)."""
     logger = fake_tensor.log
-    if _META_FILTER not in logger.filters:
-        logger.addFilter(_META_FILTER)
-    _OURS.depth = getattr(_OURS, "depth", 0) + 1
-    try:
-        yield
-    finally:
-        _OURS.depth -= 1
+    if not any(isinstance(f, _OurMetaFailures) for f in logger.filters):
+        logger.addFilter(_OurMetaFailures(ours))
 
 
 @contextlib.contextmanager

@@ -34,6 +34,7 @@ from ..calls.opaque import (
 )
 from ..calls.opaque import label as opaque_label
 from ..checkpoint import recompute
+from ..core import fake_work
 from ..core.dispatch_tls import kept as kept_dispatch_state
 from ..core.thread import THREAD, current_step
 from ..graph import custom, defined
@@ -48,8 +49,7 @@ from ..graph.validate import validate_outputs
 from ..torchapi.dynamo import (
     FakeTensor,
     fake_tensor,
-    meta_failures_ours,
-    pool_sizes_without_parity_guards,
+        pool_sizes_without_parity_guards,
 )
 from . import unpack_probes
 from .dynamic import NotDynamic, own_formula
@@ -840,7 +840,7 @@ def trace_backward(w, opts: Options, root_grads: list, slots: list, delivers: bo
     with kept_dispatch_state():     # Note [Dispatch state after a failed trace]
         try:
             with current_step(trace_step), pool_sizes_without_parity_guards(), \
-                    meta_failures_ours():      # Note [Meta failures are our fallbacks]
+                    fake_work.ours():      # Note [Meta failures are our fallbacks]
                 gm = make_fx(program, tracing_mode="fake")(*example, *(ints if n_ints else ()))
         except (TraceFailed, NotDynamic) as e:
             traceback.clear_frames(e.__traceback__)
