@@ -26,7 +26,7 @@ from ..torchapi.dynamo import (
     OpOverload,
     TracingContext,
     detect_fake_mode,
-        pool_sizes_without_parity_guards,
+    pool_sizes_without_parity_guards,
     pytree,
     tracing,
 )

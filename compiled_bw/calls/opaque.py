@@ -628,8 +628,7 @@ def _outputs(step, s: OpaqueSite, site: int, outs, grads: list, label: str,
         if o is None:   # the graph computes on with zeros; eager's None: Note [Undefined grads]
             step.undefined.add((site, len(res)))
             step.memo.clear()
-            shape, dtype, device = spec
-            res.append(torch.empty_strided(shape, want, dtype=dtype, device=device).zero_())
+            res.append(_zeros(spec, want))
             continue
         plain = type(o) is torch.Tensor
         if not plain or o.layout is not torch.strided:
@@ -641,8 +640,7 @@ def _outputs(step, s: OpaqueSite, site: int, outs, grads: list, label: str,
         elif o._is_zerotensor():    # Note [ZeroTensors from opaque calls]
             step.eager_after = f"{label} returned an efficient ZeroTensor"
             step.memo.clear()
-            shape, dtype, device = spec     # (validate_outputs' cast, as eager's)
-            res.append(torch.empty_strided(shape, want, dtype=dtype, device=device).zero_())
+            res.append(_zeros(spec, want))      # spec's dtype: validate_outputs' cast, as eager's
             continue
         # Note [One grad for several leaves]: returned `n` times, each a delivery point's;
         # `slots`: the places of `outs` that hold it (outputs the graph does not keep too)
@@ -819,6 +817,12 @@ def _views_input(o: torch.Tensor, grads: list) -> bool:
 # then be a ZeroTensor, which its next in-place accumulation refuses with "ZeroTensors are
 # immutable"); here the results are dense zeros.  A ZeroTensor the graph takes as an input
 # (saved, root, leaf) makes the walk fall back (walk/walk.py Note [ZeroTensors]).
+
+
+def _zeros(spec: tuple, strides) -> torch.Tensor:
+    """Zeros where the graph holds an output of this (shape, dtype, device), in its layout."""
+    shape, dtype, device = spec
+    return torch.empty_strided(shape, strides, dtype=dtype, device=device).zero_()
 
 
 def _check_dense(o, label: str) -> None:

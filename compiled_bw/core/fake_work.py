@@ -9,18 +9,12 @@ our fallbacks]).
 from __future__ import annotations
 
 from ..torchapi.dynamo import filter_meta_failures
-from .thread import THREAD
+from .thread import THREAD, flag
 
 
-class ours:
-    """Context: this thread does compiled_bw's own fake work (nests)."""
-    __slots__ = ()
-
-    def __enter__(self) -> None:
-        THREAD.fake_work += 1
-
-    def __exit__(self, *exc) -> None:
-        THREAD.fake_work -= 1
+def ours() -> flag:
+    """Context: this thread does compiled_bw's own fake work (nests: restores what it found)."""
+    return flag("fake_work", True)
 
 
-filter_meta_failures(lambda: THREAD.fake_work > 0)
+filter_meta_failures(lambda: THREAD.fake_work)

@@ -16,8 +16,8 @@ defaults a thread sees before it sets one):
   has_inputs    the running Deliver task serves grad() / backward(inputs=) (engine_state.task)
   settings      the stack of enable() settings entered on this thread (api.py)
   keyed_inputs  Inductor is compiling one of our graphs on this thread (backends/inductor.py)
-  fake_work     how many of compiled_bw's traces or compiles run on this thread, one inside the
-                other (core/fake_work.py: FakeTensor's meta-failure log is not shown there)
+  fake_work     compiled_bw traces or compiles on this thread (core/fake_work.py: FakeTensor's
+                meta-failure log is not shown there)
   creation_hooks  node creation hooks active on this thread (graph/hooks.py Note [Node
                 creation hooks])
 """
@@ -33,7 +33,7 @@ class _Thread(threading.local):
     has_inputs = False
     settings = None
     keyed_inputs = False
-    fake_work = 0
+    fake_work = False
     creation_hooks = 0
 
 

@@ -46,11 +46,7 @@ from ..graph.nodes import AOT, CUSTOM, LEAF, TRACE, TRACE_CUSTOM
 from ..graph.saved import sequence_nr
 from ..graph.subclass import Layout, SubclassUnsupported, flatten, layouts_of, rebuild
 from ..graph.validate import validate_outputs
-from ..torchapi.dynamo import (
-    FakeTensor,
-    fake_tensor,
-        pool_sizes_without_parity_guards,
-)
+from ..torchapi.dynamo import FakeTensor, fake_tensor, pool_sizes_without_parity_guards
 from . import unpack_probes
 from .dynamic import NotDynamic, own_formula
 
