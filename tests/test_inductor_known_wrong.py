@@ -84,10 +84,10 @@ def test_max_pool3d_of_a_squeezed_channels_last_3d_input_on_inductor():
     differential(build, step, steps=3, backend="inductor")
 
 
-@pytest.mark.parametrize("act", ["leaky_relu_", "rrelu_"])
+@pytest.mark.parametrize("act", ["leaky_relu_", "rrelu_", "elu_", "celu_"])
 def test_inplace_leaky_relu_with_a_negative_slope_raises(act):
     """Note [Inductor: errors eager's kernels raise]: an in-place leaky_relu_ (or an eval-mode
-    rrelu_) with a negative slope cannot be differentiated; eager's kernel raises "... call
+    rrelu_, or an elu_ / celu_) with a negative slope cannot be differentiated; eager's kernel raises "... call
     out-of-place version".  Inductor's decomposition of the backward raised nothing and returned
     a grad (found with PyTorch's test_nn.py, test_leaky_relu_inplace_with_neg_slope).  Inductor's
     code runs on the first backward here (background compile off); a positive slope beside it
@@ -97,6 +97,10 @@ def test_inplace_leaky_relu_with_a_negative_slope_raises(act):
         h = x * 2
         if act == "leaky_relu_":
             y = F.leaky_relu_(h.clone(), -2.0) + F.leaky_relu_(h.clone(), 0.5)
+        elif act == "elu_":
+            y = F.elu_(h.clone(), -2.0) + F.elu_(h.clone(), 0.5)
+        elif act == "celu_":
+            y = F.celu_(h.clone(), -2.0) + F.celu_(h.clone(), 0.5)
         else:
             y = F.rrelu_(h.clone(), -5.0, 1.0) + F.rrelu_(h.clone(), 0.1, 0.3)
         y.sum().backward()
@@ -113,14 +117,16 @@ def test_refused_arguments_of_the_decompositions():
     from torch._inductor.decomposition import select_decomp_table
     from torch.fx.experimental.proxy_tensor import make_fx
     g, x = torch.ones(2), torch.tensor([-1.0, 1.0])
-    for op, rest in [(torch.ops.aten.leaky_relu_backward.default, (-2.0, True)),
+    for op, args in [(torch.ops.aten.leaky_relu_backward.default, (g, x, -2.0, True)),
                      (torch.ops.aten.rrelu_with_noise_backward.default,
-                      (torch.ones(2), -5.0, 1.0, False, True))]:
-        assert op in inductor.REFUSED and inductor.REFUSED[op](g, x, *rest)
+                      (g, x, torch.ones(2), -5.0, 1.0, False, True)),
+                     (torch.ops.aten.elu_backward.default, (g, -2.0, 1.0, 1.0, True, x))]:
+        assert op in inductor.REFUSED and inductor.REFUSED[op](*args)
         with pytest.raises(RuntimeError, match="out-of-place"):
-            op(g, x, *rest)
-        def call(g, x, op=op, rest=rest):
-            return op(g, x, *rest)
-        decomposed = make_fx(functools.partial(call, op=op, rest=rest),
-                             decomposition_table=select_decomp_table())(g, x)
-        decomposed(g, x)   # raises once torch's decomposition checks it: then drop REFUSED
+            op(*args)
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        def call(*ts, op=op, args=args):
+            it = iter(ts)
+            return op(*[next(it) if isinstance(a, torch.Tensor) else a for a in args])
+        decomposed = make_fx(call, decomposition_table=select_decomp_table())(*tensors)
+        decomposed(*tensors)   # raises once torch's decomposition checks it: then drop REFUSED

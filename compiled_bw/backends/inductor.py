@@ -232,7 +232,9 @@ KNOWN_WRONG = {
 #    result whose sign the slope flipped) raises "In-place leakyReLu backward calculation is
 #    triggered with a negative slope which is not supported ... call out-of-place version";
 #    rrelu_with_noise_backward does the same where it is a leaky_relu_backward (not training, or
-#    lower == upper).  Decomposed, the graph returned a grad where eager raises.  Where the
+#    lower == upper); elu_backward of an in-place elu_ or celu_ with a negative alpha raises
+#    "In-place elu backward calculation is triggered with a negative slope ...".  Decomposed, the
+#    graph returned a grad where eager raises.  Where the
 #    arguments are such, the retrace keeps the op (the decomposition answers NotImplemented)
 #    and Inductor calls its aten kernel, which raises eager's error when the backward runs
 #    (tests/test_inductor_known_wrong.py test_inplace_leaky_relu_with_a_negative_slope_raises).
@@ -247,8 +249,13 @@ def _rrelu_refused(grad, x, noise, lower, upper, training, self_is_result) -> bo
     return bool(self_is_result) and as_leaky and (lower + upper) / 2 < 0
 
 
+def _elu_refused(grad, alpha, scale, input_scale, is_result, self_or_result) -> bool:
+    return bool(is_result) and alpha < 0
+
+
 REFUSED = {
     torch.ops.aten.leaky_relu_backward.default: _leaky_refused,
+    torch.ops.aten.elu_backward.default: _elu_refused,
     torch.ops.aten.rrelu_with_noise_backward.default: _rrelu_refused,
 }
 
