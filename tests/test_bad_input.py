@@ -62,6 +62,40 @@ def test_not_implemented_derivative_raises_eagers_error(backend):
     assert all("not implemented" in r[0] for r in out), out
 
 
+def _complex_pair():
+    return [torch.randn(4, 4, dtype=torch.complex128, requires_grad=True),
+            torch.randn(3, requires_grad=True)]
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+@pytest.mark.parametrize("op", ["eig", "eigh"])
+def test_an_eigenvector_phase_dependent_loss_raises_eagers_error(backend, op):
+    """graph/nodes.py Note [Checks fake tensors skip]: linalg_eig_backward checks that the loss
+    does not depend on the complex eigenvectors' phase only on tensors that are not
+    subclass-like, so a formula traced on fake tensors skipped it and returned a grad where
+    eager raises "... specified up to multiplication by e^{i phi} ... ill-defined" (a
+    Koopman-style loss on eigenvectors' real parts).  b's grad is delivered before the error
+    as in eager.  Even steps take a phase-independent loss (|V|): same grads, no error."""
+    out = []
+
+    def step(ps):
+        a, b = ps
+        a.grad, b.grad = None, None
+        m = a if op == "eig" else a @ a.mH
+        vectors = (torch.linalg.eig if op == "eig" else torch.linalg.eigh)(m)[1]
+        phase_free = len(out) % 2 == 0
+        loss = (vectors.abs() if phase_free else vectors.real).sum() + (b * b).sum()
+        try:
+            loss.backward()
+        except RuntimeError as e:
+            out.append(str(e))
+            return str(e), None if a.grad is None else a.grad.clone(), b.grad.clone()
+        out.append("no error")
+        return a.grad.clone(), b.grad.clone()
+    differential(_complex_pair, step, steps=4, captures=2, backend=backend, allow_errors=True)
+    assert ["e^{i phi}" in r for r in out] == [False, True] * 4, out
+
+
 def test_custom_backward_that_raises_leaves_grads_untouched():
     class Boom(torch.autograd.Function):
         @staticmethod

@@ -76,6 +76,34 @@ def _edge_rules(args: tuple, hidden: tuple) -> tuple:
     return tuple(rules)
 
 
+# Note [Checks fake tensors skip]
+# Some formulas of torch's FunctionsManual.cpp check their arguments only where no tensor is
+# "subclass-like" (`at::isTensorSubclassLike`): a check that reads tensor data (`allclose`,
+# `.item()`) cannot run under functorch or on fake tensors.  Traced on fake tensors, such a
+# formula takes the subclass branch, so its check is not in the graph: where eager raises, the
+# graph returned a grad.  Where the check applies, the node runs as one opaque call of the real
+# node instead (the trace's rejected nodes), which raises eager's error at eager's point, with
+# eager's `.grad`s delivered before it.  SKIPPED_CHECKS maps the node class to when that is:
+# f(input metadata [(shape, dtype, device) | None per grad], grads) -> the check's name or "".
+#  - LinalgEigBackward0, LinalgEighBackward0 (linalg_eig_backward): "The eigenvectors in the
+#    complex case are specified up to multiplication by e^{i phi}.  The specified loss function
+#    depends on this quantity, so it is ill-defined" -- complex eigenvectors whose grad is
+#    defined (tests/test_bad_input.py test_an_eigenvector_phase_dependent_loss_raises_eagers_error).
+
+
+def _eigenvector_phase(meta, grads) -> str:
+    vectors = meta[1] if len(meta) > 1 else None
+    if vectors is None or len(grads) < 2 or grads[1] is None or not vectors[1].is_complex:
+        return ""
+    return "linalg_eig_backward's eigenvector phase check"
+
+
+SKIPPED_CHECKS = {
+    "LinalgEigBackward0": _eigenvector_phase,
+    "LinalgEighBackward0": _eigenvector_phase,
+}
+
+
 # Non-generated C++ nodes that are pure functions of their inputs and saved state, run opaque.
 KNOWN_OPAQUE = {"CopySlices", "CopyBackwards", "UndefinedGradBackward", "Error", "DelayedError",
                 "CppFunction"}

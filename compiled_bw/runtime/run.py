@@ -96,7 +96,7 @@ from ..passes import run_passes
 from ..torchapi import autograd as torch_autograd
 from ..torchapi import dynamo as torch_dynamo
 from ..trace.differentiable import not_differentiable
-from ..trace.trace import REJECTED, Options, TraceFailed, needed_and_captured, trace_backward
+from ..trace.trace import MAY_RAISE, Options, TraceFailed, needed_and_captured, trace_backward
 from ..walk import fastwalk
 from ..walk.walk import WalkUnsupported, tensor_meta
 from . import background, cudagraphs, dynamic, engine_state, real_strides, repro, streams, verify, warm
@@ -645,9 +645,10 @@ def _trace(w, opts, grad_tensors, slots, observed):
     gm, plan = trace_backward(w, opts, grad_tensors, slots, delivers=delivers)
     if opts.accumulate and not delivers and (
             any(s.kind != "node" for s in plan.opaque_sites)
-            or any(REJECTED in n for n in plan.opaque_names)):
+            or any(r in n for n in plan.opaque_names for r in MAY_RAISE)):
         # user code runs inside after all (not only untraceable nodes), or a node that may
-        # well raise (trace.py Note [Built-in formulas fake tensors reject])
+        # well raise (trace.py Note [Built-in formulas fake tensors reject], graph/nodes.py Note
+        # [Checks fake tensors skip])
         delivers = True
         gm, plan = trace_backward(w, opts, grad_tensors, slots, delivers=True)
     if observed is None and (delivers or _leaves_maybe_observed(w)):

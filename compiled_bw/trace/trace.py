@@ -42,7 +42,7 @@ from ..graph.aot import SpliceFailed, aot_plan, trace_aot
 from ..graph.distinct import one_object_per_input
 from ..graph.heap import StdHeap
 from ..graph.mutated import mutated_inputs, read_inputs
-from ..graph.nodes import AOT, CUSTOM, LEAF, TRACE, TRACE_CUSTOM
+from ..graph.nodes import AOT, CUSTOM, LEAF, SKIPPED_CHECKS, TRACE, TRACE_CUSTOM
 from ..graph.saved import sequence_nr
 from ..graph.subclass import Layout, SubclassUnsupported, flatten, layouts_of, rebuild
 from ..graph.validate import validate_outputs
@@ -62,6 +62,10 @@ _FAKE_FAILURES = (
 # The opaque-call reason of a node whose formula raised (Note [Built-in formulas fake tensors
 # reject]); runtime/run.py reads it in the plan's opaque names.
 REJECTED = "opaque: its formula raised on fake tensors"
+# ... of a node whose traced formula would skip a check eager makes (graph/nodes.py Note [Checks
+# fake tensors skip]); both may raise eager's error, so the graph delivers leaf grads in it
+SKIPS_CHECK = "opaque: traced, its formula would skip"
+MAY_RAISE = (REJECTED, SKIPS_CHECK)
 
 # Note [Built-in formulas fake tensors reject]
 # A built-in node's formula that raises on fake tensors runs as the real node, opaquely,
@@ -610,6 +614,12 @@ def _traced_call(w, i: int, kind, node, buf: list, df, placeholders: dict):
     name = kind.name
     if kind.how == TRACE_CUSTOM and not _materialized(df, node, custom.fwd_info(node), buf):
         return None
+    skipped = SKIPPED_CHECKS.get(name)
+    if skipped is not None and kind.how == TRACE:
+        check = skipped(w.in_meta[i], buf)
+        if check:       # Note [Checks fake tensors skip]
+            THREAD.step.rejected[i] = f"{SKIPS_CHECK} {check}"
+            return None
     formula = getattr(w, "formulas", {}).get(i)     # dynamic.py DynWalk
     try:
         if formula is not None:
