@@ -393,3 +393,32 @@ def test_nodes_defined_where_any_grad_is_are_so_on_this_release():
             out = node(*gs)
             out = out[0] if isinstance(out, (tuple, list)) else out
             assert (out is not None) == any(pattern), (name, pattern)
+
+
+# ---- eager's branch of a formula (trace/dynamic.py Note [Formulas of the plain-tensor branch]) --
+
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+@pytest.mark.parametrize("op", ["max", "min", "median", "nanmedian"])
+@pytest.mark.parametrize("sizes", ["static", "varying"])
+def test_max_of_a_whole_tensor_with_a_grad_that_is_not_finite(op, backend, sizes):
+    """evenly_distribute_backward on CPU tensors fills zeros and puts grad / count where the
+    input equals the result: with an inf or NaN grad (a mixed-precision step that overflowed)
+    the other positions stay 0.  The formula traced on fake tensors took the branch torch
+    keeps for subclasses and CUDA (grad * mask / count): NaN at every other position.  Ties,
+    a NaN input, and sizes that vary (a dynamic graph) are covered too."""
+    scales = [float("inf"), 1.0, float("nan"), -float("inf")]
+
+    def step(x):
+        k = step.k = getattr(step, "k", -1) + 1
+        n = 6 if sizes == "static" else 6 + k
+        x.grad = None
+        v = x[:n] * 1.0
+        if k % 4 == 3:
+            v = torch.where(torch.arange(n) == 2, float("nan"), v)
+        (getattr(v, op)() * scales[k % 4]).backward()
+        return [x.grad.clone()]
+
+    def build():
+        step.k = -1
+        return torch.tensor([1., 3., 2., 3., 0., 3., 5., 4., 3., 5.], requires_grad=True)
+    differential(build, step, steps=4, backend=backend, captures=None)

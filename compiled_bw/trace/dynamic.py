@@ -303,6 +303,17 @@ def _value_selecting_kept(g, v, saved, need):
     return _value_selecting(g, {**v, "keepdim": True}, saved, need)
 
 
+def _evenly_distribute(g, v, saved, need):
+    # Note [Formulas of the plain-tensor branch]: FunctionsManual.cpp evenly_distribute_backward
+    # (max / min / median / nanmedian of a whole tensor) on a CPU tensor: the grad split evenly
+    # over the positions equal to the result (the NaN positions where it is NaN), zeros
+    # elsewhere even where the grad is not finite
+    x, value = saved("self"), saved("result")
+    mask = torch.where(value.isnan(), x.isnan(), x == value)
+    # eager: grad.new_zeros(sizes).masked_fill_(mask, grad / mask.sum()), contiguous
+    return [torch.where(mask, g / mask.sum(), 0.0).contiguous()]
+
+
 def _grouped_mm(g, v, saved, need):
     # Note [Grouped mm on fake tensors]
     try:
@@ -474,9 +485,23 @@ FORMULAS = {
                                 "mat2_sym_strides")),
     "GroupedMmBackward0": (_grouped_mm, ("self_sym_sizes", "self_sym_strides",
                                          "mat2_sym_sizes", "mat2_sym_strides")),
+    **dict.fromkeys(("MaxBackward1", "MinBackward1", "MedianBackward0", "NanmedianBackward0"),
+                    (_evenly_distribute, ())),
 }
 # nodes whose real formula raises on fake tensors where our copy runs (static graphs too)
 REAL_REFUSES = frozenset({"GroupedMmBackward0"})
+
+# Note [Formulas of the plain-tensor branch]
+# Some formulas of torch's FunctionsManual.cpp branch on `areAnyTensorSubclassLike(...) ||
+# input.is_cuda()`: the other branch, which eager takes on CPU tensors, reads tensor data
+# (`.item()`).  Traced on fake tensors, the real formula takes the first branch, whose values
+# differ where a grad is not finite: evenly_distribute_backward (max / min / median of a whole
+# tensor) multiplies the grad by the 0/1 mask, so an inf or NaN grad (a step that overflowed
+# in mixed precision) gave NaN at every position eager leaves 0.  For these nodes, on anything
+# but CUDA, our copy of eager's branch is traced instead, in static and dynamic graphs alike
+# (tests/test_wrong_values.py test_max_of_a_whole_tensor_with_a_grad_that_is_not_finite).
+PLAIN_BRANCH = frozenset({"MaxBackward1", "MinBackward1", "MedianBackward0",
+                          "NanmedianBackward0"})
 
 
 # ---- dynamic positions ------------------------------------------------------------------------
@@ -896,6 +921,15 @@ def formula_runner(w, i: int, fn, sym_vals: dict):
         with torch.no_grad():
             return fn(list(buf) if multi else buf[0], values, saved, need)
     return run
+
+
+def plain_branch(w, i: int, buf: list):
+    """A runner of our copy of node i's formula where eager takes the branch its traced
+    formula does not (Note [Formulas of the plain-tensor branch]); None for other nodes."""
+    name = w.kinds[i].name
+    if name not in PLAIN_BRANCH or any(g is not None and g.is_cuda for g in buf):
+        return None
+    return formula_runner(w, i, FORMULAS[name][0], {})
 
 
 def own_formula(w, i: int):

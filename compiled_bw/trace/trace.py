@@ -48,7 +48,7 @@ from ..graph.subclass import Layout, SubclassUnsupported, flatten, layouts_of, r
 from ..graph.validate import validate_outputs
 from ..torchapi.dynamo import FakeTensor, fake_tensor, pool_sizes_without_parity_guards
 from . import unpack_probes
-from .dynamic import NotDynamic, own_formula
+from .dynamic import NotDynamic, own_formula, plain_branch
 
 # Failures of fake tensors on a node's formula: that node becomes an opaque call instead.
 _FAKE_FAILURES = (
@@ -621,6 +621,10 @@ def _traced_call(w, i: int, kind, node, buf: list, df, placeholders: dict):
             THREAD.step.rejected[i] = f"{SKIPS_CHECK} {check}"
             return None
     formula = getattr(w, "formulas", {}).get(i)     # dynamic.py DynWalk
+    if formula is None and kind.how == TRACE:
+        plain = plain_branch(w, i, buf)     # dynamic.py Note [Formulas of the plain-tensor branch]
+        if plain is not None:
+            return _plain_branch_call(w, i, name, plain, buf, df, placeholders)
     try:
         if formula is not None:
             if df.variable(buf):
@@ -660,6 +664,21 @@ def _traced_call(w, i: int, kind, node, buf: list, df, placeholders: dict):
             traceback.clear_frames(e.__traceback__)
             return _own_formula(w, i, name, buf, df, placeholders)
         raise
+
+
+def _plain_branch_call(w, i: int, name: str, plain, buf: list, df, placeholders: dict):
+    """Node i's grads by our copy of eager's branch of its formula; None (the real node, run
+    opaquely) where the copy does not apply: a grad that may be undefined, a create_graph=True
+    trace (the copy records no history), a complex grad."""
+    why = "a grad that may be undefined" if df.variable(buf) else (
+        "create_graph=True" if _FORMULA_GRAD_MODE[0] else "")
+    if not why:
+        try:
+            return _validate(w, i, name, as_list(plain(buf, placeholders)), df)
+        except NotDynamic as e:
+            why = str(e)
+    THREAD.step.rejected[i] = f"opaque: eager's branch of its formula, not traced ({why})"
+    return None
 
 
 def _own_formula(w, i: int, name: str, buf: list, df, placeholders: dict):
