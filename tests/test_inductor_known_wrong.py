@@ -3,8 +3,6 @@ Note [Inductor: known-wrong lowerings]): compiled_bw's grads equal eager's for t
 fails as soon as torch fixes the lowering (then the workaround can go)."""
 from __future__ import annotations
 
-import functools
-
 import pytest
 import torch
 import torch.nn.functional as F
