@@ -41,8 +41,8 @@ def pytest_configure(config):
 # between releases (private APIs and node tables, doctor's feature table, graph snapshots,
 # Dynamo, checkpointing and selective checkpointing, AOT splicing, custom Functions and ops,
 # hooks, the engine's core semantics, distributed, a real model, verify and warm starts: what
-# Inductor stores and loads).  A test that needs a feature
-# some release turns off (doctor's table) says so with @pytest.mark.needs_feature(name): it is
+# Inductor stores and loads, the formulas that branch on subclass-like tensors).  A test that
+# needs a feature some release turns off (doctor's table) says so with @pytest.mark.needs_feature(name): it is
 # skipped there with that feature's reason, and tests/test_release_features.py checks the
 # named fallback on that release instead.  `tools/release_check.sh V
 # --quick` runs the whole quick suite on release V (tools/full_check.sh, every release).
@@ -52,7 +52,7 @@ RELEASE_FILES = {
     "test_custom_functions.py", "test_custom_op_traced.py", "test_saved_hooks.py",
     "test_api.py", "test_layers.py", "test_signature.py", "test_distributed.py",
     "test_real_models.py", "test_aot.py", "test_subclass.py", "test_verify.py",
-    "test_warm_start.py",
+    "test_warm_start.py", "test_formula_branches.py",
 }
 # slow tests that are release tests all the same: distributed, real models, AOT splicing
 RELEASE_SLOW = {

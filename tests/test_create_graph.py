@@ -429,3 +429,26 @@ def test_what_cannot_record_history_falls_back_named(case):
                       allow_errors=case == "torch_compile_forward")
     assert any(r.startswith("create_graph=True") and why in r for r in st.fallback_reasons), \
         st.fallback_reasons
+
+
+@pytest.mark.parametrize("case", ["det_identity", "det_random", "cumprod_overflow"])
+def test_second_order_of_formulas_with_a_grad_mode_branch(case):
+    """trace/dynamic.py GRAD_MODE_BRANCH: with grad mode on, linalg_det_backward takes
+    linalg_solve on plain tensors (the SVD formula on fake ones: NaN second derivatives at
+    matrices with repeated singular values, such as the identity) and cumprod_backward divides
+    by the input where it has no zero (inf on overflow where the traced one was finite).  Those
+    nodes run as themselves in create_graph=True graphs."""
+    def build():
+        if case == "det_identity":
+            return [torch.eye(3, dtype=D, requires_grad=True)]
+        if case == "det_random":
+            return [torch.randn(3, 3, dtype=D, requires_grad=True)]
+        return [torch.tensor([1e30, 1e30, 1e-30], requires_grad=True)]
+
+    def step(st):
+        (x,) = st
+        x.grad = None
+        y = (x * 1).det() if case.startswith("det") else (x * 1).cumprod(0).sum()
+        (g,) = torch.autograd.grad(y, x, create_graph=True)
+        return [g, _history([g]), torch.autograd.grad((g * g).sum(), x)]
+    differential(build, step, captures=None, fallbacks=None)

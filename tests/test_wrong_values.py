@@ -422,3 +422,44 @@ def test_max_of_a_whole_tensor_with_a_grad_that_is_not_finite(op, backend, sizes
         step.k = -1
         return torch.tensor([1., 3., 2., 3., 0., 3., 5., 4., 3., 5.], requires_grad=True)
     differential(build, step, steps=4, backend=backend, captures=None)
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+@pytest.mark.parametrize("case", ["overflow", "underflow", "zeros_and_inf", "one_zero", "dim"])
+def test_prod_that_overflows_or_holds_zeros(case, backend):
+    """prod_backward on plain tensors divides the result by each element where none is 0
+    (inf where the product overflowed, 0 where it underflowed), gives zeros for two or more
+    zeros (grad mode off), and the exclusive products for one; the formula traced on fake
+    tensors always took the exclusive products (finite, finite, NaN for [0, 0, inf])."""
+    values = {"overflow": [1e30, 1e30, 1e-30], "underflow": [1e-30, 1e-30, 1e30],
+              "zeros_and_inf": [0.0, 0.0, float("inf")], "one_zero": [2.0, 0.0, 3.0],
+              "dim": [[1e30, 2.0], [1e30, 0.0], [1e-30, 3.0]]}[case]
+
+    def step(x):
+        x.grad = None
+        y = x * 1.0
+        (y.prod(0).sum() if case == "dim" else y.prod()).backward()
+        return [x.grad]
+    differential(lambda: torch.tensor(values, requires_grad=True), step, backend=backend)
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_masked_fill_value_grad_sums_in_eagers_order(backend):
+    """masked_fill_backward sums the value's grad over grad.masked_select(mask) on plain
+    tensors; the traced formula summed where(mask, grad, 0) in another order: 1.4e-4 apart on
+    this ill-conditioned sum.  That node runs as itself where the value needs a grad; the
+    input's grad alone is traced."""
+    def build():
+        g = torch.Generator().manual_seed(1)
+        w = (torch.randn(4096, generator=g) * torch.logspace(-8, 8, 4096)).view(64, 64)
+        mask = (torch.rand(4096, generator=g) < 0.5).view(64, 64)
+        return [torch.randn(64, 64, requires_grad=True), torch.tensor(1.5, requires_grad=True),
+                w, mask]
+
+    def step(st):
+        x, v, w, mask = st
+        x.grad = v.grad = None
+        (x.masked_fill(mask, v) * w).sum().backward()
+        ((x * 2).masked_fill(mask, torch.tensor(0.5)) * w).sum().backward()
+        return [x.grad, v.grad]
+    differential(build, step, backend=backend, captures=2)

@@ -314,6 +314,64 @@ def _evenly_distribute(g, v, saved, need):
     return [torch.where(mask, g / mask.sum(), 0.0).contiguous()]
 
 
+def _masked_fill1(g, v, saved, need):
+    # masked_fill with a tensor value: the value's grad is eager's grad.masked_select(mask).sum()
+    # (masked_fill_backward), whose size depends on data; the traced formula sums
+    # where(mask, grad, 0) instead, in another order (another rounding)
+    if len(need) > 1 and need[1]:
+        raise NotDynamic("the value's grad sums a masked_select, whose size depends on data")
+    return [g.masked_fill(saved("mask"), 0), None]
+
+
+def _prod_safe_zeros(g, x, dim: int):
+    # FunctionsManual.cpp prod_safe_zeros_backward: the product of all other elements along
+    # dim, as exclusive cumulative products from both ends
+    if x.numel() == 0:
+        return g.expand_as(x)
+    n = x.shape[dim]
+    ones = torch.ones([1 if d == dim else s for d, s in enumerate(x.shape)], dtype=g.dtype,
+                      device=g.device)
+    before = torch.cat([ones, x.narrow(dim, 0, n - 1)], dim).cumprod(dim)
+    after = torch.cat([ones, x.narrow(dim, 1, n - 1).flip(dim)], dim).cumprod(dim).flip(dim)
+    return g * (before * after)
+
+
+def _eager_prod_layout(x) -> None:
+    if not x.is_contiguous():
+        # eager's grad has the input's layout on one branch, a contiguous one on the other
+        raise NotDynamic("prod of a non-contiguous tensor: the grad's strides depend on data")
+
+
+def _prod0(g, v, saved, need):
+    # Note [Formulas of the plain-tensor branch]: FunctionsManual.cpp prod_backward (prod()) on
+    # a CPU tensor: grad * result / input where no element is 0; with two or more zeros (grad
+    # mode off) zeros; with one, the exclusive products.  All three are computed and the
+    # branch eager takes selected, so what an unselected one gives (0 / 0, inf * 0) is unseen.
+    x, result = saved("self"), saved("result")
+    if x.dim() == 0:
+        return [g]
+    _eager_prod_layout(x)
+    zeros = (x == 0).sum()
+    safe = _prod_safe_zeros(g, x.contiguous().view(-1), 0).view_as(x)
+    plain = g * (result / x)
+    return [torch.where(zeros == 0, plain, torch.where(zeros > 1, 0.0, safe))]
+
+
+def _prod1(g, v, saved, need):
+    # the same for prod(dim): grad * result / input where the whole tensor has no 0, else the
+    # exclusive products
+    x, result = saved("self"), saved("result")
+    if x.dim() == 0:
+        return [g]
+    _eager_prod_layout(x)
+    dim = v["dim"] % x.dim()
+    if not v["keepdim"]:
+        g, result = g.unsqueeze(dim), result.unsqueeze(dim)
+    safe = _prod_safe_zeros(g, x, dim)
+    plain = g * (result / x)
+    return [torch.where((x == 0).sum() == 0, plain, safe)]
+
+
 def _grouped_mm(g, v, saved, need):
     # Note [Grouped mm on fake tensors]
     try:
@@ -487,21 +545,37 @@ FORMULAS = {
                                          "mat2_sym_sizes", "mat2_sym_strides")),
     **dict.fromkeys(("MaxBackward1", "MinBackward1", "MedianBackward0", "NanmedianBackward0"),
                     (_evenly_distribute, ())),
+    "MaskedFillBackward1": (_masked_fill1, ()),
+    "ProdBackward0": (_prod0, ()),
+    "ProdBackward1": (_prod1, ()),
 }
 # nodes whose real formula raises on fake tensors where our copy runs (static graphs too)
 REAL_REFUSES = frozenset({"GroupedMmBackward0"})
 
 # Note [Formulas of the plain-tensor branch]
-# Some formulas of torch's FunctionsManual.cpp branch on `areAnyTensorSubclassLike(...) ||
-# input.is_cuda()`: the other branch, which eager takes on CPU tensors, reads tensor data
-# (`.item()`).  Traced on fake tensors, the real formula takes the first branch, whose values
+# Some formulas of torch's FunctionsManual.cpp branch on `areAnyTensorSubclassLike(...)` (some
+# `|| input.is_cuda()`): the other branch, which eager takes on plain (CPU) tensors, reads
+# tensor data (`.item()`).  Traced on fake tensors, the real formula takes the first branch, whose values
 # differ where a grad is not finite: evenly_distribute_backward (max / min / median of a whole
 # tensor) multiplies the grad by the 0/1 mask, so an inf or NaN grad (a step that overflowed
-# in mixed precision) gave NaN at every position eager leaves 0.  For these nodes, on anything
-# but CUDA, our copy of eager's branch is traced instead, in static and dynamic graphs alike
-# (tests/test_wrong_values.py test_max_of_a_whole_tensor_with_a_grad_that_is_not_finite).
-PLAIN_BRANCH = frozenset({"MaxBackward1", "MinBackward1", "MedianBackward0",
-                          "NanmedianBackward0"})
+# in mixed precision) gave NaN at every position eager leaves 0; prod_backward always took the
+# exclusive products, where eager divides the result by each element when none is 0: eager's
+# grad is inf where the product overflowed, 0 where it underflowed, and 0 for two zeros and an
+# inf, where the traced one was finite, finite, NaN; masked_fill_backward sums the value's grad
+# in another order (the node runs as itself where that grad is used).  For these nodes (max & co. not on CUDA),
+# our copy of eager's branch is traced instead, in static and dynamic graphs alike (tests/
+# test_wrong_values.py test_max_of_a_whole_tensor_with_a_grad_that_is_not_finite,
+# test_prod_that_overflows_or_holds_zeros).
+# With grad mode on (create_graph=True) linalg_det_backward takes the SVD formula for subclasses
+# and, on plain tensors, linalg_solve where |det| is not tiny (masked_fmap); cumprod_backward
+# divides by the input where it has no zero: the traced formulas' second derivatives differed
+# (NaN at the identity for det).  Those nodes run as the real node in create_graph traces.
+GRAD_MODE_BRANCH = frozenset({"LinalgDetBackward0", "CumprodBackward0"})
+PLAIN_BRANCH = {       # node -> whether eager takes that branch on CUDA too
+    **dict.fromkeys(("MaxBackward1", "MinBackward1", "MedianBackward0", "NanmedianBackward0"),
+                    False),
+    "ProdBackward0": True, "ProdBackward1": True, "MaskedFillBackward1": True,
+}
 
 
 # ---- dynamic positions ------------------------------------------------------------------------
@@ -927,7 +1001,8 @@ def plain_branch(w, i: int, buf: list):
     """A runner of our copy of node i's formula where eager takes the branch its traced
     formula does not (Note [Formulas of the plain-tensor branch]); None for other nodes."""
     name = w.kinds[i].name
-    if name not in PLAIN_BRANCH or any(g is not None and g.is_cuda for g in buf):
+    on_cuda = PLAIN_BRANCH.get(name)
+    if on_cuda is None or (not on_cuda and any(g is not None and g.is_cuda for g in buf)):
         return None
     return formula_runner(w, i, FORMULAS[name][0], {})
 

@@ -48,7 +48,7 @@ from ..graph.subclass import Layout, SubclassUnsupported, flatten, layouts_of, r
 from ..graph.validate import validate_outputs
 from ..torchapi.dynamo import FakeTensor, fake_tensor, pool_sizes_without_parity_guards
 from . import unpack_probes
-from .dynamic import NotDynamic, own_formula, plain_branch
+from .dynamic import GRAD_MODE_BRANCH, NotDynamic, own_formula, plain_branch
 
 # Failures of fake tensors on a node's formula: that node becomes an opaque call instead.
 _FAKE_FAILURES = (
@@ -623,7 +623,7 @@ def _traced_call(w, i: int, kind, node, buf: list, df, placeholders: dict):
     formula = getattr(w, "formulas", {}).get(i)     # dynamic.py DynWalk
     if formula is None and kind.how == TRACE:
         plain = plain_branch(w, i, buf)     # dynamic.py Note [Formulas of the plain-tensor branch]
-        if plain is not None:
+        if plain is not None or (_FORMULA_GRAD_MODE[0] and name in GRAD_MODE_BRANCH):
             return _plain_branch_call(w, i, name, plain, buf, df, placeholders)
     try:
         if formula is not None:
@@ -667,11 +667,12 @@ def _traced_call(w, i: int, kind, node, buf: list, df, placeholders: dict):
 
 
 def _plain_branch_call(w, i: int, name: str, plain, buf: list, df, placeholders: dict):
-    """Node i's grads by our copy of eager's branch of its formula; None (the real node, run
-    opaquely) where the copy does not apply: a grad that may be undefined, a create_graph=True
-    trace (the copy records no history), a complex grad."""
-    why = "a grad that may be undefined" if df.variable(buf) else (
-        "create_graph=True" if _FORMULA_GRAD_MODE[0] else "")
+    """Node i's grads by our copy of eager's branch of its formula (plain: None for a node of
+    dynamic.py GRAD_MODE_BRANCH); None (the real node, run opaquely) where no copy applies: a
+    create_graph=True trace (a copy records no history), a grad that may be undefined, a
+    complex grad."""
+    why = "create_graph=True" if _FORMULA_GRAD_MODE[0] else (
+        "a grad that may be undefined" if df.variable(buf) else "")
     if not why:
         try:
             return _validate(w, i, name, as_list(plain(buf, placeholders)), df)

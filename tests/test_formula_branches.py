@@ -1,0 +1,131 @@
+"""Formulas of torch's autograd that branch on "subclass-like" tensors, found on the installed
+torch: every one must be known to compiled_bw, which traces formulas on fake tensors (the
+subclass branch) while eager runs plain tensors (the other one).
+
+Consumes the installed torch's OpInfo database; produces nothing.  The detector runs each op's
+backward twice on real CPU tensors, plainly and with only the backward under a no-op
+TorchDispatchMode: `at::isTensorSubclassLike` is true whenever a dispatch mode is on
+(ATen/TensorSubclassLikeUtils.h), so an op whose grads then differ bit for bit (or which raises
+on one side only) has such a branch.  Each one found must be in KNOWN, which names where
+compiled_bw takes eager's branch (graph/nodes.py Note [Checks fake tensors skip], trace/
+dynamic.py Note [Formulas of the plain-tensor branch] and GRAD_MODE_BRANCH).  A new torch
+release that adds one fails here, naming the op; the differential tests of each entry are in
+test_bad_input.py, test_wrong_values.py and test_create_graph.py.
+"""
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+from torch.testing._internal.common_methods_invocations import op_db
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+from compiled_bw.graph.nodes import SKIPPED_CHECKS
+from compiled_bw.trace.dynamic import GRAD_MODE_BRANCH, PLAIN_BRANCH
+
+# OpInfo name -> (the node whose formula branches, where compiled_bw handles it); with
+# create_graph=True ("cg") the grad-mode-on branch of the formula
+KNOWN = {
+    "linalg.eig": ("LinalgEigBackward0", SKIPPED_CHECKS),
+    "linalg.eigh": ("LinalgEighBackward0", SKIPPED_CHECKS),
+    "max": ("MaxBackward1", PLAIN_BRANCH),
+    "min": ("MinBackward1", PLAIN_BRANCH),
+    "median": ("MedianBackward0", PLAIN_BRANCH),
+    "nanmedian": ("NanmedianBackward0", PLAIN_BRANCH),
+    "prod": ("ProdBackward0", PLAIN_BRANCH),
+    "masked_fill": ("MaskedFillBackward1", PLAIN_BRANCH),
+    "cg:cumprod": ("CumprodBackward0", GRAD_MODE_BRANCH),
+    "cg:masked.cumprod": ("CumprodBackward0", GRAD_MODE_BRANCH),
+    "cg:linalg.vander": ("CumprodBackward0", GRAD_MODE_BRANCH),
+    "cg:linalg.det": ("LinalgDetBackward0", GRAD_MODE_BRANCH),
+}
+
+
+class _NoOp(TorchDispatchMode):
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    if t.layout != torch.strided:
+        t = t.to_dense()
+    if t.is_complex():
+        t = torch.view_as_real(t)
+    return t.contiguous().to(torch.float64).view(torch.int64)
+
+
+def _grads(op, sample, under_mode: bool, sign: float, create_graph: bool):
+    torch.manual_seed(0)
+    out = op(sample.input, *sample.args, **sample.kwargs)
+    outs = [o for o in tree_flatten(out)[0] if isinstance(o, torch.Tensor) and o.requires_grad]
+    if not outs:
+        return None
+    ins = [t for t in tree_flatten((sample.input, sample.args, sample.kwargs))[0]
+           if isinstance(t, torch.Tensor) and t.requires_grad]
+    g = torch.Generator().manual_seed(1)
+    gos = [(sign * torch.randn(o.shape, generator=g, dtype=torch.float64)).to(o.dtype)
+           for o in outs]
+    try:
+        with _NoOp() if under_mode else torch.enable_grad():
+            res = torch.autograd.grad(outs, ins, gos, allow_unused=True, create_graph=create_graph)
+    except Exception as e:  # noqa: BLE001 -- an error on one side only is a branch
+        return f"{type(e).__name__}"
+    return [_bits(r.detach()) for r in res if r is not None]
+
+
+def _differs(op, sample, create_graph: bool) -> bool:
+    for sign in (1.0, -1.0):       # -1: the sign of a zero the branches compute differently
+        plain = _grads(op, sample, False, sign, create_graph)
+        if plain is None:
+            return False
+        moded = _grads(op, sample, True, sign, create_graph)
+        if isinstance(plain, str) or isinstance(moded, str):
+            return isinstance(plain, str) != isinstance(moded, str)
+        again = _grads(op, sample, False, sign, create_graph)
+        if len(plain) != len(moded) or not all(torch.equal(a, b) for a, b in zip(plain, again)):
+            return False        # not deterministic: not comparable bit for bit
+        if any(a.shape != b.shape or not torch.equal(a, b) for a, b in zip(plain, moded)):
+            return True
+    return False
+
+
+def _branching_ops(create_graph: bool) -> set:
+    found = set()
+    for op in op_db:
+        if not op.supports_autograd:
+            continue
+        dtypes = op.supported_backward_dtypes("cpu")
+        dtype = next((d for d in (torch.float64, torch.complex128) if d in dtypes), None)
+        if dtype is None:
+            continue
+        try:
+            samples = list(op.sample_inputs("cpu", dtype, requires_grad=True))[:4]
+        except Exception:  # noqa: BLE001 -- an OpInfo that cannot make samples here
+            continue
+        for sample in samples:
+            try:
+                if _differs(op, sample, create_graph):
+                    found.add(("cg:" if create_graph else "") + op.name)
+                    break
+            except Exception:  # noqa: BLE001 -- comparing odd outputs; not a branch found
+                continue
+    return found
+
+
+@pytest.mark.parametrize("create_graph", [False, True], ids=["first_order", "create_graph"])
+def test_every_subclass_branch_of_a_formula_is_known(create_graph):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        found = _branching_ops(create_graph)
+    # the detector works on this release (isTensorSubclassLike still sees dispatch modes)
+    eig = ("cg:" if create_graph else "") + "linalg.eig"
+    assert eig in found, f"the detector found no known branch: {sorted(found)}"
+    # (a first-order entry covers create_graph too: there its node runs as itself)
+    new = sorted(f for f in found if f not in KNOWN and f.removeprefix("cg:") not in KNOWN)
+    assert not new, (f"autograd formulas of {new} branch on subclass-like tensors on torch "
+                     f"{torch.__version__}: compiled_bw traces the other branch than eager runs. "
+                     "Add each node to SKIPPED_CHECKS, PLAIN_BRANCH or GRAD_MODE_BRANCH and to KNOWN")
+    for name, (node, table) in KNOWN.items():
+        assert node in table, f"{name}: {node} is not in the table that handles it"
