@@ -217,7 +217,8 @@ def test_dropout_in_the_forward():
 
 def test_functional_hvp_and_hessian():
     def f(x):
-        return (x.pow(3) * x.flip(0)).sum() + x.tanh().prod()
+        t = x.tanh()        # (not prod(): its node runs as itself there, FALLBACK_CASES)
+        return (x.pow(3) * x.flip(0)).sum() + t[0] * t[1] * t[2]
 
     def build():
         return [torch.randn(3, dtype=D, requires_grad=True), torch.randn(3, dtype=D)]
@@ -401,7 +402,14 @@ def _compiled_forward(x):
     return torch.compile(lambda v: v.sin().exp(), backend="aot_eager")(x).sum()
 
 
+def _prod(x):
+    # eager's prod_backward divides by the input where no element is 0 (trace/dynamic.py Note
+    # [Formulas of the plain-tensor branch]): which branch is data, so its node runs as itself
+    return (x * x).prod()
+
+
 FALLBACK_CASES = {"leaf_hook": (_leaf_hook, "a hook on a leaf"),
+                  "prod": (_prod, "ProdBackward0"),
                   "checkpoint": (_checkpointed, "C++ walk gave this graph up"),
                   "saved_tensors_hooks": (_saved_tensors_hooks, "C++ walk gave this graph up"),
                   "torch_compile_forward": (_compiled_forward, "torch.compile backwards")}
