@@ -84,9 +84,11 @@ def _differs(op, sample, create_graph: bool) -> bool:
         if isinstance(plain, str) or isinstance(moded, str):
             return isinstance(plain, str) != isinstance(moded, str)
         again = _grads(op, sample, False, sign, create_graph)
-        if len(plain) != len(moded) or not all(torch.equal(a, b) for a, b in zip(plain, again)):
+        if len(plain) != len(moded) or len(plain) != len(again) or not all(
+                torch.equal(a, b) for a, b in zip(plain, again, strict=True)):
             return False        # not deterministic: not comparable bit for bit
-        if any(a.shape != b.shape or not torch.equal(a, b) for a, b in zip(plain, moded)):
+        if any(a.shape != b.shape or not torch.equal(a, b)
+               for a, b in zip(plain, moded, strict=True)):
             return True
     return False
 

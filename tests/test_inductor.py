@@ -280,3 +280,40 @@ def test_a_global_inductor_cudagraphs_setting_does_not_reach_our_compile():
     with torch._inductor.config.patch({"triton.cudagraphs": True}):
         differential(build, step, backend="inductor", options={"background_compile": False})
     assert counters["inductor"]["cudagraph_skips"] == 0, dict(counters["inductor"])
+
+
+def test_deterministic_mode_is_keyed_and_compiled_under():
+    """torch.use_deterministic_algorithms: Inductor lowers an index_put with accumulate (here
+    embedding's backward) to atomic adds, or under the mode to the aten kernel, which is
+    deterministic.  The mode is part of the cache key and the background compile runs under
+    the mode the graph was captured in (backends/compile_worker.py deterministic()): before,
+    a graph compiled without it served steps under it, atomic adds and all."""
+    def build():
+        return [torch.randn(16, 8, requires_grad=True), torch.randint(0, 16, (512,))]
+
+    def step(st):
+        w, idx = st
+        w.grad = None
+        torch.use_deterministic_algorithms(step.k % 2 == 1)
+        step.k += 1
+        try:
+            torch.nn.functional.embedding(idx, w).pow(2).sum().backward()
+        finally:
+            torch.use_deterministic_algorithms(False)
+        return [w.grad]
+    sources = []
+
+    def record(st):
+        out = step(st)
+        compiled_bw.wait_for_compiles()
+        fn = compiled_bw.last_compiled()    # the Inductor code of the graph this step captured
+        sources.append(getattr(fn, "source_code", ""))
+        return out
+    step.k = 0
+    differential(build, step, steps=4, backend="inductor", captures=None)
+    step.k = 0
+    st = differential(build, record, steps=4, backend="inductor", captures=2)
+    assert st.cache_hits == 2, st
+    ours = sources[4:]      # (the first 4: the eager run's)
+    assert "atomic_add" in ours[0], ours[0]
+    assert "index_put" in ours[1] and "atomic_add" not in ours[1], ours[1]

@@ -1,9 +1,9 @@
 """The compile worker: a child process that compiles captured graphs with Inductor.
 
 Run as `python -m compiled_bw.backends.compile_worker` by runtime/background.py.  Consumes, on
-stdin, jobs (job id, Inductor cache dir, Inductor config, torch threads, whether it is a
-dynamic graph compiled size-obliviously, modules to import first, graph bytes from
-inductor_artifact.dump_graph); produces, on its stdout, (job id, status, body, seconds):
+stdin, jobs (job id, Inductor cache dir, Inductor config, deterministic mode, torch threads,
+whether it is a dynamic graph compiled size-obliviously, modules to import first, graph bytes
+from inductor_artifact.dump_graph); produces, on its stdout, (job id, status, body, seconds):
   ok     body = the compiled graph's bytes (inductor_artifact.load_compiled loads them); for
          a dynamic graph (bytes, its ShapeEnv's guards, replacements and ranges after the
          compile: _shape_env_state)
@@ -123,13 +123,36 @@ def recv(stream):
     return None if len(data) < n else pickle.loads(data)
 
 
+def deterministic() -> tuple:
+    """torch's deterministic-algorithms mode, which Inductor reads while it lowers (an
+    index_put with accumulate keeps the aten kernel, deterministic, where it would emit atomic
+    adds; uninitialized memory is filled): part of the cache key (runtime/cache.py OptionsKey)
+    and of a job, so the worker compiles under the parent's mode."""
+    return (torch.are_deterministic_algorithms_enabled(),
+            torch.is_deterministic_algorithms_warn_only_enabled(),
+            bool(torch.utils.deterministic.fill_uninitialized_memory))
+
+
+@contextlib.contextmanager
+def deterministic_mode(mode: tuple):
+    """Compile under `mode` (a deterministic() of the parent)."""
+    before = deterministic()
+    torch.use_deterministic_algorithms(mode[0], warn_only=mode[1])
+    torch.utils.deterministic.fill_uninitialized_memory = mode[2]
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(before[0], warn_only=before[1])
+        torch.utils.deterministic.fill_uninitialized_memory = before[2]
+
+
 def _compile(job: tuple) -> tuple:
     from ..core.thread import SitesOnly, current_step
     from ..torchapi.dynamo import fakes_as_they_are, size_oblivious
     from ..torchapi.inductor import CompiledFxGraph
     from .inductor import compile_inductor
     from .inductor_artifact import applied, dump_compiled, load_graph
-    _, cache_dir, config, threads, oblivious, modules, data = job
+    _, cache_dir, config, mode, threads, oblivious, modules, data = job
     _import(modules)        # Note [Ops the worker imports]
     # Inductor's C++ codegen parallelizes loops for torch.get_num_threads() threads: compile
     # for the parent's count, not this process's
@@ -142,7 +165,7 @@ def _compile(job: tuple) -> tuple:
                 fakes_as_they_are(fakes)
             with current_step(SitesOnly(sites)):
                 return compile_inductor(gm, fakes), fakes
-    with applied(cache_dir, config):
+    with applied(cache_dir, config), deterministic_mode(mode):
         try:
             fn, fakes = load_and_compile(oblivious)
         except Exception:

@@ -165,17 +165,18 @@ def prepare(entry, gm, sites: list, done, oblivious: bool = False):
     nothing, or the graph has no ShapeEnv)."""
     cache_dir = os.environ.get("TORCHINDUCTOR_CACHE_DIR")   # (a test or harness may patch it)
     threads = torch.get_num_threads()   # Inductor's CPU kernels are generated for this count
-    return lambda: _submit(lambda: _compile(entry, gm, list(sites), cache_dir, threads, done,
+    mode = compile_worker.deterministic()   # the mode the graph was captured (and keyed) under
+    return lambda: _submit(lambda: _compile(entry, gm, list(sites), cache_dir, mode, threads, done,
                                             oblivious))
 
 
-def _compile(entry, gm, sites: list, cache_dir: str | None, threads: int, done,
+def _compile(entry, gm, sites: list, cache_dir: str | None, mode: tuple, threads: int, done,
              oblivious: bool) -> None:
     t0 = time.perf_counter()
     try:
         # Inductor is imported here, on the job thread, not in anybody's backward
         from ..backends import inductor_artifact
-        status, body, _ = _worker.compile((*inductor_artifact.setting(cache_dir), threads,
+        status, body, _ = _worker.compile((*inductor_artifact.setting(cache_dir), mode, threads,
                                            oblivious, compile_worker.worker_imports(gm)[0],
                                            inductor_artifact.dump_graph(gm, sites)))
         if status == "error":
