@@ -6,6 +6,7 @@ Function.apply, engine-state queries), which it replaces through `torchapi.patch
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 
@@ -13,6 +14,7 @@ import torch
 import torch._library.autograd as _library_autograd
 import torch.nn.modules._functions as _nn_functions
 from torch.autograd import function as function_mod
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from .patching import original as _original
 from .patching import patch as _patch
@@ -124,6 +126,8 @@ USED = {
     "torch.autograd.function._is_setup_context_defined": "graph/custom.py",
     "torch.nn.modules._functions.BackwardHookFunction": "graph/custom.py",
     "torch._library.autograd.make_autograd_impl": "graph/custom.py (custom ops' Functions)",
+    "torch.utils._python_dispatch.TorchDispatchMode":
+        "torchapi/autograd.py cumprod_branches_without_grad_mode",
 }
 
 
@@ -195,6 +199,34 @@ def unpack_error_strips_backward() -> bool:
             msg = str(e)
         _NODE_NAME_STYLE.append("of MulBackward0," not in msg)
     return _NODE_NAME_STYLE[0]
+
+
+_CUMPROD_BRANCH: list = []
+
+
+def cumprod_branches_without_grad_mode() -> bool:
+    """Whether cumprod_backward takes a data-dependent branch with grad mode off that a formula
+    traced on fake tensors skips (torch 2.11: eager divides a reversed cumsum by the input where
+    no element is 0; 2.13: one formula for both; trace/dynamic.py GRAD_MODE_BRANCH).  Learned
+    once from eager itself: cumprod's backward over float32 [1e30, 1e30, 1e-30], whose product
+    overflows, run by the C++ engine plainly (inf everywhere on that branch) and under a no-op
+    dispatch mode, under which every tensor counts as subclass-like (finite where it branches)."""
+    if not _CUMPROD_BRANCH:
+        grads = []
+        for mode in (contextlib.nullcontext(), _NoOpMode()):
+            with torch.enable_grad():
+                x = torch.tensor([1e30, 1e30, 1e-30], requires_grad=True)
+                y = x.cumprod(0)
+            with mode:
+                grads.append(ENGINE.run_backward((y,), (torch.ones(3),), False, False, (x,),
+                                                 False, False)[0])
+        _CUMPROD_BRANCH.append(not torch.equal(grads[0], grads[1]))
+    return _CUMPROD_BRANCH[0]
+
+
+class _NoOpMode(TorchDispatchMode):
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
 
 
 def inductor_module_env() -> dict:

@@ -66,6 +66,7 @@ import sympy
 import torch
 
 from ..graph.nodes import AOT, LEAF, TRACE
+from ..torchapi import autograd as torch_autograd
 from . import grouped_mm
 
 DYN = "<dyn>"
@@ -570,7 +571,23 @@ REAL_REFUSES = frozenset({"GroupedMmBackward0"})
 # and, on plain tensors, linalg_solve where |det| is not tiny (masked_fmap); cumprod_backward
 # divides by the input where it has no zero: the traced formulas' second derivatives differed
 # (NaN at the identity for det).  Those nodes run as the real node in create_graph traces.
+# On torch 2.11 cumprod_backward branches so with grad mode off too (torchapi/autograd.py
+# cumprod_branches_without_grad_mode): there CumprodBackward0 runs as itself in every graph.
 GRAD_MODE_BRANCH = frozenset({"LinalgDetBackward0", "CumprodBackward0"})
+
+
+def learn_branches() -> None:
+    """What grad_mode_branch asks torch, learned before a trace: its probe runs eager autograd,
+    which cannot run inside one (on fake tensors)."""
+    torch_autograd.cumprod_branches_without_grad_mode()
+
+
+def grad_mode_branch(name: str, grad_mode: bool) -> bool:
+    """Whether node `name` runs as the real node in a trace with this grad mode (GRAD_MODE_BRANCH)."""
+    if name not in GRAD_MODE_BRANCH:
+        return False
+    return grad_mode or (name == "CumprodBackward0"
+                         and torch_autograd.cumprod_branches_without_grad_mode())
 PLAIN_BRANCH = {       # node -> whether eager takes that branch on CUDA too
     **dict.fromkeys(("MaxBackward1", "MinBackward1", "MedianBackward0", "NanmedianBackward0"),
                     False),

@@ -48,7 +48,7 @@ from ..graph.subclass import Layout, SubclassUnsupported, flatten, layouts_of, r
 from ..graph.validate import validate_outputs
 from ..torchapi.dynamo import FakeTensor, fake_tensor, pool_sizes_without_parity_guards
 from . import unpack_probes
-from .dynamic import GRAD_MODE_BRANCH, NotDynamic, own_formula, plain_branch
+from .dynamic import NotDynamic, grad_mode_branch, learn_branches, own_formula, plain_branch
 
 # Failures of fake tensors on a node's formula: that node becomes an opaque call instead.
 _FAKE_FAILURES = (
@@ -623,7 +623,7 @@ def _traced_call(w, i: int, kind, node, buf: list, df, placeholders: dict):
     formula = getattr(w, "formulas", {}).get(i)     # dynamic.py DynWalk
     if formula is None and kind.how == TRACE:
         plain = plain_branch(w, i, buf)     # dynamic.py Note [Formulas of the plain-tensor branch]
-        if plain is not None or (_FORMULA_GRAD_MODE[0] and name in GRAD_MODE_BRANCH):
+        if plain is not None or grad_mode_branch(name, _FORMULA_GRAD_MODE[0]):
             return _plain_branch_call(w, i, name, plain, buf, df, placeholders)
     try:
         if formula is not None:
@@ -672,7 +672,8 @@ def _plain_branch_call(w, i: int, name: str, plain, buf: list, df, placeholders:
     create_graph=True trace (a copy records no history), a grad that may be undefined, a
     complex grad."""
     why = "create_graph=True" if _FORMULA_GRAD_MODE[0] else (
-        "a grad that may be undefined" if df.variable(buf) else "")
+        "a grad that may be undefined" if df.variable(buf) else
+        "on this torch release" if plain is None else "")
     if not why:
         try:
             return _validate(w, i, name, as_list(plain(buf, placeholders)), df)
@@ -820,6 +821,7 @@ def trace_backward(w, opts: Options, root_grads: list, slots: list, delivers: bo
     graph inputs after the saved tensors; NotDynamic raised means: trace it static."""
     root_defined = tuple(g is not None for g in root_grads)
     verdicts = _dynamo_verdicts(w)
+    learn_branches()        # (eager autograd, before the trace)
     example = [g for g in root_grads if g is not None] + list(w.saved)
     n_roots = len(example) - len(w.saved)
     try:
