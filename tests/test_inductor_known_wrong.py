@@ -128,3 +128,35 @@ def test_refused_arguments_of_the_decompositions():
             return op(*[next(it) if isinstance(a, torch.Tensor) else a for a in args])
         decomposed = make_fx(call, decomposition_table=select_decomp_table())(*tensors)
         decomposed(*tensors)   # raises once torch's decomposition checks it: then drop REFUSED
+
+
+@pytest.mark.parametrize("case", ["mean", "sum_weighted", "none_ignore", "2d", "cross_entropy"])
+def test_nll_loss_with_a_grad_that_is_not_finite(case):
+    """Note [Inductor: grads eager leaves untouched]: eager's nll_loss backward writes only at
+    each target that is not ignored; Inductor's decomposition multiplied a one-hot by the grad,
+    NaN everywhere else for an inf or NaN grad (cross_entropy: NaN where eager has inf).  A
+    class weight of 0, an ignored target and the 2-d (image) loss are covered; the steps'
+    upstream grads are inf, NaN, -inf."""
+    weight = torch.tensor([1.0, 0.0, 2.0])
+    grads_in = [float("inf"), float("nan"), -float("inf")]
+
+    def build():
+        if case == "2d":
+            return [torch.randn(2, 3, 2, 2, requires_grad=True), torch.randint(0, 3, (2, 2, 2))]
+        return [torch.randn(4, 3, requires_grad=True), torch.tensor([1, 2, 0, 2])]
+
+    def step(st):
+        x, t = st
+        x.grad = None
+        k = step.k = (step.k + 1) % 3
+        if case == "cross_entropy":
+            y = F.cross_entropy(x * 1, t)
+        elif case == "none_ignore":
+            y = F.nll_loss((x * 1).log_softmax(1), t, reduction="none", ignore_index=2)
+        else:
+            y = F.nll_loss((x * 1).log_softmax(1), t, weight=weight if "weighted" in case else None,
+                           reduction="sum" if "sum" in case else "mean")
+        y.backward(torch.full_like(y, grads_in[k]))
+        return [x.grad]
+    step.k = -1
+    differential(build, step, steps=3, backend="inductor")

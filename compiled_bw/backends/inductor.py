@@ -260,10 +260,40 @@ REFUSED = {
 }
 
 
+# Note [Inductor: grads eager leaves untouched]
+#    Inductor's nll_loss_backward (and nll_loss2d_backward) multiplies a 0 / -1 one-hot of the
+#    targets by the grad; eager's kernel writes -grad (times the class weight) at each target
+#    that is not ignored and leaves every other entry 0.  With an inf or NaN upstream grad the
+#    product is NaN at every other entry, where eager has 0 (and cross_entropy's log_softmax
+#    backward then NaN where eager has inf).  The decomposition's result is kept where eager
+#    writes -- the entries a grad of ones would reach (unweighted, summed: nonzero exactly
+#    there) -- and 0 elsewhere
+#    (tests/test_inductor_known_wrong.py test_nll_loss_with_a_grad_that_is_not_finite).
+
+
+def _where_eager_writes(decompose):
+    def nll_loss_backward(grad_output, x, target, weight, reduction, ignore_index,
+                          total_weight):
+        grad = decompose(grad_output, x, target, weight, reduction, ignore_index, total_weight)
+        reached = decompose(torch.ones_like(grad_output), x, target, None,
+                            2 if reduction == 1 else reduction,  # (mean: as sum, no 1 / total)
+                            ignore_index, total_weight)
+        return torch.where(reached != 0, grad, 0.0)
+    return nll_loss_backward
+
+
+WHERE_EAGER_WRITES = (torch.ops.aten.nll_loss_backward.default,
+                      torch.ops.aten.nll_loss2d_backward.default)
+
+
 def _decompositions() -> dict:
     """Inductor's decomposition table, less the cases of Note [Inductor: errors eager's
-    kernels raise] (made per compile: the table depends on Inductor's config)."""
+    kernels raise], with Note [Inductor: grads eager leaves untouched] (made per compile: the
+    table depends on Inductor's config)."""
     table = dict(select_decomp_table())
+    for op in WHERE_EAGER_WRITES:
+        if op in table:
+            table[op] = _where_eager_writes(table[op])
     for op, refused in REFUSED.items():
         decompose = table.get(op)
         if decompose is None:
