@@ -353,7 +353,7 @@ def _prod0(g, v, saved, need):
         return [g]
     _eager_prod_layout(x)
     zeros = (x == 0).sum()
-    safe = _prod_safe_zeros(g, x.contiguous().view(-1), 0).view_as(x)
+    safe = _prod_safe_zeros(g, x.view(-1), 0).view_as(x)      # (x is contiguous)
     plain = g * (result / x)
     return [torch.where(zeros == 0, plain, torch.where(zeros > 1, 0.0, safe))]
 
@@ -556,43 +556,52 @@ REAL_REFUSES = frozenset({"GroupedMmBackward0"})
 # Note [Formulas of the plain-tensor branch]
 # Some formulas of torch's FunctionsManual.cpp branch on `areAnyTensorSubclassLike(...)` (some
 # `|| input.is_cuda()`): the other branch, which eager takes on plain (CPU) tensors, reads
-# tensor data (`.item()`).  Traced on fake tensors, the real formula takes the first branch, whose values
-# differ where a grad is not finite: evenly_distribute_backward (max / min / median of a whole
-# tensor) multiplies the grad by the 0/1 mask, so an inf or NaN grad (a step that overflowed
-# in mixed precision) gave NaN at every position eager leaves 0; prod_backward always took the
-# exclusive products, where eager divides the result by each element when none is 0: eager's
-# grad is inf where the product overflowed, 0 where it underflowed, and 0 for two zeros and an
-# inf, where the traced one was finite, finite, NaN; masked_fill_backward sums the value's grad
-# in another order (the node runs as itself where that grad is used).  For these nodes (max & co. not on CUDA),
-# our copy of eager's branch is traced instead, in static and dynamic graphs alike (tests/
-# test_wrong_values.py test_max_of_a_whole_tensor_with_a_grad_that_is_not_finite,
+# tensor data (`.item()`).  Traced on fake tensors, the real formula takes the first branch,
+# whose values differ where a grad is not finite: evenly_distribute_backward (max / min /
+# median of a whole tensor) multiplies the grad by the 0/1 mask, so an inf or NaN grad (a step
+# that overflowed in mixed precision) gave NaN at every position eager leaves 0; prod_backward
+# always took the exclusive products, where eager divides the result by each element when none
+# is 0: eager's grad is inf where the product overflowed, 0 where it underflowed, and 0 for two
+# zeros and an inf, where the traced one was finite, finite, NaN; masked_fill_backward sums the
+# value's grad in another order (the node runs as itself where that grad is used).  For these
+# nodes (max & co. not on CUDA), our copy of eager's branch is traced instead, in static and
+# dynamic graphs alike (tests/test_wrong_values.py
+# test_max_of_a_whole_tensor_with_a_grad_that_is_not_finite,
 # test_prod_that_overflows_or_holds_zeros).
-# With grad mode on (create_graph=True) linalg_det_backward takes the SVD formula for subclasses
-# and, on plain tensors, linalg_solve where |det| is not tiny (masked_fmap); cumprod_backward
-# divides by the input where it has no zero: the traced formulas' second derivatives differed
-# (NaN at the identity for det).  Those nodes run as the real node in create_graph traces.
-# On torch 2.11 cumprod_backward branches so with grad mode off too (torchapi/autograd.py
-# cumprod_branches_without_grad_mode): there CumprodBackward0 runs as itself in every graph.
-GRAD_MODE_BRANCH = frozenset({"LinalgDetBackward0", "CumprodBackward0"})
-
-
-def learn_branches() -> None:
-    """What grad_mode_branch asks torch, learned before a trace: its probe runs eager autograd,
-    which cannot run inside one (on fake tensors)."""
-    torch_autograd.cumprod_branches_without_grad_mode()
-
-
-def grad_mode_branch(name: str, grad_mode: bool) -> bool:
-    """Whether node `name` runs as the real node in a trace with this grad mode (GRAD_MODE_BRANCH)."""
-    if name not in GRAD_MODE_BRANCH:
-        return False
-    return grad_mode or (name == "CumprodBackward0"
-                         and torch_autograd.cumprod_branches_without_grad_mode())
 PLAIN_BRANCH = {       # node -> whether eager takes that branch on CUDA too
     **dict.fromkeys(("MaxBackward1", "MinBackward1", "MedianBackward0", "NanmedianBackward0"),
                     False),
     "ProdBackward0": True, "ProdBackward1": True, "MaskedFillBackward1": True,
 }
+
+# With grad mode on (create_graph=True) linalg_det_backward takes the SVD formula for subclasses
+# and, on plain tensors, linalg_solve where |det| is not tiny (masked_fmap); cumprod_backward
+# divides by the input where it has no zero: the traced formulas' second derivatives differed
+# (NaN at the identity for det).  Those nodes run as the real node in create_graph traces.
+# Where a release's formula branches so with grad mode off too (cumprod on torch 2.11:
+# torchapi/autograd.py cumprod_branches_without_grad_mode), the node runs as itself in every
+# graph.  GRAD_MODE_BRANCH: node -> the probe that says so on this release, or None.
+GRAD_MODE_BRANCH = {
+    "LinalgDetBackward0": None,
+    "CumprodBackward0": torch_autograd.cumprod_branches_without_grad_mode,
+}
+
+
+def learn_branches() -> None:
+    """What grad_mode_branch asks torch, learned before a trace: the probes run eager autograd,
+    which cannot run inside one (on fake tensors)."""
+    for probe in GRAD_MODE_BRANCH.values():
+        if probe is not None:
+            probe()
+
+
+def grad_mode_branch(name: str, grad_mode: bool) -> bool:
+    """Whether node `name` runs as the real node in a trace with this grad mode
+    (GRAD_MODE_BRANCH)."""
+    if name not in GRAD_MODE_BRANCH:
+        return False
+    probe = GRAD_MODE_BRANCH[name]
+    return grad_mode or (probe is not None and probe())
 
 
 # ---- dynamic positions ------------------------------------------------------------------------
