@@ -398,6 +398,10 @@ def test_inductor_never_reuse_buffers_and_fallback_lowering():
     assert callable(inductor._opaque_fallback)
     for op in inductor.KNOWN_WRONG:     # Note [Inductor: known-wrong lowerings]: our wrappers sit in Inductor's lowering table
         assert lowering.lowerings[op].__qualname__.startswith("_keep_out_of_inductor"), op
+    for op in inductor.EAGER_KERNEL:    # Note [Inductor: eager's kernel for its inf and NaN]
+        assert op in lowering.fallbacks, (
+            f"Inductor no longer registers {op} as a fallback (torch {torch.__version__}): "
+            "without its decomposition it has no lowering")
 
 
 def test_engine_state_queries_replaced():

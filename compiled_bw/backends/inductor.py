@@ -128,6 +128,12 @@ from . import fresh_returns
 #    - avg_pool2d/3d_backward with ceil_mode and count_include_pad (no divisor_override; also
 #      avg_pool1d, which runs avg_pool2d): the last window, partly outside the padded input, is
 #      divided by the full kernel size (abs error 0.1-0.3; cf. pytorch/pytorch#198119).
+#    - div(rounding_mode="floor") of floating tensors (floor_divide decomposes to it): Inductor
+#      computes floor(a / b), eager's kernel (c10::div_floor_floating) a - fmod(a, b) rounded
+#      by b: with an infinite operand eager gives NaN where Inductor gives +-inf, and -1 where
+#      Inductor gives -0.0 (-3 // inf).  remainder's backward takes it for the divisor's grad,
+#      and a checkpointed region may recompute it (torch.compile gives Inductor's values;
+#      integer floor division is exact in both).
 
 # Note [Inductor: device index]
 #    The C++ wrapper passes device index 0 to an extern kernel given a device without one:
@@ -219,9 +225,25 @@ def _avg_pool_ceil_include_pad(grad, x, kernel_size, stride, padding, ceil_mode,
     return bool(ceil_mode) and bool(count_include_pad) and divisor_override is None
 
 
+def _floating(value) -> bool:
+    """A float, or an Inductor IR value or FX node (its traced value) of a floating dtype."""
+    if isinstance(value, (float, torch.SymFloat)):
+        return True
+    if isinstance(value, torch.fx.Node):
+        value = value.meta.get("val")
+        return isinstance(value, torch.Tensor) and value.dtype.is_floating_point
+    return hasattr(value, "get_dtype") and value.get_dtype().is_floating_point
+
+
+def _floor_of_floats(a, b, rounding_mode=None) -> bool:
+    return rounding_mode == "floor" and (_floating(a) or _floating(b))
+
+
 KNOWN_WRONG = {
     torch.ops.aten.avg_pool2d_backward.default: _avg_pool_ceil_include_pad,
     torch.ops.aten.avg_pool3d_backward.default: _avg_pool_ceil_include_pad,
+    torch.ops.aten.div.Tensor_mode: _floor_of_floats,
+    torch.ops.aten.div.Scalar_mode: _floor_of_floats,
 }
 
 
@@ -286,11 +308,42 @@ WHERE_EAGER_WRITES = (torch.ops.aten.nll_loss_backward.default,
                       torch.ops.aten.nll_loss2d_backward.default)
 
 
+# Note [Inductor: eager's kernel for its inf and NaN]
+#    Two loss backwards of Inductor's table give finite values where eager's kernels give NaN:
+#    - soft_margin_loss_backward where exp(-target * input) overflows -- an infinite input, but
+#      also a finite margin past ~88 in float32 (~11 in float16): eager's -target * z / (1 + z)
+#      is inf / inf, the decomposition's sigmoid its finite limit.  It runs its aten kernel
+#      (Inductor registers it as a fallback on every supported release: tests/
+#      test_private_api.py); a loss backward is one pointwise op, fusing it saves little.
+#    - smooth_l1_loss_backward where input - target is NaN (the decomposition's sign(NaN) is 0).
+#      Its aten kernel has no lowering to fall back to (Inductor asserts it has a decomposition),
+#      so the decomposition is replaced by eager's vectorized loop, which also gives eager's -1
+#      at x == 0 for beta == 0 (the decomposition's sign gives 0).
+#    (tests/test_inductor_known_wrong.py test_kernels_whose_inf_or_nan_inductors_code_did_not_give)
+EAGER_KERNEL = (torch.ops.aten.soft_margin_loss_backward.default,)
+
+
+def _smooth_l1_loss_backward(grad_output, x, target, reduction, beta):
+    """aten/src/ATen/native/cpu/PointwiseOpsKernel.cpp smooth_l1_backward_cpu_kernel's
+    vectorized loop, whose answers its scalar loop gives too."""
+    norm = 1.0 / x.numel() if reduction == 1 else 1.0     # Reduction::Mean
+    d = x - target
+    one = torch.ones_like(d)
+    return norm * torch.where(d.abs() >= beta, torch.where(d > 0, one, -one), d / beta) * grad_output
+
+
+OUR_DECOMPOSITIONS = {torch.ops.aten.smooth_l1_loss_backward.default: _smooth_l1_loss_backward}
+
+
 def _decompositions() -> dict:
-    """Inductor's decomposition table, less the cases of Note [Inductor: errors eager's
-    kernels raise], with Note [Inductor: grads eager leaves untouched] (made per compile: the
+    """Inductor's decomposition table, less the cases of Notes [Inductor: errors eager's
+    kernels raise] and [Inductor: eager's kernel for its inf and NaN], with Note [Inductor:
+    grads eager leaves untouched] (made per compile: the
     table depends on Inductor's config)."""
     table = dict(select_decomp_table())
+    for op in EAGER_KERNEL:
+        table.pop(op, None)
+    table.update(OUR_DECOMPOSITIONS)
     for op in WHERE_EAGER_WRITES:
         if op in table:
             table[op] = _where_eager_writes(table[op])
@@ -429,7 +482,17 @@ def cpp_wrapper(sites: list, inputs: list, gm: torch.fx.GraphModule | None = Non
     (runtime/cudagraphs.py) are the GPU's answer to launch overhead."""
     return (not sites and os.environ.get("COMPILED_BW_CPP_WRAPPER", "1") not in ("", "0")
             and all(t.device.type == "cpu" for t in inputs if isinstance(t, torch.Tensor))
-            and (gm is None or not (_indexless_device_externs(gm) or _draws(gm) or _assigns(gm))))
+            and (gm is None or not (_indexless_device_externs(gm) or _draws(gm) or _assigns(gm)
+                                    or _floor_divisions(gm))))
+
+
+def _floor_divisions(gm: torch.fx.GraphModule) -> bool:
+    """Whether the graph divides floats with rounding_mode="floor", which our compiles leave to
+    the aten kernel (Note [Inductor: known-wrong lowerings]): the C++ wrapper has no shim for
+    it and logs a warning where it runs it through its proxy executor."""
+    return any(_floor_of_floats(*n.args, **n.kwargs)
+               for n in gm.graph.nodes if n.op == "call_function"
+               and n.target in (torch.ops.aten.div.Tensor_mode, torch.ops.aten.div.Scalar_mode))
 
 
 def _assigns(gm: torch.fx.GraphModule) -> bool:
