@@ -317,3 +317,40 @@ def test_deterministic_mode_is_keyed_and_compiled_under():
     ours = sources[4:]      # (the first 4: the eager run's)
     assert "atomic_add" in ours[0], ours[0]
     assert "index_put" in ours[1] and "atomic_add" not in ours[1], ours[1]
+
+
+def test_matmul_precision_is_keyed_where_cuda_is_initialized(monkeypatch):
+    """TF32 settings (torch.backends.cuda.matmul.fp32_precision, set_float32_matmul_precision,
+    cuDNN's) are baked into Inductor's GPU code at compile time: a graph captured under one
+    setting must not serve a step under another (backends/compile_worker.py precision()).  No
+    GPU here: CUDA is reported initialized, and the setting flips between steps of one graph."""
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    before = torch.get_float32_matmul_precision()
+
+    def build():
+        return [torch.randn(4, 4, requires_grad=True)]
+
+    def step(st):
+        (w,) = st
+        w.grad = None
+        torch.set_float32_matmul_precision(["highest", "high"][step.k % 2])
+        step.k += 1
+        try:
+            (w @ w).sum().backward()
+        finally:
+            torch.set_float32_matmul_precision(before)
+        return [w.grad]
+    step.k = 0
+    st = differential(build, step, steps=4, backend="eager", captures=2)
+    assert st.cache_hits == 2, st
+
+
+def test_the_worker_compiles_under_the_parents_modes():
+    """compile_worker.compile_modes applies a modes() of the parent (deterministic algorithms,
+    TF32 settings) around a compile and restores this process's own afterwards."""
+    from compiled_bw.backends import compile_worker
+    own = compile_worker.modes()[0], compile_worker._read_precision()
+    other = ((True, True, False), ("tf32", False, False, "tf32", "tf32", "high"))
+    with compile_worker.compile_modes(other):
+        assert (compile_worker.deterministic(), compile_worker._read_precision()) == other
+    assert (compile_worker.deterministic(), compile_worker._read_precision()) == own

@@ -1,7 +1,7 @@
 """The compile worker: a child process that compiles captured graphs with Inductor.
 
 Run as `python -m compiled_bw.backends.compile_worker` by runtime/background.py.  Consumes, on
-stdin, jobs (job id, Inductor cache dir, Inductor config, deterministic mode, torch threads,
+stdin, jobs (job id, Inductor cache dir, Inductor config, deterministic and precision modes, torch threads,
 whether it is a dynamic graph compiled size-obliviously, modules to import first, graph bytes
 from inductor_artifact.dump_graph); produces, on its stdout, (job id, status, body, seconds):
   ok     body = the compiled graph's bytes (inductor_artifact.load_compiled loads them); for
@@ -133,17 +133,54 @@ def deterministic() -> tuple:
             bool(torch.utils.deterministic.fill_uninitialized_memory))
 
 
+def precision() -> tuple | None:
+    """The float32 matmul and convolution precision (TF32) settings, which Inductor's GPU code
+    bakes in while it compiles (its Triton dots' input_precision, its matmul and convolution
+    templates): part of the cache key and of a job, as deterministic() is.  None while CUDA is
+    not initialized (no graph has a CUDA tensor; Inductor's CPU backward code reads none of
+    them).  The fp32_precision names only: reading the legacy allow_tf32 raises once a program
+    mixed the two APIs."""
+    return _read_precision() if torch.cuda.is_initialized() else None
+
+
+def _read_precision() -> tuple:
+    matmul, cudnn = torch.backends.cuda.matmul, torch.backends.cudnn
+    return (matmul.fp32_precision, matmul.allow_fp16_reduced_precision_reduction,
+            matmul.allow_bf16_reduced_precision_reduction, cudnn.fp32_precision,
+            cudnn.conv.fp32_precision, torch.get_float32_matmul_precision())
+
+
+def _set_precision(p: tuple) -> None:
+    matmul, cudnn = torch.backends.cuda.matmul, torch.backends.cudnn
+    torch.set_float32_matmul_precision(p[5])
+    matmul.fp32_precision = p[0]
+    matmul.allow_fp16_reduced_precision_reduction = p[1]
+    matmul.allow_bf16_reduced_precision_reduction = p[2]
+    cudnn.fp32_precision = p[3]
+    cudnn.conv.fp32_precision = p[4]
+
+
+def modes() -> tuple:
+    """What a job compiles under: (deterministic(), precision()) of the parent."""
+    return deterministic(), precision()
+
+
 @contextlib.contextmanager
-def deterministic_mode(mode: tuple):
-    """Compile under `mode` (a deterministic() of the parent)."""
-    before = deterministic()
-    torch.use_deterministic_algorithms(mode[0], warn_only=mode[1])
-    torch.utils.deterministic.fill_uninitialized_memory = mode[2]
+def compile_modes(mode: tuple):
+    """Compile under `mode` (a modes() of the parent)."""
+    det, prec = mode
+    before, before_prec = deterministic(), _read_precision()
+    torch.use_deterministic_algorithms(det[0], warn_only=det[1])
+    torch.utils.deterministic.fill_uninitialized_memory = det[2]
+    if prec is not None:
+        _set_precision(prec)
     try:
         yield
     finally:
         torch.use_deterministic_algorithms(before[0], warn_only=before[1])
         torch.utils.deterministic.fill_uninitialized_memory = before[2]
+        if prec is not None:
+            _set_precision(before_prec)
 
 
 def _compile(job: tuple) -> tuple:
@@ -165,7 +202,7 @@ def _compile(job: tuple) -> tuple:
                 fakes_as_they_are(fakes)
             with current_step(SitesOnly(sites)):
                 return compile_inductor(gm, fakes), fakes
-    with applied(cache_dir, config), deterministic_mode(mode):
+    with applied(cache_dir, config), compile_modes(mode):
         try:
             fn, fakes = load_and_compile(oblivious)
         except Exception:

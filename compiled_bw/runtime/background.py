@@ -165,7 +165,7 @@ def prepare(entry, gm, sites: list, done, oblivious: bool = False):
     nothing, or the graph has no ShapeEnv)."""
     cache_dir = os.environ.get("TORCHINDUCTOR_CACHE_DIR")   # (a test or harness may patch it)
     threads = torch.get_num_threads()   # Inductor's CPU kernels are generated for this count
-    mode = compile_worker.deterministic()   # the mode the graph was captured (and keyed) under
+    mode = compile_worker.modes()   # the modes the graph was captured (and keyed) under
     return lambda: _submit(lambda: _compile(entry, gm, list(sites), cache_dir, mode, threads, done,
                                             oblivious))
 

@@ -32,6 +32,7 @@ class OptionsKey(NamedTuple):
     leaf_observed: Any      # a leaf's AccumulateGrad has a hook (run.py Note [Delivery points])
     create_graph: bool = False  # run with grad mode on (trace/differentiable.py Note [create_graph])
     deterministic: tuple = (False, False, True)   # backends/compile_worker.py deterministic()
+    precision: Any = None   # backends/compile_worker.py precision() (TF32 settings; CUDA)
 
 
 class CacheKey(NamedTuple):

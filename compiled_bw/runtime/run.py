@@ -80,7 +80,7 @@ import time
 import torch
 from torch.autograd.graph import GradientEdge
 
-from ..backends.compile_worker import deterministic, foreign_ops
+from ..backends.compile_worker import deterministic, foreign_ops, precision
 from ..backends.eager import compile_eager
 from ..calls.opaque import LAYOUT_HINTS, NotDense, found_layouts, relayout
 from ..calls.run_hooks import HookRegisteredDuringBackward
@@ -398,7 +398,7 @@ def _keys(state, w, root_edges, grad_tensors, opts: Options, edge_roots: bool) -
     # Note [Delivery points]: whether a leaf's AccumulateGrad has a hook (also one only C++ sees)
     observed = w.leaf_observed() if opts.accumulate else False
     options = OptionsKey(opts.accumulate, opts.retain_graph, opts.inputs, opts.allow_unused,
-                         observed, opts.create_graph, deterministic())
+                         observed, opts.create_graph, deterministic(), precision())
     key = CacheKey(w.signature, tuple(w.root_edges), root_meta, options, state.backend_key)
     names = tuple(type(n).__name__ for n, _ in root_edges)
     root_key = RootKey(names + (len(w.nodes),) if edge_roots else names, root_meta,
