@@ -172,7 +172,7 @@ class FloorDivision(torch.nn.Module):
 
 @pytest.mark.parametrize("case", ["smooth_l1_nan", "smooth_l1_beta_0", "soft_margin_overflow",
                                   "soft_margin_half",
-                                  "remainder_inf", "floor_divide_recomputed"])
+                                  "remainder_inf", "floor_divide_recomputed", "logit_negative_eps"])
 def test_kernels_whose_inf_or_nan_inductors_code_did_not_give(case):
     """Notes [Inductor: eager's kernel for its inf and NaN] and [Inductor: known-wrong
     lowerings]: eager's kernels give NaN where
@@ -182,7 +182,9 @@ def test_kernels_whose_inf_or_nan_inductors_code_did_not_give(case):
     exp(-target * input) overflows -- an infinite input, but also a finite margin past ~88 in
     float32 or ~11 in float16 (-target * grad / n decomposed); the grad of remainder's divisor
     where an operand is infinite (eager's floor division gives NaN and -1 where Inductor's gave
-    inf and -0.0), and a float floor division recomputed in a checkpointed region."""
+    inf and -0.0), a float floor division recomputed in a checkpointed region; and logit with a
+    negative eps, which eager's kernel takes as no eps (NaN outside [0, 1]) where the
+    decomposition clamped to [eps, 1 - eps] (found by a survey of the decompositions' arguments)."""
     inf, nan = float("inf"), float("nan")
     dtype = torch.float16 if case == "soft_margin_half" else torch.float32
 
@@ -202,6 +204,8 @@ def test_kernels_whose_inf_or_nan_inductors_code_did_not_give(case):
         elif case.startswith("soft_margin"):
             y = F.soft_margin_loss(a * 1, torch.tensor([-1.0, 1.0, 1.0, -1.0, 1.0, -1.0, 1.0, 1.0],
                                                        dtype=dtype))
+        elif case == "logit_negative_eps":   # eager: NaN outside [0, 1], as without eps
+            y = torch.logit(a.sigmoid() * 1.2 - 0.1, eps=-0.1) + torch.logit(b.sigmoid(), eps=0.2)
         elif case == "remainder_inf":
             y = torch.remainder(a * 1, b * 1)
         else:

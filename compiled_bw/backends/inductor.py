@@ -319,6 +319,8 @@ WHERE_EAGER_WRITES = (torch.ops.aten.nll_loss_backward.default,
 #      Its aten kernel has no lowering to fall back to (Inductor asserts it has a decomposition),
 #      so the decomposition is replaced by eager's vectorized loop, which also gives eager's -1
 #      at x == 0 for beta == 0 (the decomposition's sign gives 0).
+#    And one decomposition reads an argument otherwise than the kernel: logit_backward with a
+#    negative eps (the kernel's "no eps": NaN outside [0, 1]; decomposed: finite in [eps, 1 - eps]).
 #    (tests/test_inductor_known_wrong.py test_kernels_whose_inf_or_nan_inductors_code_did_not_give)
 EAGER_KERNEL = (torch.ops.aten.soft_margin_loss_backward.default,)
 
@@ -332,7 +334,16 @@ def _smooth_l1_loss_backward(grad_output, x, target, reduction, beta):
     return norm * torch.where(d.abs() >= beta, torch.where(d > 0, one, -one), d / beta) * grad_output
 
 
+def _logit_backward(decompose):
+    """logit_backward's eager kernel takes a negative eps as no eps (NaN outside [0, 1]); the
+    decomposition clamped to [eps, 1 - eps], finite there."""
+    def logit_backward(grad_output, x, eps=None):
+        return decompose(grad_output, x, None if eps is not None and eps < 0 else eps)
+    return logit_backward
+
+
 OUR_DECOMPOSITIONS = {torch.ops.aten.smooth_l1_loss_backward.default: _smooth_l1_loss_backward}
+WRAPPED_DECOMPOSITIONS = {torch.ops.aten.logit_backward.default: _logit_backward}
 
 
 def _decompositions() -> dict:
@@ -344,6 +355,9 @@ def _decompositions() -> dict:
     for op in EAGER_KERNEL:
         table.pop(op, None)
     table.update(OUR_DECOMPOSITIONS)
+    for op, wrap in WRAPPED_DECOMPOSITIONS.items():
+        if op in table:
+            table[op] = wrap(table[op])
     for op in WHERE_EAGER_WRITES:
         if op in table:
             table[op] = _where_eager_writes(table[op])
