@@ -6,9 +6,10 @@ Consumes the installed torch's OpInfo database; produces nothing.  The detector 
 backward twice on real CPU tensors, plainly and with only the backward under a no-op
 TorchDispatchMode: `at::isTensorSubclassLike` is true whenever a dispatch mode is on
 (ATen/TensorSubclassLikeUtils.h), so an op whose grads then differ bit for bit (or which raises
-on one side only) has such a branch.  Each one found must be in KNOWN, which names where
-compiled_bw takes eager's branch (graph/nodes.py Note [Checks fake tensors skip], trace/
-dynamic.py Note [Formulas of the plain-tensor branch] and GRAD_MODE_BRANCH).  A new torch
+on one side only) has such a branch; so has one whose grads' strides differ but for size-1
+dims.  Each one found must be in KNOWN, which names where compiled_bw takes eager's branch
+(graph/nodes.py Notes [Checks fake tensors skip] and [Grads in the layout of a saved input],
+trace/dynamic.py Note [Formulas of the plain-tensor branch] and GRAD_MODE_BRANCH).  A new torch
 release that adds one fails here, naming the op; the differential tests of each entry are in
 test_bad_input.py, test_wrong_values.py and test_create_graph.py.
 """
@@ -23,7 +24,7 @@ from torch.testing._internal.common_methods_invocations import op_db
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from compiled_bw.graph.nodes import SKIPPED_CHECKS
+from compiled_bw.graph.nodes import EAGER_LAYOUT, SKIPPED_CHECKS
 from compiled_bw.torchapi import autograd as torch_autograd
 from compiled_bw.trace.dynamic import GRAD_MODE_BRANCH, PLAIN_BRANCH
 
@@ -44,6 +45,8 @@ KNOWN = {
     "masked.cumprod": ("CumprodBackward0", GRAD_MODE_BRANCH),
     "linalg.vander": ("CumprodBackward0", GRAD_MODE_BRANCH),
     "cg:linalg.det": ("LinalgDetBackward0", GRAD_MODE_BRANCH),
+    # the same values in another layout
+    "ormqr": ("OrmqrBackward0", EAGER_LAYOUT),
 }
 
 
@@ -76,7 +79,15 @@ def _grads(op, sample, under_mode: bool, sign: float, create_graph: bool):
             res = torch.autograd.grad(outs, ins, gos, allow_unused=True, create_graph=create_graph)
     except Exception as e:  # noqa: BLE001 -- an error on one side only is a branch
         return f"{type(e).__name__}"
-    return [_bits(r.detach()) for r in res if r is not None]
+    return [(_bits(r.detach()), _layout(r)) for r in res if r is not None]
+
+
+def _layout(t: torch.Tensor):
+    """t's strides but for size-1 dims (graph/nodes.py Note [Grads in the layout of a saved
+    input]: a branch may build the grad in another layout)."""
+    if t.layout != torch.strided:
+        return None
+    return tuple(st for st, n in zip(t.stride(), t.shape, strict=True) if n != 1)
 
 
 def _differs(op, sample, create_graph: bool) -> bool:
@@ -89,10 +100,11 @@ def _differs(op, sample, create_graph: bool) -> bool:
             return isinstance(plain, str) != isinstance(moded, str)
         again = _grads(op, sample, False, sign, create_graph)
         if len(plain) != len(moded) or len(plain) != len(again) or not all(
-                torch.equal(a, b) for a, b in zip(plain, again, strict=True)):
+                torch.equal(a, b) and la == lb
+                for (a, la), (b, lb) in zip(plain, again, strict=True)):
             return False        # not deterministic: not comparable bit for bit
-        if any(a.shape != b.shape or not torch.equal(a, b)
-               for a, b in zip(plain, moded, strict=True)):
+        if any(a.shape != b.shape or not torch.equal(a, b) or la != lb
+               for (a, la), (b, lb) in zip(plain, moded, strict=True)):
             return True
     return False
 
@@ -132,7 +144,8 @@ def test_every_subclass_branch_of_a_formula_is_known(create_graph):
     new = sorted(f for f in found if f not in KNOWN and f.removeprefix("cg:") not in KNOWN)
     assert not new, (f"autograd formulas of {new} branch on subclass-like tensors on torch "
                      f"{torch.__version__}: compiled_bw traces the other branch than eager runs. "
-                     "Add each node to SKIPPED_CHECKS, PLAIN_BRANCH or GRAD_MODE_BRANCH and to KNOWN")
+                     "Add each node to SKIPPED_CHECKS, PLAIN_BRANCH, GRAD_MODE_BRANCH or EAGER_LAYOUT and "
+                     "to KNOWN")
     for name, (node, table) in KNOWN.items():
         assert node in table, f"{name}: {node} is not in the table that handles it"
     if not create_graph:    # what the trace learns at run time agrees

@@ -463,3 +463,24 @@ def test_masked_fill_value_grad_sums_in_eagers_order(backend):
         ((x * 2).masked_fill(mask, torch.tensor(0.5)) * w).sum().backward()
         return [x.grad, v.grad]
     differential(build, step, backend=backend, captures=2)
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+@pytest.mark.parametrize("left", [True, False])
+def test_ormqr_grad_has_the_inputs_layout(left, backend):
+    """ormqr_backward on plain tensors writes the input's grad column by column into
+    zeros_like(input): geqrf's column-major result gets a column-major grad.  The formula
+    traced on fake tensors concatenated the columns: a row-major grad, equal in values
+    (graph/nodes.py Note [Grads in the layout of a saved input]).  grad() returns it as the
+    formula made it; backward() lays .grad out as the leaf."""
+    def build():
+        g = torch.Generator().manual_seed(0)
+        a, tau = torch.geqrf(torch.randn(5, 5, dtype=torch.float64, generator=g))
+        return [a.requires_grad_(), tau.requires_grad_(),
+                torch.randn(5, 5, dtype=torch.float64, generator=g).requires_grad_()]
+
+    def step(st):
+        a, tau, c = st
+        out = torch.ormqr(a * 1, tau * 1, c * 1, left=left, transpose=True)
+        return list(torch.autograd.grad(out, [a, tau, c], torch.ones_like(out)))
+    differential(build, step, backend=backend)

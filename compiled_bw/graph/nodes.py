@@ -104,6 +104,18 @@ SKIPPED_CHECKS = {
 }
 
 
+# Note [Grads in the layout of a saved input]
+# A formula's subclass branch (Note [Checks fake tensors skip]) may build a grad another way than
+# eager's plain branch, equal in values but not in strides: ormqr_backward's plain branch writes
+# each column of the input's grad into `zeros_like(self)` (self's layout: geqrf's
+# column-major result gives a column-major grad), the subclass branch concatenates the
+# columns (row-major).  EAGER_LAYOUT maps such a node class to {output index: the saved tensor
+# whose `empty_like` layout eager's grad has}; the traced grad is copied into that layout
+# (tests/test_wrong_values.py test_ormqr_grad_has_the_inputs_layout).  A strides-only sweep of
+# every OpInfo op's backward, plain and under a dispatch mode, found ormqr only (torch 2.13).
+EAGER_LAYOUT = {"OrmqrBackward0": {0: "self"}}
+
+
 # Non-generated C++ nodes that are pure functions of their inputs and saved state, run opaque.
 KNOWN_OPAQUE = {"CopySlices", "CopyBackwards", "UndefinedGradBackward", "Error", "DelayedError",
                 "CppFunction"}

@@ -42,7 +42,7 @@ from ..graph.aot import SpliceFailed, aot_plan, trace_aot
 from ..graph.distinct import one_object_per_input
 from ..graph.heap import StdHeap
 from ..graph.mutated import mutated_inputs, read_inputs
-from ..graph.nodes import AOT, CUSTOM, LEAF, SKIPPED_CHECKS, TRACE, TRACE_CUSTOM
+from ..graph.nodes import AOT, CUSTOM, EAGER_LAYOUT, LEAF, SKIPPED_CHECKS, TRACE, TRACE_CUSTOM
 from ..graph.saved import sequence_nr
 from ..graph.subclass import Layout, SubclassUnsupported, flatten, layouts_of, rebuild
 from ..graph.validate import validate_outputs
@@ -643,6 +643,10 @@ def _traced_call(w, i: int, kind, node, buf: list, df, placeholders: dict):
             if o is not None and (free_unbacked_symbols(o) if dynamic else any(
                     isinstance(d, torch.SymInt) for d in o.shape)):
                 return None
+        if kind.how == TRACE and formula is None and name in EAGER_LAYOUT:
+            outs = _in_eager_layout(w, i, EAGER_LAYOUT[name], outs, dynamic)
+            if outs is None:
+                return None
         if kind.how == TRACE and df.variable(buf):
             try:
                 defined.node_outputs(df, lambda gs: as_list(node(*gs)), buf, outs, name)
@@ -664,6 +668,27 @@ def _traced_call(w, i: int, kind, node, buf: list, df, placeholders: dict):
             traceback.clear_frames(e.__traceback__)
             return _own_formula(w, i, name, buf, df, placeholders)
         raise
+
+
+def _in_eager_layout(w, i: int, layouts: dict, outs: list, dynamic: bool):
+    """Node i's traced grads, each of `layouts` copied into the layout of `empty_like` of the
+    saved tensor it names (graph/nodes.py Note [Grads in the layout of a saved input]); None
+    (the real node, run opaquely) where a symbolic graph would need it."""
+    outs = list(outs)
+    for k, attr in layouts.items():
+        g = outs[k] if k < len(outs) else None
+        saved = next((t for t, (n, a, _) in zip(w.saved, w.saved_node, strict=True)
+                      if n == i and a == attr), None)
+        if g is None or saved is None:
+            continue
+        like = torch.empty_like(torch.empty_strided(saved.shape, saved.stride(), device="meta"))
+        if tuple(g.shape) != tuple(like.shape) or g.stride() == like.stride():
+            continue
+        if dynamic:
+            return None
+        outs[k] = torch.empty_strided(like.shape, like.stride(), dtype=g.dtype,
+                                      device=g.device).copy_(g)
+    return outs
 
 
 def _plain_branch_call(w, i: int, name: str, plain, buf: list, df, placeholders: dict):
