@@ -6,8 +6,8 @@ Consumes the installed torch's OpInfo database; produces nothing.  The detector 
 backward twice on real CPU tensors, plainly and with only the backward under a no-op
 TorchDispatchMode: `at::isTensorSubclassLike` is true whenever a dispatch mode is on
 (ATen/TensorSubclassLikeUtils.h), so an op whose grads then differ bit for bit (or which raises
-on one side only) has such a branch; so has one whose grads' strides differ but for size-1
-dims.  Each one found must be in KNOWN, which names where compiled_bw takes eager's branch
+on one side only) has such a branch; so has one whose grads' dtypes or strides (but for size-1
+dims) differ.  Each one found must be in KNOWN, which names where compiled_bw takes eager's branch
 (graph/nodes.py Notes [Checks fake tensors skip] and [Grads in the layout of a saved input],
 trace/dynamic.py Note [Formulas of the plain-tensor branch] and GRAD_MODE_BRANCH).  A new torch
 release that adds one fails here, naming the op; the differential tests of each entry are in
@@ -83,11 +83,11 @@ def _grads(op, sample, under_mode: bool, sign: float, create_graph: bool):
 
 
 def _layout(t: torch.Tensor):
-    """t's strides but for size-1 dims (graph/nodes.py Note [Grads in the layout of a saved
-    input]: a branch may build the grad in another layout)."""
+    """t's dtype and strides but for size-1 dims (graph/nodes.py Note [Grads in the layout of a
+    saved input]: a branch may build the grad in another layout)."""
     if t.layout != torch.strided:
-        return None
-    return tuple(st for st, n in zip(t.stride(), t.shape, strict=True) if n != 1)
+        return t.dtype, t.layout
+    return t.dtype, tuple(st for st, n in zip(t.stride(), t.shape, strict=True) if n != 1)
 
 
 def _differs(op, sample, create_graph: bool) -> bool:
