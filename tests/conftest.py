@@ -67,6 +67,17 @@ RELEASE_SLOW = {
     # Inductor's compiled graph stored by one process and loaded by another (runtime/warm.py)
     "test_warm_start.py::test_second_process_loads_instead_of_capturing[inductor]",
     "test_warm_start.py::test_another_releases_entry_is_not_read",
+    # Inductor's lowerings and decompositions change between releases (2.15 lowers
+    # _efficientzerotensor to a constant the C++ wrapper hands out on cpu:0)
+    "test_inductor_known_wrong.py::test_sgn_grad_device_on_inductor",
+    "test_inductor_known_wrong.py::test_refused_arguments_of_the_decompositions",
+    "test_inductor_known_wrong.py::test_nll_loss_with_a_grad_that_is_not_finite[mean]",
+    "test_inductor_known_wrong.py::test_kernels_whose_inf_or_nan_inductors_code_did_not_give"
+    "[soft_margin_overflow]",
+    "test_inductor_known_wrong.py::test_kernels_whose_inf_or_nan_inductors_code_did_not_give"
+    "[smooth_l1_nan]",
+    "test_inductor_known_wrong.py::test_kernels_whose_inf_or_nan_inductors_code_did_not_give"
+    "[remainder_inf]",
 }
 
 

@@ -138,7 +138,10 @@ from . import fresh_returns
 # Note [Inductor: device index]
 #    The C++ wrapper passes device index 0 to an extern kernel given a device without one:
 #    sgn's grad (`_efficientzerotensor(..., device=cpu)`) came out on `cpu:0`, eager's on `cpu`.
-#    A graph with such a call gets the Python wrapper (cpp_wrapper()).
+#    From torch 2.15 Inductor lowers `_efficientzerotensor` to an expanded tensor constant,
+#    which its C++ wrapper hands out on `cpu:0` too.  A graph with such a call gets the Python
+#    wrapper (cpp_wrapper(); tests/test_inductor_known_wrong.py test_sgn_grad_device_on_inductor,
+#    a release test).
 
 # Note [Inductor: call order]
 #    Call order: opaque calls and delivery points run user code (hooks, custom Functions,
@@ -522,11 +525,15 @@ def _draws(gm: torch.fx.GraphModule) -> bool:
     return bool(gm.graph.find_nodes(op="call_function", target=rng_draw))
 
 
+# ops Inductor may lower to a tensor constant made on the device argument (torch 2.15)
+_CONSTANT_FROM_DEVICE = (torch.ops.aten._efficientzerotensor.default,)
+
+
 def _indexless_device_externs(gm: torch.fx.GraphModule) -> list:
     """Note [Inductor: device index]: aten calls Inductor runs as extern kernels, given a
     device without an index."""
     return [n for n in gm.graph.nodes if n.op == "call_function"
-            and n.target in lowering.fallbacks
+            and (n.target in lowering.fallbacks or n.target in _CONSTANT_FROM_DEVICE)
             and any(isinstance(d, torch.device) and d.index is None
                     for d in (*n.args, *n.kwargs.values()))]
 
