@@ -72,12 +72,12 @@ RELEASE_SLOW = {
     "test_inductor_known_wrong.py::test_sgn_grad_device_on_inductor",
     "test_inductor_known_wrong.py::test_refused_arguments_of_the_decompositions",
     "test_inductor_known_wrong.py::test_nll_loss_with_a_grad_that_is_not_finite[mean]",
-    "test_inductor_known_wrong.py::test_kernels_whose_inf_or_nan_inductors_code_did_not_give"
-    "[soft_margin_overflow]",
-    "test_inductor_known_wrong.py::test_kernels_whose_inf_or_nan_inductors_code_did_not_give"
-    "[smooth_l1_nan]",
-    "test_inductor_known_wrong.py::test_kernels_whose_inf_or_nan_inductors_code_did_not_give"
-    "[remainder_inf]",
+    ("test_inductor_known_wrong.py::test_kernels_whose_inf_or_nan_inductors_code_did_not_give"
+     "[soft_margin_overflow]"),
+    ("test_inductor_known_wrong.py::test_kernels_whose_inf_or_nan_inductors_code_did_not_give"
+     "[smooth_l1_nan]"),
+    ("test_inductor_known_wrong.py::test_kernels_whose_inf_or_nan_inductors_code_did_not_give"
+     "[remainder_inf]"),
 }
 
 
