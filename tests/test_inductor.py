@@ -323,7 +323,8 @@ def test_matmul_precision_is_keyed_where_cuda_is_initialized(monkeypatch):
     """TF32 settings (torch.backends.cuda.matmul.fp32_precision, set_float32_matmul_precision,
     cuDNN's) are baked into Inductor's GPU code at compile time: a graph captured under one
     setting must not serve a step under another (backends/compile_worker.py precision()).  No
-    GPU here: CUDA is reported initialized, and the setting flips between steps of one graph."""
+    GPU here: CUDA is reported initialized (in this process; the worker sees its own CUDA
+    state), and the setting flips between steps of one graph."""
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
     before = torch.get_float32_matmul_precision()
 
@@ -341,8 +342,10 @@ def test_matmul_precision_is_keyed_where_cuda_is_initialized(monkeypatch):
             torch.set_float32_matmul_precision(before)
         return [w.grad]
     step.k = 0
-    st = differential(build, step, steps=4, backend="eager", captures=2)
-    assert st.cache_hits == 2, st
+    # Inductor with background compile: each job carries its setting to the worker, which
+    # compiles under it (compile_worker.compile_modes)
+    st = differential(build, step, steps=4, backend="inductor", captures=2)
+    assert st.cache_hits == 2 and st.fallbacks == 0 and st.inductor_compiles == 2, st
 
 
 def test_the_worker_compiles_under_the_parents_modes():
