@@ -26,6 +26,7 @@ from torch.utils._pytree import tree_flatten
 
 from compiled_bw.graph.nodes import EAGER_LAYOUT, SKIPPED_CHECKS
 from compiled_bw.torchapi import autograd as torch_autograd
+from compiled_bw.torchapi import dynamo as torch_dynamo
 from compiled_bw.trace.dynamic import GRAD_MODE_BRANCH, PLAIN_BRANCH
 
 # OpInfo name -> (the node whose formula branches, where compiled_bw handles it); with
@@ -163,3 +164,24 @@ def test_cumprod_that_overflows(backend):
         return [x.grad]
     differential(lambda: torch.tensor([1e30, 1e30, 1e-30], requires_grad=True), step,
                  backend=backend)
+
+
+@pytest.mark.parametrize(("op", "backend"), [("irfft", "eager"), ("irfft", "inductor"),
+                                             ("hfft", "inductor")])
+def test_fft_grads_where_a_release_lays_out_its_meta_result_otherwise(op, backend):
+    """irfft's and hfft's backward calls _fft_r2c over the transformed dim; torch 2.11's meta
+    kernel of it is contiguous where the kernel puts that dim innermost, and Inductor read the
+    real result with the fake one's strides: grads up to 4.8 off (trace/dynamic.py
+    RELEASE_META; there the node runs as itself).  Over dim 1 of three, and the last dim."""
+    fn = getattr(torch.fft, op)
+
+    def step(x):
+        x.grad = None
+        (fn(x * 1, n=10, dim=1, norm="ortho") * torch.arange(10.0)[:, None]).sum().backward()
+        (fn(x * 1, n=6, dim=-1) ** 2).sum().backward()
+        return [x.grad]
+    # a real input: its grad is the real part of the complex one, read through view_as_real
+    differential(lambda: torch.randn(5, 6, 7, requires_grad=True), step, backend=backend,
+                 captures=2)
+    assert torch_dynamo.fft_r2c_meta_strides_wrong() == torch.__version__.startswith("2.11."), (
+        f"torch {torch.__version__}: the _fft_r2c meta-strides probe changed its answer")

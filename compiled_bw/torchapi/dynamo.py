@@ -190,6 +190,25 @@ def symbolic_fakes(reals: list, dynamic_dims: list, shared: frozenset = frozense
     return mode, env, fakes
 
 
+_FFT_R2C_META: list = []
+
+
+def fft_r2c_meta_strides_wrong() -> bool:
+    """Whether this release's meta kernel of aten._fft_r2c lays its result out otherwise than
+    its CPU kernel (torch 2.11: over a dim that is not the last one, the kernel puts that dim
+    innermost, the meta kernel is contiguous; 2.12-2.15 agree).  Inductor takes an extern
+    call's layout from its fake result: reading the real one with it gave wrong values
+    (trace/dynamic.py RELEASE_META).  Learned once: one call over dim 0 of a (4, 6) tensor, on
+    real and on fake tensors."""
+    if not _FFT_R2C_META:
+        x = torch.randn(4, 6)
+        real = torch.ops.aten._fft_r2c.default(x, [0], 0, True)
+        with FakeTensorMode() as mode:
+            fake = torch.ops.aten._fft_r2c.default(mode.from_tensor(x), [0], 0, True)
+        _FFT_R2C_META.append(real.stride() != fake.stride())
+    return _FFT_R2C_META[0]
+
+
 def fakes_as_they_are(fakes: list) -> None:
     """Fake tensors that their FakeTensorMode's from_tensor returns as they are (its
     converter's memo).  make_fx (Inductor's retrace of a graph) fakeifies its inputs again;

@@ -67,6 +67,7 @@ import torch
 
 from ..graph.nodes import AOT, LEAF, TRACE
 from ..torchapi import autograd as torch_autograd
+from ..torchapi.dynamo import fft_r2c_meta_strides_wrong
 from . import grouped_mm
 
 DYN = "<dyn>"
@@ -587,17 +588,28 @@ GRAD_MODE_BRANCH = {
 }
 
 
+# A release whose meta kernel of an op a formula calls gives another layout than the real
+# kernel: the formula's fake result has the wrong strides, and Inductor, which takes an extern
+# call's layout from it, read the real result wrongly (torch 2.11's _fft_r2c, which irfft's and
+# hfft's backward call: grads 4.8 off, silently with the C++ wrapper; the Python wrapper's
+# stride assert raised).  Where the probe says so, the node runs as itself in every graph.
+# RELEASE_META: node -> the probe.
+RELEASE_META = {"FftC2RBackward0": fft_r2c_meta_strides_wrong}
+
+
 def learn_branches() -> None:
-    """What grad_mode_branch asks torch, learned before a trace: the probes run eager autograd,
-    which cannot run inside one (on fake tensors)."""
-    for probe in GRAD_MODE_BRANCH.values():
+    """What grad_mode_branch asks torch, learned before a trace: the probes run eager autograd
+    or fake tensors of their own, which cannot run inside one."""
+    for probe in (*GRAD_MODE_BRANCH.values(), *RELEASE_META.values()):
         if probe is not None:
             probe()
 
 
 def grad_mode_branch(name: str, grad_mode: bool) -> bool:
     """Whether node `name` runs as the real node in a trace with this grad mode
-    (GRAD_MODE_BRANCH)."""
+    (GRAD_MODE_BRANCH, RELEASE_META)."""
+    if name in RELEASE_META:
+        return RELEASE_META[name]()
     if name not in GRAD_MODE_BRANCH:
         return False
     probe = GRAD_MODE_BRANCH[name]

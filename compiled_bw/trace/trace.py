@@ -48,7 +48,14 @@ from ..graph.subclass import Layout, SubclassUnsupported, flatten, layouts_of, r
 from ..graph.validate import validate_outputs
 from ..torchapi.dynamo import FakeTensor, fake_tensor, pool_sizes_without_parity_guards
 from . import unpack_probes
-from .dynamic import NotDynamic, grad_mode_branch, learn_branches, own_formula, plain_branch
+from .dynamic import (
+    RELEASE_META,
+    NotDynamic,
+    grad_mode_branch,
+    learn_branches,
+    own_formula,
+    plain_branch,
+)
 
 # Failures of fake tensors on a node's formula: that node becomes an opaque call instead.
 _FAKE_FAILURES = (
@@ -696,6 +703,10 @@ def _plain_branch_call(w, i: int, name: str, plain, buf: list, df, placeholders:
     dynamic.py GRAD_MODE_BRANCH); None (the real node, run opaquely) where no copy applies: a
     create_graph=True trace (a copy records no history), a grad that may be undefined, a
     complex grad."""
+    if name in RELEASE_META:
+        THREAD.step.rejected[i] = ("opaque: on this torch release a meta kernel its formula "
+                                   "calls lays out its result otherwise than the kernel")
+        return None
     why = "create_graph=True" if _FORMULA_GRAD_MODE[0] else (
         "a grad that may be undefined" if df.variable(buf) else
         "on this torch release" if plain is None else "")
