@@ -22,12 +22,12 @@ import torch
 from differential import differential
 from torch.testing._internal.common_methods_invocations import op_db
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten
+from torch.utils._pytree import tree_flatten, tree_map
 
 from compiled_bw.graph.nodes import EAGER_LAYOUT, SKIPPED_CHECKS
 from compiled_bw.torchapi import autograd as torch_autograd
 from compiled_bw.torchapi import dynamo as torch_dynamo
-from compiled_bw.trace.dynamic import GRAD_MODE_BRANCH, PLAIN_BRANCH
+from compiled_bw.trace.dynamic import GRAD_MODE_BRANCH, PLAIN_BRANCH, RELEASE_META
 
 # OpInfo name -> (the node whose formula branches, where compiled_bw handles it); with
 # create_graph=True ("cg") the grad-mode-on branch of the formula
@@ -185,3 +185,106 @@ def test_fft_grads_where_a_release_lays_out_its_meta_result_otherwise(op, backen
                  captures=2)
     assert torch_dynamo.fft_r2c_meta_strides_wrong() == torch.__version__.startswith("2.11."), (
         f"torch {torch.__version__}: the _fft_r2c meta-strides probe changed its answer")
+
+
+
+# ---- meta kernels that lay out a result otherwise than their kernel ---------------------------
+
+# aten op -> (the node whose formula calls it, where compiled_bw handles it)
+KNOWN_META = {"aten._fft_r2c.default": ("FftC2RBackward0", RELEASE_META)}
+
+
+def _meta(t: torch.Tensor):
+    return (tuple(t.shape), t.stride(), t.storage_offset(), t.dtype)
+
+
+class _Record(TorchDispatchMode):
+    """Every aten call that returns a strided tensor with elements, with its arguments' and
+    result's metadata at the time of the call (a later in-place op may change them)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        tensors = [a for a in tree_flatten((args, kwargs))[0] if isinstance(a, torch.Tensor)]
+        before = [_meta(a) if a.layout == torch.strided else None for a in tensors]
+        out = func(*args, **kwargs)
+        if isinstance(out, torch.Tensor) and out.layout == torch.strided and out.numel():
+            self.calls.append((func, args, kwargs, before, _meta(out)))
+        return out
+
+
+def _layout(shape, stride) -> tuple:
+    return tuple(shape), tuple(st for n, st in zip(shape, stride, strict=True) if n != 1)
+
+
+def _meta_layouts_that_differ() -> set:
+    """The aten ops that every OpInfo op's backward calls (the branch fake tensors take: under
+    a dispatch mode) whose fake result's layout differs from the real one's (strides of
+    size-1 dims aside)."""
+    found = set()
+    for op in op_db:
+        if not op.supports_autograd:
+            continue
+        dtypes = op.supported_backward_dtypes("cpu")
+        dtype = next((d for d in (torch.float32, torch.complex64) if d in dtypes), None)
+        if dtype is None:
+            continue
+        try:
+            samples = list(op.sample_inputs("cpu", dtype, requires_grad=True))[:4]
+        except Exception:  # noqa: BLE001 -- an OpInfo that cannot make samples here
+            continue
+        for sample in samples:
+            rec = _Record()
+            try:
+                out = op(sample.input, *sample.args, **sample.kwargs)
+                outs = [o for o in tree_flatten(out)[0]
+                        if isinstance(o, torch.Tensor) and o.requires_grad]
+                ins = [t for t in tree_flatten((sample.input, sample.args, sample.kwargs))[0]
+                       if isinstance(t, torch.Tensor) and t.requires_grad]
+                if not outs or not ins:
+                    continue
+                gos = [torch.randn_like(o) for o in outs]
+                with rec:
+                    torch.autograd.grad(outs, ins, gos, allow_unused=True)
+            except Exception:  # noqa: BLE001 -- eager rejects the sample
+                continue
+            for func, args, kwargs, before, res in rec.calls:
+                tensors = [a for a in tree_flatten((args, kwargs))[0] if isinstance(a, torch.Tensor)]
+                if [_meta(a) if a.layout == torch.strided else None for a in tensors] != before \
+                        or None in before:
+                    continue
+                try:
+                    with torch_dynamo.FakeTensorMode() as mode:
+                        fargs, fkwargs = tree_map(
+                            lambda a, mode=mode: mode.from_tensor(a)
+                            if isinstance(a, torch.Tensor) else a, (args, kwargs))
+                        fake = func(*fargs, **fkwargs)
+                except Exception:  # noqa: BLE001 -- no meta kernel, data-dependent: not compared
+                    continue
+                if isinstance(fake, torch.Tensor) and (
+                        _layout(fake.shape, fake.stride()) != _layout(res[0], res[1])):
+                    found.add(str(func))
+    return found
+
+
+def test_every_meta_kernel_that_lays_out_otherwise_is_known():
+    """Inductor takes an extern call's layout from its fake result: where a release's meta
+    kernel lays out a result otherwise than the kernel, the compiled graph reads the real
+    result wrongly (torch 2.11's _fft_r2c).  Every aten call of every OpInfo op's backward is
+    replayed on fake tensors; each op whose layout differs must be in KNOWN_META, and its
+    node's probe must say so (trace/dynamic.py RELEASE_META)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        found = _meta_layouts_that_differ()
+    new = sorted(found - set(KNOWN_META))
+    assert not new, (f"on torch {torch.__version__} the meta kernels of {new} lay out a backward "
+                     "formula's result otherwise than their kernels: add the nodes whose "
+                     "formulas call them to trace/dynamic.py RELEASE_META with a probe, and to "
+                     "KNOWN_META")
+    for name, (node, table) in KNOWN_META.items():
+        assert node in table, f"{name}: {node} is not in the table that handles it"
+        assert (name in found) == table[node](), (
+            f"{name}: the sweep and {node}'s probe disagree on torch {torch.__version__}")

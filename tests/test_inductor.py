@@ -354,6 +354,9 @@ def test_the_worker_compiles_under_the_parents_modes():
     from compiled_bw.backends import compile_worker
     own = compile_worker.modes()[0], compile_worker._read_precision()
     other = ((True, True, False), ("tf32", False, False, "tf32", "tf32", "high"))
-    with compile_worker.compile_modes(other):
-        assert (compile_worker.deterministic(), compile_worker._read_precision()) == other
-    assert (compile_worker.deterministic(), compile_worker._read_precision()) == own
+    # (torch.testing's common_utils, imported by other test files, freezes cuDNN's flags in
+    # this process; the worker's are never frozen)
+    with torch.backends.__allow_nonbracketed_mutation():
+        with compile_worker.compile_modes(other):
+            assert (compile_worker.deterministic(), compile_worker._read_precision()) == other
+        assert (compile_worker.deterministic(), compile_worker._read_precision()) == own
