@@ -216,7 +216,7 @@ class _Record(TorchDispatchMode):
         return out
 
 
-def _layout(shape, stride) -> tuple:
+def _shape_and_layout(shape, stride) -> tuple:
     return tuple(shape), tuple(st for n, st in zip(shape, stride, strict=True) if n != 1)
 
 
@@ -265,7 +265,8 @@ def _meta_layouts_that_differ() -> set:
                 except Exception:  # noqa: BLE001 -- no meta kernel, data-dependent: not compared
                     continue
                 if isinstance(fake, torch.Tensor) and (
-                        _layout(fake.shape, fake.stride()) != _layout(res[0], res[1])):
+                        _shape_and_layout(fake.shape, fake.stride())
+                        != _shape_and_layout(res[0], res[1])):
                     found.add(str(func))
     return found
 
