@@ -289,3 +289,15 @@ def test_every_meta_kernel_that_lays_out_otherwise_is_known():
         assert node in table, f"{name}: {node} is not in the table that handles it"
         assert (name in found) == table[node](), (
             f"{name}: the sweep and {node}'s probe disagree on torch {torch.__version__}")
+
+
+def test_the_release_probes_draw_no_random_numbers(monkeypatch):
+    """The probes learn_branches runs before the first trace must not draw from the global
+    generator: a draw there shifts every random number the user's program draws after its
+    first capture (dropout masks, data), which eager's run does not."""
+    from compiled_bw.trace.dynamic import learn_branches
+    monkeypatch.setattr(torch_autograd, "_CUMPROD_BRANCH", [])
+    monkeypatch.setattr(torch_dynamo, "_FFT_R2C_META", [])
+    before = torch.get_rng_state()
+    learn_branches()
+    assert torch.equal(torch.get_rng_state(), before), "a release probe drew random numbers"
