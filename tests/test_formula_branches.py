@@ -110,19 +110,26 @@ def _differs(op, sample, create_graph: bool) -> bool:
     return False
 
 
-def _branching_ops(create_graph: bool) -> set:
-    found = set()
+def _op_samples(preferred: tuple):
+    """(op, its first 4 CPU samples) for every OpInfo op with autograd, in the first dtype of
+    `preferred` it supports a backward in."""
     for op in op_db:
         if not op.supports_autograd:
             continue
         dtypes = op.supported_backward_dtypes("cpu")
-        dtype = next((d for d in (torch.float64, torch.complex128) if d in dtypes), None)
+        dtype = next((d for d in preferred if d in dtypes), None)
         if dtype is None:
             continue
         try:
             samples = list(op.sample_inputs("cpu", dtype, requires_grad=True))[:4]
         except Exception:  # noqa: BLE001 -- an OpInfo that cannot make samples here
             continue
+        yield op, samples
+
+
+def _branching_ops(create_graph: bool) -> set:
+    found = set()
+    for op, samples in _op_samples((torch.float64, torch.complex128)):
         for sample in samples:
             try:
                 if _differs(op, sample, create_graph):
@@ -225,17 +232,7 @@ def _meta_layouts_that_differ() -> set:
     a dispatch mode) whose fake result's layout differs from the real one's (strides of
     size-1 dims aside)."""
     found = set()
-    for op in op_db:
-        if not op.supports_autograd:
-            continue
-        dtypes = op.supported_backward_dtypes("cpu")
-        dtype = next((d for d in (torch.float32, torch.complex64) if d in dtypes), None)
-        if dtype is None:
-            continue
-        try:
-            samples = list(op.sample_inputs("cpu", dtype, requires_grad=True))[:4]
-        except Exception:  # noqa: BLE001 -- an OpInfo that cannot make samples here
-            continue
+    for op, samples in _op_samples((torch.float32, torch.complex64)):
         for sample in samples:
             rec = _Record()
             try:
