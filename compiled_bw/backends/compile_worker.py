@@ -2,8 +2,9 @@
 
 Run as `python -m compiled_bw.backends.compile_worker` by runtime/background.py.  Consumes, on
 stdin, jobs (job id, Inductor cache dir, Inductor config, deterministic and precision modes,
-torch threads, whether it is a dynamic graph compiled size-obliviously, modules to import first,
-graph bytes from inductor_artifact.dump_graph); produces, on its stdout, (job id, status, body, seconds):
+torch threads, whether it is a dynamic graph compiled size-obliviously, modules to import
+first, graph bytes from inductor_artifact.dump_graph); produces, on its stdout, (job id,
+status, body, seconds):
   ok     body = the compiled graph's bytes (inductor_artifact.load_compiled loads them); for
          a dynamic graph (bytes, its ShapeEnv's guards, replacements and ranges after the
          compile: _shape_env_state)

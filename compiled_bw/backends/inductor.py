@@ -242,11 +242,13 @@ def _floor_of_floats(a, b, rounding_mode=None) -> bool:
     return rounding_mode == "floor" and (_floating(a) or _floating(b))
 
 
+DIVISIONS = (torch.ops.aten.div.Tensor_mode, torch.ops.aten.div.Scalar_mode)
+
+
 KNOWN_WRONG = {
     torch.ops.aten.avg_pool2d_backward.default: _avg_pool_ceil_include_pad,
     torch.ops.aten.avg_pool3d_backward.default: _avg_pool_ceil_include_pad,
-    torch.ops.aten.div.Tensor_mode: _floor_of_floats,
-    torch.ops.aten.div.Scalar_mode: _floor_of_floats,
+    **dict.fromkeys(DIVISIONS, _floor_of_floats),
 }
 
 
@@ -307,10 +309,6 @@ def _where_eager_writes(decompose):
     return nll_loss_backward
 
 
-WHERE_EAGER_WRITES = (torch.ops.aten.nll_loss_backward.default,
-                      torch.ops.aten.nll_loss2d_backward.default)
-
-
 # Note [Inductor: eager's kernel for its inf and NaN]
 #    Two loss backwards of Inductor's table give finite values where eager's kernels give NaN:
 #    - soft_margin_loss_backward where exp(-target * input) overflows -- an infinite input, but
@@ -346,14 +344,17 @@ def _logit_backward(decompose):
 
 
 OUR_DECOMPOSITIONS = {torch.ops.aten.smooth_l1_loss_backward.default: _smooth_l1_loss_backward}
-WRAPPED_DECOMPOSITIONS = {torch.ops.aten.logit_backward.default: _logit_backward}
+# op -> a wrapper of Inductor's decomposition (Notes [Inductor: grads eager leaves untouched],
+# [Inductor: eager's kernel for its inf and NaN])
+WRAPPED_DECOMPOSITIONS = {torch.ops.aten.nll_loss_backward.default: _where_eager_writes,
+                          torch.ops.aten.nll_loss2d_backward.default: _where_eager_writes,
+                          torch.ops.aten.logit_backward.default: _logit_backward}
 
 
 def _decompositions() -> dict:
     """Inductor's decomposition table, less the cases of Notes [Inductor: errors eager's
     kernels raise] and [Inductor: eager's kernel for its inf and NaN], with Note [Inductor:
-    grads eager leaves untouched] (made per compile: the
-    table depends on Inductor's config)."""
+    grads eager leaves untouched] (made per compile: the table depends on Inductor's config)."""
     table = dict(select_decomp_table())
     for op in EAGER_KERNEL:
         table.pop(op, None)
@@ -361,9 +362,6 @@ def _decompositions() -> dict:
     for op, wrap in WRAPPED_DECOMPOSITIONS.items():
         if op in table:
             table[op] = wrap(table[op])
-    for op in WHERE_EAGER_WRITES:
-        if op in table:
-            table[op] = _where_eager_writes(table[op])
     for op, refused in REFUSED.items():
         decompose = table.get(op)
         if decompose is None:
@@ -509,7 +507,7 @@ def _floor_divisions(gm: torch.fx.GraphModule) -> bool:
     it and logs a warning where it runs it through its proxy executor."""
     return any(_floor_of_floats(*n.args, **n.kwargs)
                for n in gm.graph.nodes if n.op == "call_function"
-               and n.target in (torch.ops.aten.div.Tensor_mode, torch.ops.aten.div.Scalar_mode))
+               and n.target in DIVISIONS)
 
 
 def _assigns(gm: torch.fx.GraphModule) -> bool:

@@ -591,9 +591,9 @@ GRAD_MODE_BRANCH = {
 # A release whose meta kernel of an op a formula calls gives another layout than the real
 # kernel: the formula's fake result has the wrong strides, and Inductor, which takes an extern
 # call's layout from it, read the real result wrongly (torch 2.11's _fft_r2c, which irfft's and
-# hfft's backward call: grads 4.8 off, silently with the C++ wrapper; the Python wrapper's
-# stride assert raised).  Where the probe says so, the node runs as itself in every graph.
-# RELEASE_META: node -> the probe.
+# hfft's backward call: grads up to 17 off, silently with the C++ wrapper; the Python wrapper's
+# stride assert raised).  Where the probe says so, the node runs as itself in every graph
+# (trace.py _traced_call).  RELEASE_META: node -> the probe.
 RELEASE_META = {"FftC2RBackward0": fft_r2c_meta_strides_wrong}
 
 
@@ -607,9 +607,7 @@ def learn_branches() -> None:
 
 def grad_mode_branch(name: str, grad_mode: bool) -> bool:
     """Whether node `name` runs as the real node in a trace with this grad mode
-    (GRAD_MODE_BRANCH, RELEASE_META)."""
-    if name in RELEASE_META:
-        return RELEASE_META[name]()
+    (GRAD_MODE_BRANCH)."""
     if name not in GRAD_MODE_BRANCH:
         return False
     probe = GRAD_MODE_BRANCH[name]

@@ -629,6 +629,10 @@ def _traced_call(w, i: int, kind, node, buf: list, df, placeholders: dict):
             return None
     formula = getattr(w, "formulas", {}).get(i)     # dynamic.py DynWalk
     if formula is None and kind.how == TRACE:
+        if name in RELEASE_META and RELEASE_META[name]():
+            THREAD.step.rejected[i] = ("opaque: on this torch release a meta kernel its formula "
+                                       "calls lays out its result otherwise than the kernel")
+            return None
         plain = plain_branch(w, i, buf)     # dynamic.py Note [Formulas of the plain-tensor branch]
         if plain is not None or grad_mode_branch(name, _FORMULA_GRAD_MODE[0]):
             return _plain_branch_call(w, i, name, plain, buf, df, placeholders)
@@ -703,10 +707,6 @@ def _plain_branch_call(w, i: int, name: str, plain, buf: list, df, placeholders:
     dynamic.py GRAD_MODE_BRANCH); None (the real node, run opaquely) where no copy applies: a
     create_graph=True trace (a copy records no history), a grad that may be undefined, a
     complex grad."""
-    if name in RELEASE_META:
-        THREAD.step.rejected[i] = ("opaque: on this torch release a meta kernel its formula "
-                                   "calls lays out its result otherwise than the kernel")
-        return None
     why = "create_graph=True" if _FORMULA_GRAD_MODE[0] else (
         "a grad that may be undefined" if df.variable(buf) else
         "on this torch release" if plain is None else "")
