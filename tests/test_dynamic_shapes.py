@@ -804,6 +804,110 @@ def test_index_select_sizes_and_index_lengths_are_symbolic():
     assert st.dynamic_hits == 3
 
 
+def windows(state, n):
+    # nodes that save their input's sizes, each read by our copy of its formula with the sizes
+    # symbolic: sliding windows (Tensor.unfold: UnfoldBackward0), diagonal, trace, and an
+    # in-place squeeze_ (SqueezeBackward3, 4, 5: the in-place variants of squeeze)
+    if state is None:
+        return [torch.randn(3, requires_grad=True), torch.randn(2, 1, 1, requires_grad=True)]
+    w, k = state
+    w.grad = k.grad = None
+    x = torch.randn(2, n + 2) * w[:1]
+    img = torch.randn(1, 2, n, n + 1) * k
+    sq = (torch.randn(n, 1, 3) * w).squeeze_(1)
+    sq2 = (torch.randn(1, n, 1) * w[0]).squeeze_()
+    sq3 = (torch.randn(n, 1, 1) * w[1]).squeeze_((1, 2))
+    loss = (x.unfold(1, 3, 1) * w).sin().sum() + x.unfold(1, 2, 2).sum() \
+        + img[0].diagonal(0, 1, 2).sin().sum() + img[0, 0].diagonal(1).pow(2).sum() \
+        + (img[0, 1] * 2).trace() + (img[0, 0].t() * 3).trace() + sq.tanh().sum() + sq2.pow(2).sum() + sq3.sin().sum()
+    loss.backward()
+    return grads(state)
+
+
+def test_window_diagonal_trace_and_squeeze_sizes_are_symbolic():
+    st = run([5, 8, 3, 12, 6], windows, captures=2, dynamic_captures=1)
+    assert st.dynamic_hits == 3
+
+
+def upsampling(state, n):
+    # F.interpolate in every mode (Upsample*Backward0 save the input's sizes and the output
+    # size): by a scale factor (the output size varies with the input's) and to a fixed size
+    if state is None:
+        return torch.nn.Conv2d(2, 2, 3, padding=1)
+    conv = state
+    conv.zero_grad()
+    x = conv(torch.randn(2, 2, n, n + 2))
+    v = x[:, :, 0]                          # (2, 2, n + 2)
+    vol = x.unsqueeze(2).expand(2, 2, 2, n, n + 2)
+    loss = F.interpolate(x, scale_factor=2, mode="bilinear").sin().sum() \
+        + F.interpolate(x, scale_factor=(2, 3), mode="nearest").pow(2).sum() \
+        + F.interpolate(x, size=(7, 5), mode="bicubic", align_corners=True).sin().sum() \
+        + F.interpolate(x, scale_factor=1.5, mode="nearest-exact").pow(2).mean() \
+        + F.interpolate(x, size=(6, 9), mode="bilinear", antialias=True).sin().sum() \
+        + F.interpolate(x, scale_factor=0.7, mode="bicubic", antialias=True).pow(2).sum() \
+        + F.interpolate(v, scale_factor=2, mode="linear").sin().sum() \
+        + F.interpolate(v, scale_factor=2, mode="nearest").pow(2).sum() \
+        + F.interpolate(v, size=11, mode="nearest-exact").sin().sum() \
+        + F.interpolate(vol, scale_factor=2, mode="trilinear").sin().sum() \
+        + F.interpolate(vol, scale_factor=(1, 2, 2), mode="nearest").pow(2).sum() \
+        + F.interpolate(vol, size=(3, 4, 5), mode="nearest-exact").sin().sum()
+    loss.backward()
+    return grads(state)
+
+
+def test_upsampling_sizes_are_symbolic():
+    # a U-Net-like decoder over image sizes: one dynamic graph serves them
+    st = run([5, 8, 3, 12, 6], upsampling, captures=2, dynamic_captures=1)
+    assert st.dynamic_hits == 3
+
+
+def test_upsampling_sizes_are_symbolic_channels_last():
+    def make(state, n):
+        if state is None:
+            return upsampling(None, None).to(memory_format=torch.channels_last)
+        return upsampling(state, n)
+    st = run([5, 8, 3, 12, 6], make, captures=2, dynamic_captures=1)
+    assert st.dynamic_hits == 3
+
+
+def _grad_layouts(shape):
+    g = torch.randn(shape)
+    yield g
+    yield g.transpose(0, 1).contiguous().transpose(0, 1)
+    yield g[:, :1]
+    yield torch.randn(shape[:2] + (1,) * (len(shape) - 2)).expand(shape)
+    if len(shape) in (4, 5):
+        cl = torch.channels_last if len(shape) == 4 else torch.channels_last_3d
+        yield g.contiguous(memory_format=cl)
+        yield g[:1].contiguous(memory_format=cl)
+        yield g[:, :1].contiguous(memory_format=cl)
+
+
+def test_upsample_backward_op_lays_out_as_eagers_kernels():
+    # compiled_bw::upsample_backward's fake kernel promises the layout the aten kernel gives
+    # (trace/upsample.py Note [Upsampling backward with symbolic sizes]): checked against the
+    # aten kernels of the installed torch for every op and grad layout
+    from compiled_bw.trace import upsample
+    checked = 0
+    for aten, dims, align, _ in upsample.OPS.values():
+        if not hasattr(torch.ops.aten, aten + "_backward"):
+            continue
+        in_size = [2, 3] + [4] * dims
+        out_size = [7, 5, 6][:dims]
+        for g in _grad_layouts(tuple([2, 3] + out_size)):
+            in_size[:2] = g.shape[:2]
+            args = (g, out_size, in_size, aten, False if align else None, None, None, None)
+            real = torch.ops.compiled_bw.upsample_backward(*args)
+            eager = getattr(torch.ops.aten, aten + "_backward").default(
+                g, out_size, in_size, *([False] if align else []))
+            promised = upsample.fake(*args)
+            assert real.stride() == eager.stride() == promised.stride(), \
+                (aten, g.stride(), eager.stride(), promised.stride())
+            torch.testing.assert_close(real, eager, rtol=0, atol=0)
+            checked += 1
+    assert checked >= 60
+
+
 def encoder(state, size):
     if state is None:
         return torch.nn.TransformerEncoder(torch.nn.TransformerEncoderLayer(
@@ -972,19 +1076,20 @@ def test_image_batch_through_a_conv_stem():
     assert st.dynamic_hits == 3
 
 
-def upsampled(state, hw):
-    # nearest upsampling to a fixed size saves the input's sizes, read by its formula as
-    # constants (no symbolic copy): every size its own static capture, each right
+def unfolded(state, hw):
+    # F.unfold (im2col) saves the input's last two sizes, read by its formula as constants (no
+    # symbolic copy: col2im's shape check would tie the block count to them): every size its
+    # own static capture, each right
     if state is None:
         return torch.nn.Conv2d(3, 2, 3, padding=1)
     state.zero_grad()
-    F.interpolate(state(torch.randn(2, 3, *hw)), size=(5, 4)).pow(2).mean().backward()
+    F.unfold(state(torch.randn(2, 3, *hw)), 2).pow(2).mean().backward()
     return grads(state)
 
 
 def test_a_node_without_a_symbolic_formula_stays_static_and_says_why():
-    st = run([(8, 8), (12, 10), (9, 7)], upsampled, captures=3, dynamic_captures=0)
-    assert any("stays static" in r and "UpsampleNearest2DBackward0" in r
+    st = run([(8, 8), (12, 10), (9, 7)], unfolded, captures=3, dynamic_captures=0)
+    assert any("stays static" in r and "Im2ColBackward0" in r
                for r in st.recompile_reasons), st.recompile_reasons
 
 

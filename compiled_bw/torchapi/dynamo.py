@@ -18,6 +18,7 @@ import torch.utils._pytree as pytree
 from torch._guards import TracingContext, detect_fake_mode, tracing
 from torch._ops import HigherOrderOperator, OpOverload, OpOverloadPacket
 from torch._prims.rng_prims import run_with_rng_state
+from torch._prims_common import suggest_memory_format
 from torch._subclasses import fake_tensor
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode, get_plain_tensors
 from torch._subclasses.functional_tensor import FunctionalTensorMode
@@ -45,6 +46,7 @@ from .checkpoint import closure_vars
 TRACE_MODES = (FakeTensorMode, ProxyTorchDispatchMode, FunctionalTensorMode)
 
 USED = {
+    "torch._prims_common.suggest_memory_format": "trace/upsample.py",
     "torch._meta_registrations.div_rtn": "trace/trace.py (pool_sizes_without_parity_guards, "
         "torch <= 2.12)",
     "torch._higher_order_ops.effects._get_effect": "passes/dce.py, passes/reorder_for_memory.py",

@@ -60,6 +60,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import operator
 
 import sympy
@@ -68,7 +69,7 @@ import torch
 from ..graph.nodes import AOT, LEAF, TRACE
 from ..torchapi import autograd as torch_autograd
 from ..torchapi.dynamo import fft_r2c_meta_strides_wrong
-from . import grouped_mm
+from . import grouped_mm, upsample
 
 DYN = "<dyn>"
 
@@ -412,6 +413,43 @@ def _index(g, v, saved, need):
     return [torch.ops.aten.index_put(zeros, indices, g, True)]
 
 
+def _unfold(g, v, saved, need):
+    # derivatives.yaml unfold: unfold_backward_symint(grad, self.sym_sizes(), dimension, size,
+    # step) (size, the window's length, stays in the key)
+    return [torch.ops.aten.unfold_backward(g, v["self_sym_sizes"], v["dimension"], v["size"],
+                                           v["step"])]
+
+
+def _diagonal(g, v, saved, need):
+    # derivatives.yaml diagonal: diagonal_backward_symint(grad, self.sym_sizes(), offset, dim1,
+    # dim2)
+    return [torch.ops.aten.diagonal_backward(g, v["self_sym_sizes"], v["offset"], v["dim1"],
+                                             v["dim2"])]
+
+
+def _trace(g, v, saved, need):
+    # derivatives.yaml trace: trace_backward_symint(grad, self.sym_sizes()), copied (torch
+    # 2.11's reads the flat grad's numel(), which symbolic sizes refuse; later releases' arange
+    # of min(n, m) * (m + 1) has a length symbolic shapes cannot resolve): the grad written to
+    # the diagonal of n * m zeros (the out-of-place index_fill of the subclass branch: the
+    # same values), viewed as (n, m).  torch 2.11 writes every (m + 1)-th element up to
+    # n * m, past the diagonal of a tall matrix, and so does its copy here.
+    n, m = v["self_sym_sizes"]
+    flat = g.new_zeros(n * m)
+    if _trace_fills_past_the_diagonal():
+        every = torch.arange(0, n * m, m + 1, device=g.device)
+    else:
+        every = torch.arange(torch.sym_min(n, m), device=g.device) * (m + 1)
+    return [flat.index_fill(0, every, g).view(n, m)]
+
+
+@functools.cache
+def _trace_fills_past_the_diagonal() -> bool:
+    """Whether this release's trace backward is torch 2.11's (a 3 x 1 input gets 2 ones).
+    Learned before a trace (learn_branches): inside one its tensors would be fake."""
+    return bool(torch.ops.aten.trace_backward(torch.ones(()), [3, 1]).sum() == 2)
+
+
 def _index_select(g, v, saved, need):
     # derivatives.yaml index_select: index_select_backward_symint(grad, self.sym_sizes(), dim,
     # index) (zeros of self's sizes, index_add of the grad; repeated indices accumulate)
@@ -524,6 +562,10 @@ FORMULAS = {
     "SqueezeBackward0": (_squeeze0, ("self_sym_sizes",)),
     "SqueezeBackward1": (_squeeze1, ("self_sym_sizes",)),
     "SqueezeBackward2": (_squeeze2, ("self_sym_sizes",)),
+    # the in-place squeeze_ (ATen's matmul of an n-d tensor and a vector squeezes in place)
+    "SqueezeBackward3": (_squeeze0, ("self_sym_sizes",)),
+    "SqueezeBackward4": (_squeeze1, ("self_sym_sizes",)),
+    "SqueezeBackward5": (_squeeze2, ("self_sym_sizes",)),
     "ViewBackward0": (_view, ("self_sym_sizes",)),
     "UnsafeViewBackward0": (_view, ("self_sym_sizes",)),
     "ReshapeAliasBackward0": (_view, ("self_sym_sizes",)),
@@ -539,6 +581,10 @@ FORMULAS = {
     "RepeatBackward0": (_repeat, ("self_sym_sizes", "repeats")),
     "IndexBackward0": (_index, ("self_sym_sizes",)),
     "IndexSelectBackward0": (_index_select, ("self_sym_sizes",)),
+    "UnfoldBackward0": (_unfold, ("self_sym_sizes",)),
+    "DiagonalBackward0": (_diagonal, ("self_sym_sizes",)),
+    "TraceBackward0": (_trace, ("self_sym_sizes",)),
+    **upsample.FORMULAS,
     "MmBackward0": (_mm, ("self_sym_sizes", "self_sym_strides", "mat2_sym_sizes",
                           "mat2_sym_strides")),
     "AddmmBackward0": (_addmm, ("mat1_sym_sizes", "mat1_sym_strides", "mat2_sym_sizes",
@@ -600,7 +646,8 @@ RELEASE_META = {"FftC2RBackward0": fft_r2c_meta_strides_wrong}
 def learn_branches() -> None:
     """What grad_mode_branch asks torch, learned before a trace: the probes run eager autograd
     or fake tensors of their own, which cannot run inside one."""
-    for probe in (*GRAD_MODE_BRANCH.values(), *RELEASE_META.values()):
+    for probe in (*GRAD_MODE_BRANCH.values(), *RELEASE_META.values(),
+                  _trace_fills_past_the_diagonal):
         if probe is not None:
             probe()
 
