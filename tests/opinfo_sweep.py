@@ -86,21 +86,33 @@ def selected_backend() -> str:
     return b
 
 
+def dynamic_mode() -> bool:
+    """COMPILED_BW_OPINFO_DYNAMIC=1: every graph symbolic from its first capture
+    (`enable(dynamic=True)`), and an op's samples run one after the other without a reset, so
+    a sample whose autograd graph has the structure of an earlier one (another size) is served
+    by that sample's dynamic graph: our symbolic copies of formulas (trace/dynamic.py FORMULAS)
+    and the shape guards are what is under test.  No report is written."""
+    return os.environ.get("COMPILED_BW_OPINFO_DYNAMIC", "") == "1"
+
+
 class _Enable:
     """Inductor compiles in the backward itself (no background compile): the run under test
     is Inductor's code, not the eager backend that a background compile starts on."""
 
-    def __init__(self, backend: str = "eager") -> None:
+    def __init__(self, backend: str = "eager", dynamic: bool = False) -> None:
         self.backend = backend
+        self.options = {"dynamic": True} if dynamic else {}
 
     def __call__(self):
         if self.backend == "inductor":
-            return compiled_bw.enable(backend="inductor", background_compile=False)
-        return compiled_bw.enable(backend="eager")
+            return compiled_bw.enable(backend="inductor", background_compile=False,
+                                      **self.options)
+        return compiled_bw.enable(backend="eager", **self.options)
 
 
-def check_sample(op, sample, seed=0, accumulate=False, backend="eager"):
-    """-> (class, detail).  accumulate: compare backward()'s .grad instead of grad()'s result."""
+def check_sample(op, sample, seed=0, accumulate=False, backend="eager", dynamic=False):
+    """-> (class, detail).  accumulate: compare backward()'s .grad instead of grad()'s result.
+    dynamic: dynamic_mode()'s run (no reset: the caller resets per op and dtype)."""
     import contextlib
     try:
         ref = _run(op, sample, seed, contextlib.nullcontext, accumulate)
@@ -108,9 +120,11 @@ def check_sample(op, sample, seed=0, accumulate=False, backend="eager"):
         return "SKIP", f"eager raised {type(e).__name__}"
     if ref is None:
         return "SKIP", "no differentiable output"
-    compiled_bw.reset()
+    if not dynamic:
+        compiled_bw.reset()
+    before = compiled_bw.stats()
     try:
-        got = _run(op, sample, seed, _Enable(backend), accumulate)
+        got = _run(op, sample, seed, _Enable(backend, dynamic), accumulate)
     except Exception as e:  # noqa: BLE001 -- our failure is the finding
         return "CRASH", f"{type(e).__name__}: {str(e)[:200]}"
     st = compiled_bw.stats()
@@ -130,8 +144,11 @@ def check_sample(op, sample, seed=0, accumulate=False, backend="eager"):
             return "MISMATCH", str(e).splitlines()[0] + " | " + " ".join(str(e).split())[:200]
         if r.stride() != g.stride() and r.numel() > 1:
             stride_diff = True
-    if st.fallbacks:
-        return "FALLBACK", st.fallback_reasons[0][:160]
+    if st.fallbacks > before.fallbacks:
+        return "FALLBACK", st.fallback_reasons[-1][:160]
+    if dynamic:
+        return ("COMPILED", "dynamic hit" if st.dynamic_hits > before.dynamic_hits else "") \
+            if not stride_diff else ("STRIDE", "grad() result strides differ from eager's")
     if st.captures != 1:
         return "CRASH", f"captures={st.captures}"
     if stride_diff:
@@ -151,10 +168,13 @@ def check_op(op, dtypes=(torch.float32, torch.float64), max_samples=3, backend="
         except Exception as e:  # noqa: BLE001
             found["SKIP"].append(f"sample_inputs raised {type(e).__name__}")
             continue
+        dynamic = dynamic_mode()
+        if dynamic:
+            compiled_bw.reset()
         for k, s in enumerate(samples):
-            cls, detail = check_sample(op, s, seed=k, backend=backend)
+            cls, detail = check_sample(op, s, seed=k, backend=backend, dynamic=dynamic)
             found[cls].append(f"{dtype} sample {k}: {detail}")
-            if k == 0 and backward:   # backward(): AccumulateGrad delivery, layout contract
+            if k == 0 and backward and not dynamic:   # backward(): AccumulateGrad, layout
                 cls, detail = check_sample(op, s, seed=k, accumulate=True, backend=backend)
                 found[cls].append(f"{dtype} sample {k} backward(): {detail}")
     if not found:
@@ -273,8 +293,12 @@ def main() -> int:
         print(f"[{k + 1}/{len(ops)}] {op_id(op)}: {c} ({time.time() - t:.1f} s)", file=sys.stderr,
               flush=True)
     text = report(results, time.time() - t0, backend, every)
-    if not only:
+    if not only and not dynamic_mode():
         write_report(backend, text)
+    if dynamic_mode():
+        hits = sum(1 for _, found in results.values() for d in found.get("COMPILED", ())
+                   if d.endswith("dynamic hit"))
+        print(f"dynamic mode: {hits} samples served by a dynamic graph captured at another size")
     print(text)
     bad = [k for k, (c, _) in results.items() if c in ("MISMATCH", "CRASH")]
     return 1 if bad else 0

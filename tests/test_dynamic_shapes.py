@@ -908,6 +908,27 @@ def test_upsample_backward_op_lays_out_as_eagers_kernels():
     assert checked >= 60
 
 
+def squeezed(state, n):
+    # an unbatched conv1d (its input unsqueezed to a batch of 1, the output squeezed back) and
+    # vstack of vectors (atleast_2d: unsqueeze): UnsqueezeBackward0's `grad.squeeze(dim)` of a
+    # dim of 1 that dynamic=True makes a symbol (torchapi/dynamo.py Note [Squeezes in a
+    # symbolic trace]: the traced squeeze kept the dim, the replayed one dropped it)
+    if state is None:
+        return [torch.randn(3, 3, 3, requires_grad=True), torch.randn(3, requires_grad=True)]
+    w, b = state
+    w.grad = b.grad = None
+    x = torch.randn(3, n)
+    v = torch.randn(n) * b[0]
+    loss = F.conv1d(x, w, b, padding=1).sin().sum() + torch.vstack([v, v * 2]).pow(2).sum()
+    loss.backward()
+    return grads(state)
+
+
+def test_a_squeeze_of_a_symbolic_size_of_one():
+    st = run([5, 8, 3], squeezed, captures=1, dynamic_captures=1, options={"dynamic": True})
+    assert st.dynamic_hits == 2
+
+
 def encoder(state, size):
     if state is None:
         return torch.nn.TransformerEncoder(torch.nn.TransformerEncoderLayer(

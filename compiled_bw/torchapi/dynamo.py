@@ -29,10 +29,10 @@ from torch.fx.experimental.symbolic_shapes import (
     StatelessSymbolicContext,
 )
 from torch.fx.graph import _BoxedCodeGen as BoxedCodeGen
+from torch.utils._python_dispatch import TorchDispatchMode, is_traceable_wrapper_subclass
 from torch.utils._python_dispatch import (
     _get_current_dispatch_mode as current_dispatch_mode,
 )
-from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 from torch.utils._sympy.functions import FloorDiv, PythonMod
 from torch.utils._sympy.functions import Max as SymMax
 from torch.utils._sympy.functions import Min as SymMin
@@ -46,6 +46,7 @@ from .checkpoint import closure_vars
 TRACE_MODES = (FakeTensorMode, ProxyTorchDispatchMode, FunctionalTensorMode)
 
 USED = {
+    "torch.utils._python_dispatch.TorchDispatchMode": "SqueezesDecided (trace/trace.py)",
     "torch._prims_common.suggest_memory_format": "trace/upsample.py",
     "torch._meta_registrations.div_rtn": "trace/trace.py (pool_sizes_without_parity_guards, "
         "torch <= 2.12)",
@@ -190,6 +191,42 @@ def symbolic_fakes(reals: list, dynamic_dims: list, shared: frozenset = frozense
         ctx = StatelessSymbolicContext(dynamic_sizes=dims)
         fakes.append(mode.from_tensor(t, symbolic_context=ctx))
     return mode, env, fakes
+
+
+# Note [Squeezes in a symbolic trace]
+# Under size-oblivious reasoning (Note [Sizes of one]) a squeeze of a dim whose size is a
+# symbol takes "not 1" without a guard: the traced op keeps the dim.  The graph then replays
+# aten.squeeze at run time, which drops the dim wherever its size is 1, and the ops after it
+# (traced with the dim kept) get another shape: UnsqueezeBackward0's `grad.squeeze(dim)` of an
+# unbatched conv's or vstack's batch dim of 1 (a symbol under dynamic=True on the eager
+# backend) raised "shape '[3, 4]' is invalid for input of size 4".  Broadcasting is right
+# either way (the note's argument); a squeeze is not.  So in a symbolic trace every squeeze
+# decides each candidate dim with an ordinary guard first (`size == 1` evaluated at the hint):
+# a size of 1 is specialized there, any other size is guarded not to be 1, and the graph's
+# Guards recapture where a later step differs (tests/test_dynamic_shapes.py
+# test_a_squeeze_of_a_symbolic_size_of_one).
+_SQUEEZES = frozenset(
+    getattr(getattr(torch.ops.aten, op), overload)
+    for op in ("squeeze", "squeeze_", "squeeze_copy")
+    for overload in ("default", "dim", "dims")
+    if hasattr(getattr(torch.ops.aten, op, None), overload))
+
+
+class SqueezesDecided(TorchDispatchMode):
+    """Inside a symbolic trace: every squeeze's `size == 1` decided with a guard before the op
+    runs (Note [Squeezes in a symbolic trace])."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in _SQUEEZES:
+            x = args[0]
+            n = x.dim()
+            dims = range(n) if len(args) < 2 else \
+                [args[1]] if isinstance(args[1], int) else list(args[1])
+            for d in dims:
+                if n:
+                    bool(x.shape[d % n] == 1)   # a guard either way (a SymInt's bool)
+        return func(*args, **kwargs)
 
 
 _FFT_R2C_META: list = []

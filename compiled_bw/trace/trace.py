@@ -11,6 +11,7 @@ subclass among them flattened into its inner tensors; subclass outputs are flatt
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import traceback
@@ -46,7 +47,12 @@ from ..graph.nodes import AOT, CUSTOM, EAGER_LAYOUT, LEAF, SKIPPED_CHECKS, TRACE
 from ..graph.saved import sequence_nr
 from ..graph.subclass import Layout, SubclassUnsupported, flatten, layouts_of, rebuild
 from ..graph.validate import validate_outputs
-from ..torchapi.dynamo import FakeTensor, fake_tensor, pool_sizes_without_parity_guards
+from ..torchapi.dynamo import (
+    FakeTensor,
+    SqueezesDecided,
+    fake_tensor,
+    pool_sizes_without_parity_guards,
+)
 from . import unpack_probes
 from .dynamic import (
     RELEASE_META,
@@ -884,8 +890,10 @@ def trace_backward(w, opts: Options, root_grads: list, slots: list, delivers: bo
         grads = [next(it) if d else None for d in root_defined]
         slots.set_placeholders(flat[n_roots:])
         placeholders = dict(zip(w.saved_node, flat[n_roots:], strict=True))
+        squeezes = SqueezesDecided() if dyn is not None else contextlib.nullcontext()
         try:
-            with recompute.tracing(w, placeholders):   # Note [Traced recomputation]
+            # Note [Traced recomputation]; torchapi/dynamo.py Note [Squeezes in a symbolic trace]
+            with recompute.tracing(w, placeholders), squeezes:
                 ran = _run_engine(w, opts, grads, opaque_names, placeholders, delivers)
         finally:
             slots.clear_placeholders()
