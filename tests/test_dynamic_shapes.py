@@ -929,6 +929,29 @@ def test_a_squeeze_of_a_symbolic_size_of_one():
     assert st.dynamic_hits == 2
 
 
+def conv_net(state, n):
+    # two convs, so the second one's input needs a grad (backends/inductor.py Note [Inductor:
+    # conv input grads of symbolic sizes]: torch 2.13+'s lowering fixed the length there), 1-D
+    # over lengths with a stride, 2-D over image sizes, a transposed 1-D
+    if state is None:
+        return torch.nn.ModuleList([
+            torch.nn.Conv1d(2, 3, 3, padding=1), torch.nn.Conv1d(3, 3, 3, stride=2, padding=2),
+            torch.nn.Conv2d(2, 3, 3, padding=1), torch.nn.Conv2d(3, 2, 3, stride=2),
+            torch.nn.ConvTranspose1d(3, 2, 3, stride=2, padding=1)])
+    c1, c2, d1, d2, t = state
+    state.zero_grad()
+    h = c2(c1(torch.randn(2, 2, n)).relu())
+    img = d2(d1(torch.randn(2, 2, n + 20, n + 31)).tanh())
+    loss = h.sin().sum() + t(h).pow(2).mean() + img.sin().sum()
+    loss.backward()
+    return grads(state)
+
+
+def test_conv_lengths_with_an_input_grad():
+    st = run([8, 12, 19, 15, 22], conv_net, captures=2, dynamic_captures=1)
+    assert st.dynamic_hits == 3
+
+
 def encoder(state, size):
     if state is None:
         return torch.nn.TransformerEncoder(torch.nn.TransformerEncoderLayer(

@@ -135,6 +135,29 @@ from . import fresh_returns
 #      and a checkpointed region may recompute it (torch.compile gives Inductor's values;
 #      integer floor division is exact in both).
 
+# Note [Inductor: conv input grads of symbolic sizes]
+#    torch 2.13-2.15 lower convolution_backward (2.11 and 2.12 call its aten kernel): for the
+#    input's grad the lowering takes the stride order of its output layout through
+#    `guard_int_seq(layout.stride)`, a guard that the strides equal their values at the hint,
+#    so in a dynamic graph every length or image size of a conv whose input needs a grad (any
+#    conv but the first layer) was fixed: each later size was a static capture (a conv1d over
+#    lengths 8, 12, 19, 15, 22: 5 captures).  Where the input's sizes are symbolic and the
+#    lowering would take that guard (no channels-last layout optimization of a 2-D conv), the
+#    aten kernel runs as an extern call instead, as on 2.11/2.12 (with their constraint: its
+#    operands in the traced, eager's, strides), the same kernel eager runs
+#    (tests/test_dynamic_shapes.py test_conv_lengths_with_an_input_grad).
+
+
+def _conv_dx_would_pin(grad_output, input, weight, bias_sizes, stride, padding, dilation,
+                       transposed, output_padding, groups, output_mask) -> bool:
+    ndim = len(input.get_size()) - 2
+    return bool(output_mask[0]) and not (V.graph.layout_opt and ndim == 2) and any(
+        getattr(s, "free_symbols", None) for s in input.get_size())
+
+
+PINS_SIZES = {torch.ops.aten.convolution_backward.default: _conv_dx_would_pin}
+
+
 # Note [Inductor: device index]
 #    The C++ wrapper passes device index 0 to an extern kernel given a device without one:
 #    sgn's grad (`_efficientzerotensor(..., device=cpu)`) came out on `cpu:0`, eager's on `cpu`.
@@ -375,15 +398,18 @@ def _decompositions() -> dict:
     return table
 
 
-def _keep_out_of_inductor(op, wrong) -> None:
+def _keep_out_of_inductor(op, wrong, fx_strides: bool = False) -> None:
     """Note [Inductor: known-wrong lowerings]: `op`'s lowering, or its aten kernel as an
-    extern call where `wrong(*args)`."""
+    extern call where `wrong(*args)` (fx_strides: with its operands in the traced strides)."""
     name = torch_inductor.lowering_patch(op)
     inductor_lowering = torch_inductor.original(name)
     extern = lowering.fallback_handler(op, add_to_fallback_set=False)
 
     def lower(*args, **kwargs):
         if THREAD.keyed_inputs and wrong(*args, **kwargs):
+            if fx_strides:
+                args, kwargs = lowering.constrain_to_fx_strides(V.graph.current_node, *args,
+                                                                **kwargs)
             return extern(*args, **kwargs)
         return inductor_lowering(*args, **kwargs)
     torch_inductor.patch(name, lower)
@@ -656,6 +682,8 @@ def install() -> None:
         return
     for op, wrong in KNOWN_WRONG.items():
         _keep_out_of_inductor(op, wrong)
+    for op, pins in PINS_SIZES.items():
+        _keep_out_of_inductor(op, pins, fx_strides=True)
     torch_inductor.patch("codegen_input_size_asserts", _maybe_input_size_asserts)
     torch_inductor.patch("codegen_free", _free_not_reused)
     torch_inductor.patch("generate_fallback_kernel", _direct_calls)
