@@ -13,7 +13,6 @@ from differential import differential, grads, selected_backend
 from functions import Double
 
 import compiled_bw
-from compiled_bw.graph import node_table
 from compiled_bw.trace.dynamic import TWO_VALUES
 
 pytestmark = [pytest.mark.both_backends, pytest.mark.foreground_compile]
@@ -1065,10 +1064,6 @@ def test_sizes_in_reduction_and_loss_formulas():
     assert st.dynamic_hits == 3
 
 
-# Whether Inductor makes a CNN's feature-map height and width constants of its compiled code
-# (docs/guide.md "Image sizes on Inductor"): measured on torch 2.13 and 2.14; 2.11, 2.12 and 2.15 keep
-# them symbolic (one dynamic graph serves every size, as on the eager backend)
-CONV_HW_SPECIALIZED = node_table.release() in ((2, 13), (2, 14))
 
 
 def resnet_stem(state, size):
@@ -1098,20 +1093,10 @@ def test_image_batch_height_and_width_through_a_conv_stem():
     # symbol -- runtime/dynamic.py Note [One symbol for sizes that changed together]; a batch
     # of 2 -> 3 beside the last feature map's 2 -> 3 would: test_slice_ends_that_follow_the_size)
     sizes = [(6, 16, 16), (7, 20, 28), (3, 13, 17), (2, 32, 24), (4, 9, 11), (5, 18, 14)]
-    if selected_backend() == "inductor" and CONV_HW_SPECIALIZED:
-        # Inductor's lowering of a convolution's input grad specializes the input's strides
-        # (guard_int_seq in torch/_inductor/kernel/conv.py: the second conv's input H and W
-        # become constants of the compiled graph): each new feature-map size is another
-        # capture, refused by the range check, each right; the batch alone stays symbolic
-        # (test_image_batch_through_a_conv_stem).  The first dynamic graph fixes H and W, so
-        # the later sizes capture static graphs (runtime/dynamic.py Note [Dynamic graphs that
-        # pin a size]; each was another symbolic capture before)
-        st = run(sizes, resnet_stem, captures=6, dynamic_captures=1)
-        assert any("outside the traced range [7, 7]" in r for r in st.recompile_reasons), \
-            st.recompile_reasons
-    else:
-        st = run(sizes, resnet_stem, captures=2, dynamic_captures=1)
-        assert st.dynamic_hits == 4
+    # (on Inductor too: backends/inductor.py Note [Inductor: conv input grads of symbolic
+    # sizes]; torch 2.13-2.14 fixed H and W there before, 6 captures)
+    st = run(sizes, resnet_stem, captures=2, dynamic_captures=1)
+    assert st.dynamic_hits == 4
 
 
 def test_image_batch_through_a_conv_stem():
