@@ -122,7 +122,8 @@ def check_sample(op, sample, seed=0, accumulate=False, backend="eager", dynamic=
         return "SKIP", "no differentiable output"
     if not dynamic:
         compiled_bw.reset()
-    before = compiled_bw.stats()
+    live = compiled_bw.stats()       # (one live object: its counts before this sample)
+    fallbacks_before, hits_before = live.fallbacks, live.dynamic_hits
     try:
         got = _run(op, sample, seed, _Enable(backend, dynamic), accumulate)
     except Exception as e:  # noqa: BLE001 -- our failure is the finding
@@ -144,10 +145,10 @@ def check_sample(op, sample, seed=0, accumulate=False, backend="eager", dynamic=
             return "MISMATCH", str(e).splitlines()[0] + " | " + " ".join(str(e).split())[:200]
         if r.stride() != g.stride() and r.numel() > 1:
             stride_diff = True
-    if st.fallbacks > before.fallbacks:
+    if st.fallbacks > fallbacks_before:
         return "FALLBACK", st.fallback_reasons[-1][:160]
     if dynamic:
-        return ("COMPILED", "dynamic hit" if st.dynamic_hits > before.dynamic_hits else "") \
+        return ("COMPILED", "dynamic hit" if st.dynamic_hits > hits_before else "") \
             if not stride_diff else ("STRIDE", "grad() result strides differ from eager's")
     if st.captures != 1:
         return "CRASH", f"captures={st.captures}"
@@ -157,8 +158,9 @@ def check_sample(op, sample, seed=0, accumulate=False, backend="eager", dynamic=
 
 
 def check_op(op, dtypes=(torch.float32, torch.float64), max_samples=3, backend="eager",
-             backward=True):
-    """-> (worst class, {class: [details]}).  backward: also backward() on the first sample."""
+             backward=True, dynamic=None):
+    """-> (worst class, {class: [details]}).  backward: also backward() on the first sample.
+    dynamic: dynamic_mode()'s run (None: as the environment says)."""
     found: dict = collections.defaultdict(list)
     for dtype in dtypes:
         if dtype not in op.supported_backward_dtypes("cpu"):
@@ -168,7 +170,7 @@ def check_op(op, dtypes=(torch.float32, torch.float64), max_samples=3, backend="
         except Exception as e:  # noqa: BLE001
             found["SKIP"].append(f"sample_inputs raised {type(e).__name__}")
             continue
-        dynamic = dynamic_mode()
+        dynamic = dynamic_mode() if dynamic is None else dynamic
         if dynamic:
             compiled_bw.reset()
         for k, s in enumerate(samples):
