@@ -818,7 +818,7 @@ def windows(state, n):
     sq3 = (torch.randn(n, 1, 1) * w[1]).squeeze_((1, 2))
     loss = (x.unfold(1, 3, 1) * w).sin().sum() + x.unfold(1, 2, 2).sum() \
         + img[0].diagonal(0, 1, 2).sin().sum() + img[0, 0].diagonal(1).pow(2).sum() \
-        + (img[0, 1] * 2).trace() + (img[0, 0].t() * 3).trace() + sq.tanh().sum() + sq2.pow(2).sum() + sq3.sin().sum()
+        + (img[0, 1] * 2).trace() + (img[0, 0, :, :2] * 3).trace() + sq.tanh().sum() + sq2.pow(2).sum() + sq3.sin().sum()
     loss.backward()
     return grads(state)
 

@@ -428,19 +428,18 @@ def _diagonal(g, v, saved, need):
 
 
 def _trace(g, v, saved, need):
-    # derivatives.yaml trace: trace_backward_symint(grad, self.sym_sizes()), copied (torch
-    # 2.11's reads the flat grad's numel(), which symbolic sizes refuse; later releases' arange
-    # of min(n, m) * (m + 1) has a length symbolic shapes cannot resolve): the grad written to
-    # the diagonal of n * m zeros (the out-of-place index_fill of the subclass branch: the
-    # same values), viewed as (n, m).  torch 2.11 writes every (m + 1)-th element up to
-    # n * m, past the diagonal of a tall matrix, and so does its copy here.
-    n, m = v["self_sym_sizes"]
-    flat = g.new_zeros(n * m)
-    if _trace_fills_past_the_diagonal():
-        every = torch.arange(0, n * m, m + 1, device=g.device)
-    else:
-        every = torch.arange(torch.sym_min(n, m), device=g.device) * (m + 1)
-    return [flat.index_fill(0, every, g).view(n, m)]
+    # derivatives.yaml trace: trace_backward_symint(grad, self.sym_sizes()), eager's own op;
+    # torch 2.11's reads the flat grad's numel(), which symbolic sizes refuse, so there it is
+    # copied: the grad written to every (m + 1)-th element of n * m zeros (the out-of-place
+    # index_fill of the subclass branch: the same values), viewed as (n, m) -- up to n * m,
+    # past the diagonal of a tall matrix, as that release's eager does (2.12 on stop at
+    # min(n, m) elements)
+    sizes = v["self_sym_sizes"]
+    if not _trace_fills_past_the_diagonal():
+        return [torch.ops.aten.trace_backward(g, sizes)]
+    n, m = sizes
+    every = torch.arange(0, n * m, m + 1, device=g.device)
+    return [g.new_zeros(n * m).index_fill(0, every, g).view(n, m)]
 
 
 @functools.cache
