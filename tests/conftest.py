@@ -78,6 +78,12 @@ RELEASE_SLOW = {
      "[smooth_l1_nan]"),
     ("test_inductor_known_wrong.py::test_kernels_whose_inf_or_nan_inductors_code_did_not_give"
      "[remainder_inf]"),
+    # symbolic formulas whose torch side differs between releases: trace's backward (2.11's
+    # fills past a tall matrix's diagonal), the upsample backward kernels' layouts, Inductor's
+    # conv backward (a lowering on 2.13+, its aten kernel before)
+    "test_dynamic_shapes.py::test_window_diagonal_trace_and_squeeze_sizes_are_symbolic[eager]",
+    "test_dynamic_shapes.py::test_upsample_backward_op_lays_out_as_eagers_kernels[eager]",
+    "test_dynamic_shapes.py::test_conv_lengths_with_an_input_grad[inductor]",
 }
 
 
