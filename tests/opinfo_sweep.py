@@ -147,14 +147,11 @@ def check_sample(op, sample, seed=0, accumulate=False, backend="eager", dynamic=
             stride_diff = True
     if st.fallbacks > fallbacks_before:
         return "FALLBACK", st.fallback_reasons[-1][:160]
-    if dynamic:
-        return ("COMPILED", "dynamic hit" if st.dynamic_hits > hits_before else "") \
-            if not stride_diff else ("STRIDE", "grad() result strides differ from eager's")
-    if st.captures != 1:
+    if not dynamic and st.captures != 1:     # (unreset, a dynamic run counts earlier ones)
         return "CRASH", f"captures={st.captures}"
     if stride_diff:
         return "STRIDE", f"{'.grad' if accumulate else 'grad() result'} strides differ from eager's"
-    return "COMPILED", ""
+    return "COMPILED", "dynamic hit" if dynamic and st.dynamic_hits > hits_before else ""
 
 
 def check_op(op, dtypes=(torch.float32, torch.float64), max_samples=3, backend="eager",
@@ -162,6 +159,7 @@ def check_op(op, dtypes=(torch.float32, torch.float64), max_samples=3, backend="
     """-> (worst class, {class: [details]}).  backward: also backward() on the first sample.
     dynamic: dynamic_mode()'s run (None: as the environment says)."""
     found: dict = collections.defaultdict(list)
+    dynamic = dynamic_mode() if dynamic is None else dynamic
     for dtype in dtypes:
         if dtype not in op.supported_backward_dtypes("cpu"):
             continue
@@ -170,7 +168,6 @@ def check_op(op, dtypes=(torch.float32, torch.float64), max_samples=3, backend="
         except Exception as e:  # noqa: BLE001
             found["SKIP"].append(f"sample_inputs raised {type(e).__name__}")
             continue
-        dynamic = dynamic_mode() if dynamic is None else dynamic
         if dynamic:
             compiled_bw.reset()
         for k, s in enumerate(samples):

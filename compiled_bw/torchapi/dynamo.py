@@ -218,14 +218,12 @@ class SqueezesDecided(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if func in _SQUEEZES:
-            x = args[0]
-            n = x.dim()
+        if func in _SQUEEZES and args[0].dim():
+            x, n = args[0], args[0].dim()
             dims = range(n) if len(args) < 2 else \
-                [args[1]] if isinstance(args[1], int) else list(args[1])
+                [args[1]] if isinstance(args[1], int) else args[1]
             for d in dims:
-                if n:
-                    bool(x.shape[d % n] == 1)   # a guard either way (a SymInt's bool)
+                bool(x.shape[d % n] == 1)   # a guard either way (a SymInt's bool)
         return func(*args, **kwargs)
 
 

@@ -643,8 +643,9 @@ RELEASE_META = {"FftC2RBackward0": fft_r2c_meta_strides_wrong}
 
 
 def learn_branches() -> None:
-    """What grad_mode_branch asks torch, learned before a trace: the probes run eager autograd
-    or fake tensors of their own, which cannot run inside one."""
+    """What grad_mode_branch, RELEASE_META and _trace ask torch, learned before a trace: the
+    probes run eager autograd, real tensors or fake tensors of their own, which cannot run
+    inside one."""
     for probe in (*GRAD_MODE_BRANCH.values(), *RELEASE_META.values(),
                   _trace_fills_past_the_diagonal):
         if probe is not None:
