@@ -1062,3 +1062,96 @@ def test_checkpoint_keyword_argument_of_another_kind_is_declined():
             return act(self.lin(x))
     differential(_build(_Takes), _kw_step(lambda k: {"act": nn.Tanh()}), strict=True)
     assert "carry hooks" in _opaque_nodes(), "the region should have been declined"
+
+
+# ---- nested checkpoints (recompute.py Note [Nested regions]) ------------------------------
+
+class _NestBlock(nn.Module):
+    """A residual block, not torch.nn's own class (Dynamo judges and guards it)."""
+
+    def __init__(self, p: float = 0.0) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(6)
+        self.fc = nn.Linear(6, 6)
+        self.drop = nn.Dropout(p)
+
+    def forward(self, x):
+        return x + self.drop(self.fc(nn.functional.gelu(self.norm(x))))
+
+
+class _NestStage(nn.Module):
+    """Checkpoints each of its blocks inside its own (outer) checkpointed forward, as timm's
+    poolformer stages do; `edges`: ops of its own around the blocks (else the stage saves
+    nothing but its blocks' arguments); `hooks`: the blocks run under a user's
+    saved_tensors_hooks (their arguments are then packed by those, not by the stage)."""
+
+    def __init__(self, blocks, edges: bool = True, hooks: list | None = None) -> None:
+        super().__init__()
+        self.down = nn.Linear(6, 6) if edges else nn.Identity()
+        self.blocks = nn.ModuleList(blocks)
+        self.edges = edges
+        self.hooks = hooks
+
+    def forward(self, x):
+        x = self.down(x)
+        log = self.hooks
+        for b in self.blocks:
+            if log is None:
+                x = cp.checkpoint(b, x, use_reentrant=False)
+                continue
+            with torch.autograd.graph.saved_tensors_hooks(
+                    lambda t: (log.append("pack"), t)[1], lambda t: (log.append("unpack"), t)[1]):
+                x = cp.checkpoint(b, x, use_reentrant=False)
+        return x.tanh() if self.edges else x
+
+
+def _nested(kind: str):
+    if kind == "three_levels":
+        return _NestStage([_NestStage([_NestBlock(), _NestBlock()]), _NestBlock()])
+    if kind == "torch_blocks":      # inner regions of torch.nn's own modules (no Dynamo)
+        return _NestStage([nn.Sequential(nn.Linear(6, 6), nn.GELU()) for _ in range(2)])
+    if kind == "user_hooks":
+        return _NestStage([_NestBlock(), _NestBlock()], hooks=[])
+    p = 0.3 if kind == "dropout" else 0.0
+    return _NestStage([_NestBlock(p) for _ in range(3)], edges=kind != "blocks_only")
+
+
+@pytest.mark.parametrize(("kind", "early_stop"), [
+    ("plain", True), ("plain", False), ("blocks_only", True), ("blocks_only", False),
+    ("dropout", True), ("three_levels", True), ("torch_blocks", True), ("user_hooks", True)])
+def test_nested_checkpoints_of_modules_are_traced(kind, early_stop):
+    """Eager recomputes a nested region from arguments its enclosing region recomputes
+    (torch's Note [Nestable Checkpoint]); so does the graph: no node of either runs hooked
+    (but where a user's hooks packed the inner arguments: those regions are declined)."""
+    def step(st):
+        m, head, x, _ = st
+        for p in (*m.parameters(), *head.parameters()):
+            p.grad = None
+        if m.hooks is not None:
+            m.hooks.clear()
+        xr = x.detach().requires_grad_()
+        with cp.set_checkpoint_early_stop(early_stop):
+            h = cp.checkpoint(m, xr, use_reentrant=False)
+            head(h).pow(2).sum().backward()
+        return [*grads(m), *grads(head), xr.grad, list(m.hooks or ())]
+    differential(_build(functools.partial(_nested, kind)), step, strict=True)
+    hooked = "carry hooks" in _opaque_nodes()
+    assert hooked == (kind == "user_hooks"), _opaque_nodes()
+
+
+def test_nested_checkpoints_retain_graph_and_a_second_backward():
+    """A second backward recomputes both levels again in eager (a new graph task); the
+    graph computes them again from its inputs."""
+    def step(st):
+        m, head, x, _ = st
+        for p in (*m.parameters(), *head.parameters()):
+            p.grad = None
+        xr = x.detach().requires_grad_()
+        loss = head(cp.checkpoint(m, xr, use_reentrant=False)).pow(2).sum()
+        loss.backward(retain_graph=True)
+        g = [*grads(m), xr.grad]
+        loss.backward()
+        return [*g, *grads(m), xr.grad]
+    # two graphs: retain_graph=True and False
+    differential(_build(functools.partial(_nested, "plain")), step, strict=True, captures=2)
+    assert "carry hooks" not in _opaque_nodes(), _opaque_nodes()

@@ -31,9 +31,30 @@ saved tensors], which recompute as eager does):
     Dynamo guards hold at this backward: the capture they select is in the key, a tensor in
     the partial's keywords is a graph input, a tensor read from anywhere else declines
     (guarded.py Note [Guarded recomputation]); no module hooks;
-  - no context_fn other than selective checkpointing's (Note [Selective recomputation]), no
+  - no context_fn other than selective checkpointing's (Note [Nested regions]
+A region checkpointed inside another's forward (timm's poolformer checkpoints its stages and,
+in each, its blocks) has its arguments saved under the enclosing region's hooks (torch's Note
+[Nestable Checkpoint], rule 2): they are that frame's holders, and eager's recomputation of
+the inner region unpacks them, which recomputes the enclosing region first (detached, as
+recomputed tensors are; the unpacked argument requires grad as it did).  So an inner region's
+argument is not a graph input: it is the enclosing region's recomputed tensor k (an _Outer),
+read from the enclosing region's traced graph when the inner one first runs; the enclosing
+region is traced even when none of its own nodes is (it may save nothing but its blocks'
+arguments), and its trace runs the real checkpoint call of the inner region on fake tensors
+(rule 1: the inner region's own saved tensors go to the inner frame, not to ours, as in the
+forward).  The inner region is traced and guarded on an uninitialized stand-in of the outer
+trace's metadata for that tensor (shape, strides, dtype, device, requires_grad: its key
+part); each region's key and its inputs enter the signature at its first mention, an
+enclosing region's with the first inner region that reads it.  Declined (the inner nodes
+run hooked, recomputing as eager does): an argument packed by a user's hooks, or by an
+enclosing region that is declined or selective (its SAC entries are consumed only where its
+own nodes run).  Eager's recomputation of either has no effect outside the frames (the
+rules above), so computing them in the graph is unobservable.
+
+Note [Selective recomputation]), no
     autocast, no debug, the default determinism check, no saved_tensors_hooks around the
-    region's saved arguments, no GraphExecGroup;
+    region's saved arguments but an enclosing checkpoint's (Note [Nested regions]), no
+    GraphExecGroup;
   - the trace (fake tensors) succeeds, mutates no input (BatchNorm's running stats; in-place
     ops on tensors the region itself made, a GRU cell's, are functionalized), and where it
     draws random numbers (dropout): if checkpoint restores
@@ -117,10 +138,22 @@ class Region:
     number: int                 # order of first sight in this walk
     sig: tuple                  # the key part (module tree, metadata)
     traced: torch.fx.GraphModule
-    keys: list                  # saved_node keys of its inputs, in `traced`'s input order
+    keys: list                  # saved_node keys of its Box inputs
     holder_index: dict          # id(holder) -> position in frame.weak_holders
     consumed: tuple = ()        # SAC entries (op, index) the recomputation reads
     nodes: list = dataclasses.field(default_factory=list)
+    # `traced`'s inputs in order: a key of `keys`, or an _Outer (Note [Nested regions])
+    ins: list = dataclasses.field(default_factory=list)
+    saved_meta: tuple = ()      # per saved tensor: its metadata and requires_grad
+    emitted: bool = False       # its key part is in the walk's signature already
+    inputs: list | None = None  # the tensors of `keys`, until they join the Box's (_emit)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class _Outer:
+    """An input of a nested region: tensor k its enclosing region `region` saves."""
+    region: Region
+    k: int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -136,6 +169,7 @@ class Traced:
     gm: torch.fx.GraphModule
     consumed: tuple     # SAC entries the trace answered, in order
     rng: bool = False   # its random ops draw from an RNG state input (the last one)
+    saved_meta: tuple = ()  # per output: (shape, stride, dtype, device, requires_grad)
 
 
 _LIFT_FRESH_COPY = torch.ops.aten.lift_fresh_copy.default
@@ -318,8 +352,15 @@ def _region(w, i: int, frame, number: int, tensor_meta) -> Region | None:
             args.append(a)
             arg_sig.append(pk)
             continue
-        if a.unpack_hook is not None:       # saved under user hooks: their unpack runs
-            return None
+        if a.unpack_hook is not None:
+            # saved by an enclosing region (Note [Nested regions]), else under user hooks
+            # (their unpack runs: declined)
+            outer = _outer_arg(w, i, a, tensor_meta)
+            if outer is None:
+                return None
+            args.append(outer)
+            arg_sig.append(("outer", outer.region.saved_meta[outer.k]))
+            continue
         try:
             t = a.unpack()
         except RuntimeError:                # freed or modified: eager's unpack says so
@@ -337,10 +378,12 @@ def _region(w, i: int, frame, number: int, tensor_meta) -> Region | None:
         sac = _sac(*stored, tensor_meta)
         if sac is None:
             return None
+    nested = any(type(a) is _Outer for a in args)
+    shown = _stand_ins(args) if nested and call is not None else args
     extra = {}
     if call is not None:
         extra = guarded.partial_tensors(fn)
-        cap = guarded.lookup(fn, fkey, tuple(args), cv["kwargs"])
+        cap = guarded.lookup(fn, fkey, tuple(shown), cv["kwargs"])
         if cap is None:
             return None
         # Dynamo guards the module's attributes, not its classes' `forward`s: a forward
@@ -362,12 +405,15 @@ def _region(w, i: int, frame, number: int, tensor_meta) -> Region | None:
     if sig in _TRACED:
         traced = _TRACED[sig]
     else:
-        traced = _trace_region(module, params + buffers, args, frame, call, extra, sac,
+        if nested and shown is args:
+            shown = _stand_ins(args)
+        traced = _trace_region(module, params + buffers, shown, frame, call, extra, sac,
                                rng_ok=state is not None, call_kw=(kw_spec, kw_leaves),
                                first_buffer=len(params))
         if len(_TRACED) >= _MAX_TRACED:
             _TRACED.clear()
         _TRACED[sig] = traced
+    del shown
     if traced is None:
         return None
     holder_index = {}
@@ -375,35 +421,75 @@ def _region(w, i: int, frame, number: int, tensor_meta) -> Region | None:
         h = ref()
         if h is not None:
             holder_index[id(h)] = k
-    keys = []
+    keys, ins, tensors = [], [], []
     for j, (n, t) in enumerate(params + buffers):
         keys.append((i, ATTR, (number, j, n)))
-        w.saved.append(t)
+        tensors.append(t)
     j = len(params) + len(buffers)
     for a in args:
-        if isinstance(a, torch.Tensor):
+        if type(a) is _Outer:
+            ins.append(a)
+        elif isinstance(a, torch.Tensor):
             keys.append((i, ATTR, (number, j, f"arg{j - len(params) - len(buffers)}")))
-            w.saved.append(a)
+            tensors.append(a)
+            ins.append(keys[-1])
             j += 1
     for k, (_, ts) in extra.items():
         for m, t in enumerate(ts):
             keys.append((i, ATTR, (number, j, f"kw_{k}" if len(ts) == 1 else f"kw_{k}{m}")))
-            w.saved.append(t)
+            tensors.append(t)
             j += 1
     for m, t in enumerate(t for kind, t in kw_leaves if kind == "t"):
         keys.append((i, ATTR, (number, j, f"ckw{m}")))
-        w.saved.append(t)
+        tensors.append(t)
         j += 1
     for k, t in enumerate(sac.tensors if sac is not None else ()):
         keys.append((i, ATTR, (number, j, f"sac{k}")))
-        w.saved.append(t)
+        tensors.append(t)
         j += 1
     if traced.rng:      # the forward's RNG state: the region's draws start from it
         keys.append((i, ATTR, (number, j, "rng")))
-        w.saved.append(state)
-    w.saved_node.extend(keys)
+        tensors.append(state)
+    n_front = len(params) + len(buffers)
+    ins = keys[:n_front] + ins + keys[n_front + sum(type(k) is not _Outer for k in ins):]
     return Region(weakref.ref(frame), number, sig, traced.gm, keys, holder_index,
-                  traced.consumed)
+                  traced.consumed, ins=ins, saved_meta=traced.saved_meta, inputs=tensors)
+
+
+def _outer_arg(w, i: int, a, tensor_meta) -> _Outer | None:
+    """Note [Nested regions]: the _Outer of a region's saved argument `a` that the enclosing
+    region packed (its frame's holder), or None where that region is not traced here."""
+    frame = ckpt.checkpoint_frame(a.unpack_hook)
+    if frame is None or type(a.data) is not ckpt.Holder:
+        return None
+    outer = _region_of(w, i, frame, tensor_meta)
+    if outer is None or outer.consumed:     # a SAC region's entries: consumed by its nodes
+        return None
+    k = outer.holder_index.get(id(a.data))
+    return None if k is None else _Outer(outer, k)
+
+
+def _stand_ins(args: list) -> list:
+    """args with each _Outer replaced by an uninitialized tensor of its metadata: what the
+    region's trace and Dynamo's guards are shown (freed when they are done with it)."""
+    out = []
+    for a in args:
+        if type(a) is _Outer:
+            shape, stride, dtype, device, rg = a.region.saved_meta[a.k]
+            a = torch.empty_strided(shape, stride, dtype=dtype, device=device).requires_grad_(rg)
+        out.append(a)
+    return out
+
+
+def _region_of(w, i: int, frame, tensor_meta) -> Region | None:
+    """The walk's Region of a checkpoint frame (made at its first sight), None if declined."""
+    regions = w.regions
+    reg = regions.get(id(frame), False)
+    if reg is False:
+        number = len(regions)
+        regions[id(frame)] = None       # its number is taken (an enclosing region's is next)
+        reg = regions[id(frame)] = _region(w, i, frame, number, tensor_meta)
+    return reg
 
 
 def _is_random(node) -> bool:
@@ -475,10 +561,12 @@ def _trace_region(module, state: list, args: list, frame, call=None, extra=None,
         [t for kind, t in kw_leaves if kind == "t"] + (sac.tensors if sac is not None else [])
     rgs = [t.requires_grad for t in tensors]
     recorded: list = []
+    recorded_rg: list = []
     replays: list = []
     stop_at = len(frame.weak_holders) if frame.early_stop else -1
 
     def pack(x):
+        recorded_rg.append(x.requires_grad)
         recorded.append(x.detach() if x.requires_grad else x)
         if len(recorded) == stop_at:    # eager's recomputation stops here (early stop)
             raise _Stop
@@ -502,6 +590,7 @@ def _trace_region(module, state: list, args: list, frame, call=None, extra=None,
             mode = ckpt.SacReplay(functools.partial(_answer, sac, list(it)))
             replays.append(mode)
         recorded.clear()
+        recorded_rg.clear()
         with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, unpack):
             try:
                 if call is None and mode is None:
@@ -527,11 +616,13 @@ def _trace_region(module, state: list, args: list, frame, call=None, extra=None,
     out = gm.graph.find_nodes(op="output")[0].args[0]
     if len(out) != len(frame.weak_holders):
         return None
-    for o, meta in zip(out, frame.x_metadatas, strict=True):
+    saved_meta = []
+    for o, meta, rg in zip(out, frame.x_metadatas, recorded_rg, strict=True):
         v = o.meta.get("val")
         if v is None or (tuple(v.shape), v.dtype, v.device) != (
                 tuple(meta["shape"]), meta["dtype"], meta["device"]):
             return None
+        saved_meta.append((tuple(v.shape), tuple(v.stride()), v.dtype, v.device, rg))
     random = False
     for node in gm.graph.nodes:
         if node.op == "call_function" and _is_random(node):
@@ -560,7 +651,7 @@ def _trace_region(module, state: list, args: list, frame, call=None, extra=None,
         return None
     gm.graph.eliminate_dead_code()
     gm.recompile()
-    return Traced(gm, tuple(replays[-1].consumed) if replays else (), random)
+    return Traced(gm, tuple(replays[-1].consumed) if replays else (), random, tuple(saved_meta))
 
 
 # Ops that write the running stats their schema does not declare (eager bumps no version for
@@ -698,19 +789,31 @@ def checkpoint_entry(w, i: int, node, attrs, entry: list, tensor_meta) -> bool:
             holders.append(p)
     if frame is None:
         return False
-    reg = regions.get(id(frame), False)
-    if reg is False:
-        reg = regions[id(frame)] = _region(w, i, frame, len(regions), tensor_meta)
+    reg = _region_of(w, i, frame, tensor_meta)
     if reg is None:
         return False
     ks = tuple(None if h is None else reg.holder_index.get(id(h)) for h in holders)
     if any(k is None and h is not None for k, h in zip(ks, holders, strict=True)):
         return False
-    # the region's key once, on its first node (walk order is fixed by the signature)
-    entry.append((ATTR, reg.number, None if reg.nodes else reg.sig, ks))
+    # each region's key once, at its first mention (walk order is fixed by the signature)
+    entry.append((ATTR, _emit(w, reg), ks))
     reg.nodes.append(i)
     w.slot_only.append((i, ATTR, -1))   # released after the run when executed (holders)
     return True
+
+
+def _emit(w, reg: Region) -> tuple:
+    """A region's part of the signature: its number, and at its first mention its key and
+    where its nested inputs come from (each enclosing region's part, Note [Nested regions]);
+    its inputs join the Box's then, so a region the signature does not hold has none there."""
+    if reg.emitted:
+        return (reg.number,)
+    reg.emitted = True
+    w.saved.extend(reg.inputs)
+    w.saved_node.extend(reg.keys)
+    reg.inputs = None
+    return (reg.number, reg.sig,
+            tuple((a.k, _emit(w, a.region)) for a in reg.ins if type(a) is _Outer))
 
 
 def is_checkpointed(node, attrs) -> bool:
@@ -807,17 +910,18 @@ class _Handles(dict):
 class _Recomputed:
     """frame.recomputed[group] while tracing: the first lookup runs the traced region on its
     placeholders (its ops land in the graph there), every lookup answers holder k's tensor."""
-    __slots__ = ("outs", "placeholders", "region")
+    __slots__ = ("all", "outs", "placeholders", "region")
 
-    def __init__(self, region: Region, placeholders: dict) -> None:
-        self.region, self.placeholders, self.outs = region, placeholders, None
+    def __init__(self, region: Region, placeholders: dict, all_: dict) -> None:
+        self.region, self.placeholders, self.outs, self.all = region, placeholders, None, all_
 
     def __contains__(self, handle) -> bool:
         return type(handle) is _Handle
 
     def __getitem__(self, handle):
         if self.outs is None:
-            ins = [self.placeholders[k] for k in self.region.keys]
+            ins = [self.all[id(a.region)][_Handle(a.k)] if type(a) is _Outer
+                   else self.placeholders[a] for a in self.region.ins]
             self.outs = self.region.traced(*ins)
         return self.outs[handle.k]
 
@@ -833,10 +937,11 @@ def tracing(w, placeholders: dict):
     prev = ckpt.get_graph_exec_group()
     changed = []
     frames = [(reg, reg.frame()) for reg in regions]
+    recs: dict = {}     # id(region) -> its _Recomputed (a nested region reads its outer's)
     try:
         for reg, frame in frames:
             frame.is_recomputed[group] = True
-            frame.recomputed[group] = _Recomputed(reg, placeholders)
+            frame.recomputed[group] = recs[id(reg)] = _Recomputed(reg, placeholders, recs)
             for k, ref in enumerate(frame.weak_holders):
                 h = ref()
                 if h is not None:
