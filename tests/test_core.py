@@ -524,8 +524,8 @@ def test_opaque_output_layout_feeds_a_traced_view():
 def test_grouped_mm_whose_meta_kernel_refuses_is_traced(cbw_backend, layout):
     """GroupedMmBackward0 (Hugging Face's MoE experts call `torch._grouped_mm`): on CPU the
     kernel takes float32, torch's meta kernel demands bf16, so the real formula cannot run on
-    fake tensors (torch 2.13).  Our copy of it (trace/grouped_mm.py Note [Grouped mm on fake
-    tensors]) is traced instead (on 2.15 the real formula is): grads equal eager's in values and layout (a column-major operand gets
+    fake tensors (torch 2.13).  Our copy of it (trace/grouped_mm.py; graph/fake_ops.py Note
+    [Grouped mm on fake tensors]) is traced instead (on 2.15 the real formula is): grads equal eager's in values and layout (a column-major operand gets
     a column-major grad: the experts' `w.transpose(-2, -1)`), no opaque call."""
     def build():
         torch.manual_seed(0)

@@ -261,6 +261,12 @@ def _family(name):
         "modernbert": lambda: t.ModernBertForMaskedLM(t.ModernBertConfig(
             **small, pad_token_id=0, bos_token_id=1, eos_token_id=2, cls_token_id=1,
             sep_token_id=2)),
+        # experts via torch._grouped_mm (graph/fake_ops.py Note [Grouped mm on fake tensors]);
+        # Mixtral's router logits are recorded by hooks (checkpoint/inert.py Note [Inert hooks])
+        "mixtral": lambda: t.MixtralForCausalLM(_cfg("mixtral")),
+        "qwen2_moe": lambda: t.Qwen2MoeForCausalLM(t.Qwen2MoeConfig(
+            **small, num_key_value_heads=1, num_experts=4, num_experts_per_tok=2,
+            moe_intermediate_size=32, shared_expert_intermediate_size=32)),
     }
     if name == "llama":
         cfg = _cfg("llama")
@@ -274,7 +280,8 @@ def _family(name):
 
 @pytest.mark.both_backends
 @pytest.mark.parametrize("name", ["llama", "mistral", "qwen3", "gemma2", "phi3", "olmo",
-                                  "gpt_neox", "falcon", "deberta_v2", "modernbert", "t5"])
+                                  "gpt_neox", "falcon", "deberta_v2", "modernbert", "t5",
+                                  "mixtral", "qwen2_moe"])
 def test_checkpointed_blocks_are_traced(name):
     """Hugging Face gradient checkpointing (non-reentrant) of these families: every block's
     recomputation is traced into the graph (no hooked opaque call: recompute.py Note [Traced
@@ -299,6 +306,43 @@ def test_checkpointed_blocks_are_traced(name):
     differential(build, step)
     code = compiled_bw.last_graph().code
     assert "hooked " not in code, [ln for ln in code.splitlines() if "hooked " in ln][:3]
+
+
+@pytest.mark.both_backends
+@pytest.mark.parametrize("collecting", [False, True], ids=["inert", "collecting"])
+def test_checkpointed_blocks_with_output_recording_hooks(collecting):
+    """Asked once for hidden states, a Hugging Face model keeps output-recording hooks on its
+    layers; with no collector at the backward they do nothing in eager's recomputation, so
+    the checkpointed blocks are traced (checkpoint/inert.py Note [Inert hooks]).  A backward
+    run while a collector is active (`collecting`) records the recomputed layers' outputs in
+    eager: there the blocks run hooked, and record as many."""
+    from transformers.utils import output_capturing
+
+    import compiled_bw
+
+    def build():
+        m = _family("llama")
+        m.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        return m.train()
+
+    def step(m):
+        m.zero_grad(set_to_none=True)
+        ids = torch.randint(3, V, (2, 12))
+        out = m(input_ids=ids, labels=ids, output_hidden_states=True)
+        loss = out.loss + 0.1 * out.hidden_states[1].pow(2).mean()
+        collected = {"hidden_states": []}
+        token = output_capturing._active_collector.set(collected) if collecting else None
+        try:
+            loss.backward()
+        finally:
+            if token is not None:
+                output_capturing._active_collector.reset(token)
+        grads = [None if p.grad is None else p.grad.clone() for p in m.parameters()]
+        return [grads, len(collected["hidden_states"])]
+
+    differential(build, step)
+    code = compiled_bw.last_graph().code
+    assert ("hooked " in code) == collecting, [ln for ln in code.splitlines() if "hooked " in ln][:3]
 
 
 class _LoRA(torch.nn.Module):

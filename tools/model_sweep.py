@@ -1,7 +1,8 @@
 """Real models from `transformers` and `timm`, a few training steps each, eager autograd vs
 compiled_bw, per family, variant and backend (tests/differential.py: every parameter grad and
 every hook observation, every step).  A sweep for a torch or library release, not a test: it
-prints one line per run (OK with stats, DIFF with the first difference, ERR, SKIP).
+prints one line per run (OK with stats and the opaque calls of the last step's graph, DIFF with
+the first difference, ERR, SKIP).
 
 Consumes the installed torch, transformers and/or timm (a family whose library is missing is
 skipped); produces lines on stdout.
@@ -313,6 +314,16 @@ def _grads(m, variant):
     return out
 
 
+def _opaque_count() -> int:
+    """Opaque calls in the last graph compiled_bw ran (explain()'s "opaque nodes" line)."""
+    import compiled_bw
+
+    for ln in compiled_bw.explain().splitlines():
+        if ln.strip().startswith("opaque nodes:"):
+            return ln.count("(")
+    return 0
+
+
 PLANS = {
     "hf": "eager:plain,bf16,hooks,ckpt,ckpt_reentrant,accumulate;inductor:plain,ckpt",
     "timm": "eager:plain,hooks,ckpt,channels_last,droppath,bf16;inductor:plain,ckpt",
@@ -343,7 +354,8 @@ def main(argv) -> int:
                     )
                     res = (
                         f"OK captures={st.captures} hits={st.cache_hits} "
-                        f"fallbacks={st.fallbacks} {sorted(set(st.fallback_reasons))[:3]}"
+                        f"fallbacks={st.fallbacks} opaque={_opaque_count()} "
+                        f"{sorted(set(st.fallback_reasons))[:3]}"
                     )
                 except SkipRun as e:
                     res = f"SKIP {e}"

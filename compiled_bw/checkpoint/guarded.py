@@ -55,6 +55,7 @@ a recapture every model with such a block paid on its second step).
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import types
@@ -170,9 +171,10 @@ def _as_dynamo_traces(fn):
     return types.FunctionType(code, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
 
 
-def lookup(fn, key, args: tuple, kwargs: dict) -> Capture | None:
-    """The capture whose guards hold for `fn(*args, **kwargs)` now; a new Dynamo trace if
-    none does; None if Dynamo refuses the region (or it was recaptured too often)."""
+def lookup(fn, key, args: tuple, kwargs: dict, judging=contextlib.nullcontext) -> Capture | None:
+    """The capture whose guards hold for `fn(*args, **kwargs)` now; a new Dynamo trace (inside
+    `judging()`: recompute.py hides inert hooks there) if none does; None if Dynamo refuses the
+    region (or it was recaptured too often)."""
     fn = _as_dynamo_traces(fn)
     caps = _CAPTURES.setdefault(key, [])
     for c in caps:      # before the refusal: Note [A refusal stops new traces only]
@@ -185,7 +187,8 @@ def lookup(fn, key, args: tuple, kwargs: dict) -> Capture | None:
     if len(caps) >= _MAX_PER_KEY:
         _REFUSED.add(key)
         return None
-    g = region_guards(fn, args, kwargs)
+    with judging():
+        g = region_guards(fn, args, kwargs)
     if g is None or not g.check(fn, args, kwargs):
         COUNTS["refused"] += 1
         _REFUSED.add(key)

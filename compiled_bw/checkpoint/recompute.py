@@ -112,12 +112,13 @@ from ..core import fake_work
 from ..core.dispatch_tls import kept as kept_dispatch_state
 from ..graph import rng
 from ..graph.custom import NOT_PLAIN, plain_key
+from ..graph.fake_ops import GroupedMmOnFakes
 from ..graph.mutated import assign, input_of, written_args
 from ..graph.native import release_node
 from ..graph.saved import raw_saved
 from ..torchapi import checkpoint as ckpt
 from ..torchapi.dynamo import OpOverload, pytree
-from . import guarded
+from . import guarded, inert
 
 ATTR = "ckpt"       # saved_node keys of region inputs: (node index, ATTR, (region, j, name))
 INPUT_PREFIX = "ckpt"   # their graph placeholders: ckpt<region>_<name>
@@ -128,8 +129,6 @@ _INTERNAL = frozenset((
     "_state_dict_hooks", "_state_dict_pre_hooks", "_load_state_dict_pre_hooks",
     "_load_state_dict_post_hooks", "_is_full_backward_hook", "_forward_hooks_always_called",
 ))
-_HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks",
-               "_forward_hooks_with_kwargs", "_forward_pre_hooks_with_kwargs")
 
 
 @dataclasses.dataclass
@@ -202,7 +201,7 @@ def _tree_key(module) -> tuple | None:
         d = vars(m)
         attrs = []
         for k, v in d.items():
-            if k in _INTERNAL or k in _HOOK_DICTS:
+            if k in _INTERNAL or k in inert.HOOK_DICTS:
                 continue
             pk = plain_key(v)
             if pk is NOT_PLAIN:
@@ -341,7 +340,7 @@ def _region(w, i: int, frame, number: int, tensor_meta) -> Region | None:
         if got is None:
             return None
         module, fkey, call = got
-        if _hooked(module):
+        if inert.active(module):     # Note [Inert hooks]
             return None
     args, arg_sig = [], []
     for a in frame.saved_args:
@@ -383,7 +382,8 @@ def _region(w, i: int, frame, number: int, tensor_meta) -> Region | None:
     extra = {}
     if call is not None:
         extra = guarded.partial_tensors(fn)
-        cap = guarded.lookup(fn, fkey, tuple(shown), cv["kwargs"])
+        cap = guarded.lookup(fn, fkey, tuple(shown), cv["kwargs"],
+                             judging=functools.partial(inert.hidden, module))
         if cap is None:
             return None
         # Dynamo guards the module's attributes, not its classes' `forward`s: a forward
@@ -514,12 +514,7 @@ def _mutates(node) -> bool:
 def _has_hooks(m) -> bool:
     """Whether module `m` itself has an instance hook."""
     d = vars(m)
-    return any(d.get(h) for h in _HOOK_DICTS)
-
-
-def _hooked(module) -> bool:
-    """Whether any submodule has an instance hook (Dynamo does not guard them)."""
-    return any(_has_hooks(m) for m in module.modules())
+    return any(d.get(h) for h in inert.HOOK_DICTS)
 
 
 class _Adapter(torch.nn.Module):
@@ -591,7 +586,9 @@ def _trace_region(module, state: list, args: list, frame, call=None, extra=None,
             replays.append(mode)
         recorded.clear()
         recorded_rg.clear()
-        with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+        # GroupedMmOnFakes: graph/fake_ops.py Note [Grouped mm on fake tensors]
+        with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, unpack), \
+                GroupedMmOnFakes():
             try:
                 if call is None and mode is None:
                     torch.func.functional_call(module, params, cargs, kw)

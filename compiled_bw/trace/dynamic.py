@@ -66,6 +66,7 @@ import operator
 import sympy
 import torch
 
+from ..checkpoint import recompute
 from ..graph.nodes import AOT, LEAF, TRACE
 from ..torchapi import autograd as torch_autograd
 from ..torchapi.dynamo import fft_r2c_meta_strides_wrong
@@ -376,7 +377,7 @@ def _prod1(g, v, saved, need):
 
 
 def _grouped_mm(g, v, saved, need):
-    # Note [Grouped mm on fake tensors]
+    # graph/fake_ops.py Note [Grouped mm on fake tensors]
     try:
         return grouped_mm.grads(g, v, saved, need)
     except grouped_mm.NotOurs as e:
@@ -1071,6 +1072,10 @@ def formula_runner(w, i: int, fn, sym_vals: dict):
                     raise NotDynamic(f"node {i} {kind.name}: saved {attr} complex")
                 return ts
             t = placeholders.get((i, attr, -1))
+            if t is None and recompute.is_checkpointed(node, (attr,)):
+                # a traced region's tensor: its unpack answers from the region's graph
+                # (checkpoint/recompute.py tracing)
+                t = getattr(node, "_saved_" + attr)
             if t is None or t.dtype.is_complex:
                 raise NotDynamic(f"node {i} {kind.name}: saved {attr} missing or complex")
             return t
@@ -1092,7 +1097,7 @@ def plain_branch(w, i: int, buf: list):
 
 def own_formula(w, i: int):
     """A runner (formula_runner) of our copy of node i's formula where its real formula
-    cannot run on fake tensors (Note [Grouped mm on fake tensors]); None for other nodes."""
+    cannot run on fake tensors (graph/fake_ops.py Note [Grouped mm on fake tensors]); None for other nodes."""
     if w.kinds[i].name not in REAL_REFUSES:
         return None
     return formula_runner(w, i, FORMULAS[w.kinds[i].name][0], {})

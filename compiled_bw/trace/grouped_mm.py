@@ -6,55 +6,22 @@ mat2, offs: placeholders of the trace); produces its two grads, traced as calls 
 NotOurs where our copy does not hold (the node then runs as before: the real node's formula,
 or an opaque call of the real node).
 
-Note [Grouped mm on fake tensors]
-Hugging Face's MoE experts (Mixtral, Qwen2-MoE, ...) call `torch._grouped_mm(x, w, offs)`:
-x (tokens sorted by expert, 2-D), w (experts' weights, 3-D, often a transposed view) and offs
-(cumulative token counts).  On the CPU the kernel takes float32, but torch's meta kernel
-demands bf16, so the real node's formula raised on fake tensors and the node ran opaquely:
-an opaque call, and a graph whose sizes could never become symbolic (the token count per
-expert changes with every batch).  This is a copy of derivatives.yaml's formula
-(`_grouped_mm_mat1_backward` / `_grouped_mm_mat2_backward`) for the 2-D self, 3-D mat2 with
-offsets case: grad_self = grouped_mm(grad, mat2ᵀ), grad_mat2 = grouped_mm(selfᵀ, grad) (one
-(K, N) block per group), and an operand that was column-major (a transposed contiguous
-tensor: `w.transpose(-2, -1)`) gets its grad column-major, computed as the transpose of the
-transposed product, as the C++ formula does.  Checked bitwise, values and strides, against
-the real node for both layouts of both operands (tests/test_core.py).  Any other case --
-another rank, no offsets, an out_dtype (the grad's dtype differs from self's), a layout that
-is neither plainly row- nor column-major -- is NotOurs.
-The op returns torch._grouped_mm's output made contiguous (it is: one block per group), the
-layout its fake kernel promises, so Inductor, which calls it as an extern kernel, reads it
-as it is.
+Our copy of derivatives.yaml's formula (`_grouped_mm_mat1_backward` /
+`_grouped_mm_mat2_backward`) for the 2-D self, 3-D mat2 with offsets case (graph/fake_ops.py
+Note [Grouped mm on fake tensors]: torch's meta kernel rejects float32): grad_self =
+grouped_mm(grad, mat2ᵀ), grad_mat2 = grouped_mm(selfᵀ, grad) (one (K, N) block per group), and
+an operand that was column-major (a transposed contiguous tensor: `w.transpose(-2, -1)`) gets
+its grad column-major, computed as the transpose of the transposed product, as the C++ formula
+does.  Checked bitwise, values and strides, against the real node for both layouts of both
+operands (tests/test_core.py).  Any other case -- another rank, no offsets, an out_dtype (the
+grad's dtype differs from self's), a layout that is neither plainly row- nor column-major -- is
+NotOurs.
 """
 from __future__ import annotations
 
-import torch
+from ..graph.fake_ops import GROUPED_MM, NotOurs
 
-_LIB = torch.library.Library("compiled_bw", "FRAGMENT")
-_LIB.define("grouped_mm(Tensor a, Tensor b, Tensor offs) -> Tensor")
-
-
-class NotOurs(Exception):
-    """Our copy of the formula does not cover this node; the message says why."""
-
-
-def _grouped_mm_impl(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor) -> torch.Tensor:
-    return torch.ops.aten._grouped_mm.default(a, b, offs).contiguous()
-
-
-_LIB.impl("grouped_mm", _grouped_mm_impl, "CompositeExplicitAutograd")
-
-
-@torch.library.register_fake("compiled_bw::grouped_mm", lib=_LIB)
-def _grouped_mm_fake(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor) -> torch.Tensor:
-    if a.dim() == 2 and b.dim() == 3:       # (M, K) x (G, K, N) -> (M, N)
-        shape = (a.shape[0], b.shape[2])
-    elif a.dim() == 2 and b.dim() == 2:     # (K, M) x (M, N) -> (G, K, N)
-        shape = (offs.shape[0], a.shape[0], b.shape[1])
-    elif a.dim() == 3 and b.dim() == 2:     # (G, K, N) x (N, M) -> (K, M)
-        shape = (a.shape[1], b.shape[1])
-    else:
-        raise NotOurs(f"grouped_mm of a {a.dim()}-D and a {b.dim()}-D operand")
-    return a.new_empty(shape)
+__all__ = ["NotOurs", "grads"]
 
 
 def _contiguous(sizes) -> list:
@@ -91,7 +58,7 @@ def grads(g, values: dict, saved, need) -> list:
     if any(t is not None and t.dtype != g.dtype for t in (a, b)):
         raise NotOurs(f"an operand's dtype is not the grad's {g.dtype} (an out_dtype)")
     out: list = [None] * len(need)
-    op = torch.ops.compiled_bw.grouped_mm.default
+    op = GROUPED_MM
     if need[0]:
         if _layout(a_sizes, a_strides, "self"):
             out[0] = op(b, g.transpose(-2, -1), offs).transpose(-2, -1)

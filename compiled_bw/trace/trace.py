@@ -86,7 +86,7 @@ MAY_RAISE = (REJECTED, SKIPS_CHECK)
 # (PackPaddedSequenceBackward0 reads its batch sizes; fake tensors have none), or one whose
 # meta kernel rejects what the CPU kernel accepts (GroupedMmBackward0: `_grouped_mm`'s meta
 # demands bf16, the CPU kernel takes float32, as in Hugging Face's MoE experts: where we have
-# a copy of its formula, that copy is traced instead, dynamic.py own_formula and grouped_mm.py
+# a copy of its formula, that copy is traced instead, dynamic.py own_formula and graph/fake_ops.py
 # Note [Grouped mm on fake tensors]).  The real node at run time computes what eager computes, or raises eager's error at eager's point:
 # such a node may well raise (a derivative "not implemented"), so the graph delivers leaf
 # grads where eager does (runtime/run.py Note [Delivery points]), and a backward failing there
@@ -727,7 +727,7 @@ def _plain_branch_call(w, i: int, name: str, plain, buf: list, df, placeholders:
 
 def _own_formula(w, i: int, name: str, buf: list, df, placeholders: dict):
     """Node i's grads by our copy of its formula, whose real one fake tensors reject
-    (dynamic.py own_formula, Note [Grouped mm on fake tensors]); None: it runs opaquely."""
+    (dynamic.py own_formula, graph/fake_ops.py Note [Grouped mm on fake tensors]); None: it runs opaquely."""
     own = own_formula(w, i)
     if own is None or df.variable(buf):
         return None
