@@ -500,6 +500,31 @@ def test_changing_sizes_recapture_static_graphs():
     assert any("traced checkpoint region" in r for r in st.recompile_reasons), st.recompile_reasons
 
 
+def test_new_sizes_every_step_back_off_to_eager_autograd():
+    """runtime/cache.py Note [Recapture storms]: a new batch size at every step, which the
+    region's static recomputation cannot serve from one graph: after the first graph and two
+    that are never reused, the next backwards run eager autograd without a walk (fallbacks
+    with the reason), one is looked up again (a new size: captured, a longer backoff); a size
+    seen before is a hit and ends the storm.  Eager's grads at every step."""
+    sizes = [5, 7, 9, *range(11, 18, 2), 19, *range(21, 36, 2), 9, 7]
+
+    def step(st):
+        m, head, _, log = st
+        x = torch.randn(sizes[len(log)], 6, requires_grad=True)
+        log.append(None)
+        for p in (*m.parameters(), *head.parameters()):
+            p.grad = None
+        head(cp.checkpoint(m, x, use_reentrant=False)).pow(2).sum().backward()
+        return [*grads(m), *grads(head), x.grad]
+    # captures: 5, 7, 9 (storm: 11-17 eager), 19 (storm again, twice as long: 21-35 eager),
+    # then 9 and 7 are hits
+    st = differential(_build(), step, strict=False, steps=len(sizes), captures=4,
+                      fallbacks=12)
+    assert all("Note [Recapture storms]" in r for r in st.fallback_reasons), st.fallback_reasons
+    assert st.cache_hits == 2, st
+    assert sum("the next" in n for n in st.notes) == 2, st.notes
+
+
 # ---- not opted in: traced under Dynamo's guards (Note [Guarded recomputation]) ----------
 
 class _User(nn.Module):

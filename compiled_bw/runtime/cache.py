@@ -119,6 +119,33 @@ class Fallback:
 
 STORM_FACTOR = 16
 
+# Note [Recapture storms]
+# A root whose sizes change at every step while its graph cannot be dynamic (runtime/dynamic.py
+# says "sizes changed but the graph stays static": a checkpointed region's recomputation is
+# traced with static sizes, a node without a symbolic formula) captures a static graph per
+# step that is never run again: Hugging Face gradient checkpointing over varying sequence
+# lengths (dynamic padding) cost 12x eager's backward that way, every step a walk, a trace
+# and a run on the eager backend.  So after STORM_STREAK such captures in a row without a hit
+# of the root, its next backwards run eager autograd without a walk (a fallback with the
+# reason), BACKOFF_FIRST of them, then one backward is walked and looked up again: a hit ends
+# the storm; another fresh capture starts the next, twice as long (up to BACKOFF_MAX).  A hit
+# of the root at any time (a size seen before, a dynamic graph) clears it.  Only size changes
+# the dynamic path could not serve count (`static_sizes`): new structures, whose graphs
+# usually come back (a training and an evaluation graph), never start one.  With strict=True
+# (every backward compiled, or an error) a root never backs off: it captures as before.
+STORM_STREAK = 2
+BACKOFF_FIRST = 4
+BACKOFF_MAX = 256
+
+
+@dataclasses.dataclass
+class Storm:
+    """Note [Recapture storms]: one root's state."""
+    why: str                    # why its graph stays static, from the dynamic path
+    streak: int = 0             # fresh static captures since the last hit, sizes changed
+    skip: int = 0               # backwards left to run eagerly without a walk
+    next_skip: int = BACKOFF_FIRST
+
 
 class Cache:
     def __init__(self) -> None:
@@ -138,6 +165,7 @@ class Cache:
         # (root key, base) whose dynamic graph of shared size symbols met two different sizes
         # for one symbol (runtime/dynamic.py Note [One symbol for sizes that changed together])
         self.unshared: set = set()
+        self.storms: dict = {}      # root key -> Storm (Note [Recapture storms])
 
     def clear(self) -> None:
         self.entries.clear()
@@ -150,6 +178,7 @@ class Cache:
         self.dynamic_keys.clear()
         self.pinned.clear()
         self.unshared.clear()
+        self.storms.clear()
 
     def get(self, key):
         return self.entries.get(key)
@@ -172,9 +201,40 @@ class Cache:
         """A backward served by a cached graph: counted, and `key` (a static graph) made the
         root's most recently used."""
         self.hits[root_key] = self.hits.get(root_key, 0) + 1
+        if self.storms:
+            self.storms.pop(root_key, None)     # Note [Recapture storms]
         live = self.live.get(root_key)
         if key is not None and live is not None and key in live:
             live.move_to_end(key)
+
+    def static_sizes(self, root_key, why: str) -> None:
+        """Note [Recapture storms]: this root's sizes changed and its graph stays static."""
+        storm = self.storms.get(root_key)
+        if storm is None:
+            self.storms[root_key] = Storm(why)
+        else:
+            storm.why = why
+
+    def captured_static(self, root_key) -> Storm | None:
+        """Note [Recapture storms]: after a fresh static capture of this root; the Storm when
+        it starts a backoff now."""
+        storm = self.storms.get(root_key)
+        if storm is None:
+            return None
+        storm.streak += 1
+        if storm.streak < STORM_STREAK:
+            return None
+        storm.skip, storm.next_skip = storm.next_skip, min(2 * storm.next_skip, BACKOFF_MAX)
+        storm.streak = STORM_STREAK - 1     # after the backoff, one more capture starts the next
+        return storm
+
+    def backoff(self, root_key) -> Storm | None:
+        """Note [Recapture storms]: the Storm if this backward of the root runs eagerly."""
+        storm = self.storms.get(root_key)
+        if storm is None or storm.skip <= 0:
+            return None
+        storm.skip -= 1
+        return storm
 
     def count(self, root_key) -> int:
         return self.per_root.get(root_key, 0)

@@ -201,6 +201,7 @@ def step(state, w, root_edges, opts, grad_tensors, key, root_key):
         spec = DynSpec.build(pw, paths)
     except NotDynamic as e:
         state.log_recompile(f"sizes changed but the graph stays static: {e}")
+        cache.static_sizes(root_key, str(e))     # runtime/cache.py Note [Recapture storms]
         return None
     return _capture(state, w, pw, opts, grad_tensors, key, root_key, spec, base, prev)
 

@@ -286,6 +286,8 @@ def _call(state, t_outputs, grad_tensors, inputs, keep_graph: bool, allow_unused
     """The call stage by stage: walk -> key -> look up or capture (trace, passes, compile) ->
     run."""
     root_edges = _root_edges(t_outputs)
+    if state.cache.storms and not state.strict:     # runtime/cache.py Note [Recapture storms]
+        _backoff(state, root_edges, grad_tensors, t_outputs)
     w = _walk(root_edges, create_graph)
     in_edges = _input_edges(w, inputs, accumulate)
     order = None
@@ -346,6 +348,23 @@ def _call(state, t_outputs, grad_tensors, inputs, keep_graph: bool, allow_unused
 # `inputs`; only grad()'s results follow it.  The key takes the input edges sorted (by walk
 # index, input_nr) and the results are put back in the caller's order: pipeline parallelism's
 # weight pass passes a param group's weights from a set, in another order each step.
+
+
+def _backoff(state, root_edges, grad_tensors, t_outputs) -> None:
+    """runtime/cache.py Note [Recapture storms]: raise FallbackToEager, before any walk, where
+    this backward's root is backing off (its RootKey, as _keys makes it for plain roots)."""
+    if any(type(t) is GradientEdge for t in t_outputs):
+        return
+    try:
+        root_meta = tuple(None if g is None else tensor_meta(g) for g in grad_tensors)
+    except WalkUnsupported:
+        return
+    names = tuple(type(n).__name__ for n, _ in root_edges)
+    storm = state.cache.backoff(RootKey(names, root_meta, state.backend_key))
+    if storm is not None:
+        raise FallbackToEager(f"this root captured a static graph per backward, never reused "
+                              f"({storm.why}): eager autograd runs it for a while (runtime/"
+                              "cache.py Note [Recapture storms])")
 
 
 def _root_edges(t_outputs) -> list:
@@ -459,6 +478,12 @@ def _miss(state, w, opts, grad_tensors, key: CacheKey, root_key: RootKey, slots=
             state.cache.put(root_key, key, entry, state.cache_size_limit)
             state.stats.compile_seconds += time.perf_counter() - t0
             fresh = True
+            if isinstance(entry, Compiled) and state.cache.storms and not state.strict:
+                storm = state.cache.captured_static(root_key)
+                if storm is not None:       # runtime/cache.py Note [Recapture storms]
+                    state.note(f"{root_key.root_types[0]}: a static graph per backward, never reused "
+                               f"({storm.why}): the next {storm.skip} backwards run eager "
+                               "autograd, then compiled_bw looks again")
         else:
             fresh = False
             if isinstance(entry, Compiled):
