@@ -30,28 +30,9 @@ saved tensors], which recompute as eager does):
     **kwargs) (Hugging Face's) that Dynamo traces whole with no side effect, and whose
     Dynamo guards hold at this backward: the capture they select is in the key, a tensor in
     the partial's keywords is a graph input, a tensor read from anywhere else declines
-    (guarded.py Note [Guarded recomputation]); no module hooks;
-  - no context_fn other than selective checkpointing's (Note [Nested regions]
-A region checkpointed inside another's forward (timm's poolformer checkpoints its stages and,
-in each, its blocks) has its arguments saved under the enclosing region's hooks (torch's Note
-[Nestable Checkpoint], rule 2): they are that frame's holders, and eager's recomputation of
-the inner region unpacks them, which recomputes the enclosing region first (detached, as
-recomputed tensors are; the unpacked argument requires grad as it did).  So an inner region's
-argument is not a graph input: it is the enclosing region's recomputed tensor k (an _Outer),
-read from the enclosing region's traced graph when the inner one first runs; the enclosing
-region is traced even when none of its own nodes is (it may save nothing but its blocks'
-arguments), and its trace runs the real checkpoint call of the inner region on fake tensors
-(rule 1: the inner region's own saved tensors go to the inner frame, not to ours, as in the
-forward).  The inner region is traced and guarded on an uninitialized stand-in of the outer
-trace's metadata for that tensor (shape, strides, dtype, device, requires_grad: its key
-part); each region's key and its inputs enter the signature at its first mention, an
-enclosing region's with the first inner region that reads it.  Declined (the inner nodes
-run hooked, recomputing as eager does): an argument packed by a user's hooks, or by an
-enclosing region that is declined or selective (its SAC entries are consumed only where its
-own nodes run).  Eager's recomputation of either has no effect outside the frames (the
-rules above), so computing them in the graph is unobservable.
-
-Note [Selective recomputation]), no
+    (guarded.py Note [Guarded recomputation]); no module hooks but ones known to do
+    nothing at this backward (inert.py Note [Inert hooks]);
+  - no context_fn other than selective checkpointing's (Note [Selective recomputation]), no
     autocast, no debug, the default determinism check, no saved_tensors_hooks around the
     region's saved arguments but an enclosing checkpoint's (Note [Nested regions]), no
     GraphExecGroup;
@@ -73,6 +54,26 @@ effect outside the frame (RNG forked and restored -- the graph's draws never tou
 generator --, no side effects by the rules above), so
 skipping it at run time is unobservable; with retain_graph=False the nodes' saved variables
 (holders, frame, saved arguments) are freed after the run, as eager frees them.
+
+Note [Nested regions]
+A region checkpointed inside another's forward (timm's poolformer checkpoints its stages and,
+in each, its blocks) has its arguments saved under the enclosing region's hooks (torch's Note
+[Nestable Checkpoint], rule 2): they are that frame's holders, and eager's recomputation of
+the inner region unpacks them, which recomputes the enclosing region first (detached, as
+recomputed tensors are; the unpacked argument requires grad as it did).  So an inner region's
+argument is not a graph input: it is the enclosing region's recomputed tensor k (an _Outer),
+read from the enclosing region's traced graph when the inner one first runs; the enclosing
+region is traced even when none of its own nodes is (it may save nothing but its blocks'
+arguments), and its trace runs the real checkpoint call of the inner region on fake tensors
+(rule 1: the inner region's own saved tensors go to the inner frame, not to ours, as in the
+forward).  The inner region is traced and guarded on an uninitialized stand-in of the outer
+trace's metadata for that tensor (shape, strides, dtype, device, requires_grad: its key
+part); each region's key and its inputs enter the signature at its first mention, an
+enclosing region's with the first inner region that reads it.  Declined (the inner nodes
+run hooked, recomputing as eager does): an argument packed by a user's hooks, or by an
+enclosing region that is declined or selective (its SAC entries are consumed only where its
+own nodes run).  Eager's recomputation of either has no effect outside the frames (the
+rules above), so computing them in the graph is unobservable.
 
 Note [Selective recomputation]
 A region checkpointed with create_selective_checkpoint_contexts recomputes under torch's
