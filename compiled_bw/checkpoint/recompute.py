@@ -422,10 +422,11 @@ def _region(w, i: int, frame, number: int, tensor_meta) -> Region | None:
         h = ref()
         if h is not None:
             holder_index[id(h)] = k
-    keys, ins, tensors = [], [], []
+    keys, tensors = [], []
     for j, (n, t) in enumerate(params + buffers):
         keys.append((i, ATTR, (number, j, n)))
         tensors.append(t)
+    ins = list(keys)    # `traced`'s inputs: the state, the arguments, then the rest of `keys`
     j = len(params) + len(buffers)
     for a in args:
         if type(a) is _Outer:
@@ -435,6 +436,7 @@ def _region(w, i: int, frame, number: int, tensor_meta) -> Region | None:
             tensors.append(a)
             ins.append(keys[-1])
             j += 1
+    rest = len(keys)
     for k, (_, ts) in extra.items():
         for m, t in enumerate(ts):
             keys.append((i, ATTR, (number, j, f"kw_{k}" if len(ts) == 1 else f"kw_{k}{m}")))
@@ -451,8 +453,7 @@ def _region(w, i: int, frame, number: int, tensor_meta) -> Region | None:
     if traced.rng:      # the forward's RNG state: the region's draws start from it
         keys.append((i, ATTR, (number, j, "rng")))
         tensors.append(state)
-    n_front = len(params) + len(buffers)
-    ins = keys[:n_front] + ins + keys[n_front + sum(type(k) is not _Outer for k in ins):]
+    ins += keys[rest:]
     return Region(weakref.ref(frame), number, sig, traced.gm, keys, holder_index,
                   traced.consumed, ins=ins, saved_meta=traced.saved_meta, inputs=tensors)
 

@@ -356,10 +356,9 @@ def _backoff(state, root_edges, grad_tensors, t_outputs) -> None:
     if any(type(t) is GradientEdge for t in t_outputs):
         return
     try:
-        root_meta = tuple(None if g is None else tensor_meta(g) for g in grad_tensors)
+        names, root_meta = _root_parts(root_edges, grad_tensors)
     except WalkUnsupported:
         return
-    names = tuple(type(n).__name__ for n, _ in root_edges)
     storm = state.cache.backoff(RootKey(names, root_meta, state.backend_key))
     if storm is not None:
         raise FallbackToEager(f"this root captured a static graph per backward, never reused "
@@ -405,13 +404,20 @@ def _input_edges(w, inputs, accumulate: bool) -> tuple:
     return tuple(in_edges)
 
 
+def _root_parts(root_edges, grad_tensors) -> tuple:
+    """The roots' node class names and grad metadata, the parts of a RootKey (raises
+    WalkUnsupported for a grad the walk does not take)."""
+    return (tuple(type(n).__name__ for n, _ in root_edges),
+            tuple(None if g is None else tensor_meta(g) for g in grad_tensors))
+
+
 def _keys(state, w, root_edges, grad_tensors, opts: Options, edge_roots: bool) -> tuple:
     """The CacheKey of this call and the RootKey it is counted and explained under.
     edge_roots: some root is a GradientEdge; its RootKey also has the graph's size (pipeline
     parallelism's weight pass starts one call per param group from nodes of one class and
     grad shape: each its own root, not recaptures of one)."""
     try:
-        root_meta = tuple(None if g is None else tensor_meta(g) for g in grad_tensors)
+        names, root_meta = _root_parts(root_edges, grad_tensors)
     except WalkUnsupported as e:
         raise FallbackToEager(f"root grad: {e}") from None
     # Note [Delivery points]: whether a leaf's AccumulateGrad has a hook (also one only C++ sees)
@@ -419,7 +425,6 @@ def _keys(state, w, root_edges, grad_tensors, opts: Options, edge_roots: bool) -
     options = OptionsKey(opts.accumulate, opts.retain_graph, opts.inputs, opts.allow_unused,
                          observed, opts.create_graph, deterministic(), precision())
     key = CacheKey(w.signature, tuple(w.root_edges), root_meta, options, state.backend_key)
-    names = tuple(type(n).__name__ for n, _ in root_edges)
     root_key = RootKey(names + (len(w.nodes),) if edge_roots else names, root_meta,
                        state.backend_key)
     return key, root_key
