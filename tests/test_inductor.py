@@ -5,6 +5,7 @@ Grads are compared with eager autograd through tests/differential.py; CI also ru
 differential files (test_core.py, test_signature.py) with COMPILED_BW_TEST_BACKEND=inductor.
 """
 import gc
+import re
 import weakref
 
 import pytest
@@ -360,3 +361,50 @@ def test_the_worker_compiles_under_the_parents_modes():
         with compile_worker.compile_modes(other):
             assert (compile_worker.deterministic(), compile_worker._read_precision()) == other
         assert (compile_worker.deterministic(), compile_worker._read_precision()) == own
+
+
+# a modulus by a size symbol in a kernel's indexing: Inductor's C++ code for it is scalar
+_SYMBOLIC_MODULUS = re.compile(r"%\s*static_cast<int64_t>\([^;)]*\bks\d+")
+
+
+def _attention_steps(sizes):
+    """nn.MultiheadAttention (batch_first) over (batch, length) sizes: its backward reshapes
+    the q/k/v grads through (batch * heads) and back (Note [Inductor: reshape copies on
+    CPU])."""
+    def build():
+        torch.manual_seed(0)
+        return {"k": 0, "attn": torch.nn.MultiheadAttention(16, 4, batch_first=True)}
+
+    def step(s):
+        b, t = sizes[s["k"]]
+        s["k"] += 1
+        s["attn"].zero_grad()
+        x = torch.randn(b, t, 16, requires_grad=True)
+        out, _ = s["attn"](x, x, x, need_weights=False)
+        out.pow(2).mean().backward()
+        return grads(s["attn"]) + [x.grad]
+    return build, step
+
+
+@pytest.mark.parametrize("sizes,captures", [([(3, 5)] * 3, 1),
+                                            ([(3, 5), (4, 7), (6, 9), (5, 11), (2, 3)], 2)],
+                         ids=["static", "dynamic"])
+def test_reshape_copies_are_realized_on_cpu(sizes, captures, monkeypatch):
+    # backends/inductor.py Note [Inductor: reshape copies on CPU]
+    from compiled_bw.backends import inductor
+    realized = []
+    compile_fx_inner = inductor.compile_fx_inner
+
+    def spy(gm, *args, **kwargs):
+        realized.append(len(gm.graph.find_nodes(
+            op="call_function", target=torch.ops.prims.inductor_force_stride_order.default)))
+        return compile_fx_inner(gm, *args, **kwargs)
+    monkeypatch.setattr(inductor, "compile_fx_inner", spy)
+    build, step = _attention_steps(sizes)
+    st = differential(build, step, steps=len(sizes), backend="inductor", captures=captures,
+                      options={"background_compile": False})
+    assert st.dynamic_captures == captures - 1, st.recompile_reasons
+    # per graph: at least the clones of the q, k and v grads before (length, batch, embed)
+    assert len(realized) == captures and min(realized) >= 3, realized
+    src = compiled_bw.last_compiled().source_code
+    assert not _SYMBOLIC_MODULUS.findall(src), _SYMBOLIC_MODULUS.findall(src)[:3]

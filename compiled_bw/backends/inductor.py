@@ -8,8 +8,10 @@ without Inductor disables only this backend.  See Note [Inductor without Dynamo]
 from __future__ import annotations
 
 import copy
+import operator
 import os
 
+import sympy
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
@@ -28,6 +30,7 @@ from ..torchapi.dynamo import (
     detect_fake_mode,
     pool_sizes_without_parity_guards,
     pytree,
+    sym_parts,
     tracing,
 )
 from ..torchapi.inductor import (
@@ -219,7 +222,7 @@ PINS_SIZES = {torch.ops.aten.convolution_backward.default: _conv_dx_would_pin}
 #    Inductor's schedule: Note [Inductor: call order]).  The C++ wrapper never holds our calls
 #    (Note [Inductor: C++ wrapper]).
 
-CODEGEN_VERSION = 15     # bump when the code Inductor generates for us changes (FX graph cache key)
+CODEGEN_VERSION = 16     # bump when the code Inductor generates for us changes (FX graph cache key)
 
 
 def _source_key() -> str:
@@ -747,6 +750,106 @@ def _contiguous_unbatched_pool3d(gm: torch.fx.GraphModule) -> None:
         gm.recompile()
 
 
+# Note [Inductor: reshape copies on CPU]
+#    A `reshape` of a tensor its strides do not allow viewing is a copy: ATen's composite
+#    `reshape` is `_unsafe_view(clone(x, contiguous_format))`, and eager makes that copy.
+#    Inductor inlines the clone into whatever reads the view, addressing the source through
+#    the view's reindexing.  Where the view regroups dims (MultiheadAttention's backward:
+#    the grads of q, k, v, (B, H, L, hd) -> (B*H, L, hd) -> permuted -> (L, B*H, hd) ->
+#    (L, B, H*hd)), that reindexing goes through the flat index, floor divisions and moduli
+#    of it (`((x3 + 64*x0)//16) % (4*ks0)` with symbolic sizes), which Inductor's C++ code
+#    cannot vectorize: the kernel that reads it runs one element at a time.  So on CPU the
+#    clone of a non-contiguous tensor that such a view reads is realized as eager realizes
+#    it (Inductor's force_stride_order to contiguous strides: a contiguous buffer, which the
+#    view then reinterprets).  Same values (a copy into contiguous memory); as many copies as
+#    eager makes.  nn.TransformerEncoder's backward (2 layers, d=64, 64 x 439 tokens, one
+#    thread): a static graph 1.12x -> 0.89x eager's, a dynamic one 1.44x -> 0.86x of the
+#    static one before (benchmarks/RESULTS.md).  Not on CUDA (Triton computes such
+#    indices per element; not measured there).  Symbolic sizes are compared as expressions,
+#    never by evaluating them (no guard is added while compiling a dynamic graph).
+_RESHAPES = (torch.ops.aten.view.default, torch.ops.aten._unsafe_view.default,
+             torch.ops.aten.reshape.default)
+
+
+def _expr(size):
+    return sym_parts(size)[0] if isinstance(size, torch.SymInt) else size
+
+
+def _contiguous_strides(shape) -> list:
+    """Contiguous strides of `shape`: ints and SymInts (of the shape's own symbols)."""
+    out = [1]
+    for size in reversed(shape[1:]):
+        out.insert(0, out[0] * size)
+    return out
+
+
+def _looks_contiguous(v) -> bool:
+    """Whether v's strides are contiguous strides, dims of size 1 aside, comparing
+    expressions (no guard)."""
+    want = _contiguous_strides(v.shape)
+    return all(_expr(size) == 1 or sympy.expand(_expr(st) - _expr(w)) == 0
+               for size, st, w in zip(v.shape, v.stride(), want, strict=True))
+
+
+def _same_shape(a, b) -> bool:
+    return len(a) == len(b) and all(sympy.expand(_expr(x) - _expr(y)) == 0
+                                    for x, y in zip(a, b, strict=True))
+
+
+def _reshape_copies(gm: torch.fx.GraphModule) -> list:
+    """(view node, its clone input) pairs of Note [Inductor: reshape copies on CPU]."""
+    out = []
+    for n in gm.graph.nodes:
+        if n.op != "call_function" or n.target not in _RESHAPES:
+            continue
+        x = n.args[0]
+        if not (isinstance(x, torch.fx.Node) and x.target is torch.ops.aten.clone.default
+                and x.kwargs.get("memory_format") is torch.contiguous_format):
+            continue
+        v, src, out_v = x.meta.get("val"), x.args[0].meta.get("val"), n.meta.get("val")
+        if not all(isinstance(t, torch.Tensor) for t in (v, src, out_v)):
+            continue
+        if _looks_contiguous(src) or not _looks_contiguous(v) or \
+                _same_shape(out_v.shape, v.shape):
+            continue
+        out.append((n, x))
+    return out
+
+
+def _placeholder_tensors(gm: torch.fx.GraphModule) -> list:
+    return [n.meta["val"] for n in gm.graph.find_nodes(op="placeholder")
+            if isinstance(n.meta.get("val"), torch.Tensor)]
+
+
+def _realized_reshape_copies(gm: torch.fx.GraphModule) -> None:
+    """Note [Inductor: reshape copies on CPU]: each such clone realized for its view."""
+    pairs = _reshape_copies(gm)
+    g = gm.graph
+    for n, x in pairs:
+        v = x.meta["val"]
+        with g.inserting_before(n):
+            sizes = []
+            for d, size in enumerate(v.shape):
+                if isinstance(size, torch.SymInt):
+                    size = g.call_function(torch.ops.aten.sym_size.int, (x, d))
+                    size.meta["val"] = v.shape[d]
+                sizes.append(size)
+            stride = [1]        # contiguous strides, as graph values
+            for d in range(v.dim() - 1, 0, -1):
+                st, size = stride[0], sizes[d]
+                if isinstance(st, int) and isinstance(size, int):
+                    stride.insert(0, st * size)
+                    continue
+                m = g.call_function(operator.mul, (st, size))
+                m.meta["val"] = v.stride()[d - 1]
+                stride.insert(0, m)
+            c = g.call_function(torch_inductor.force_stride_order, (x, stride))
+        c.meta["val"] = v
+        n.replace_input_with(x, c)
+    if pairs:
+        gm.recompile()
+
+
 # Note [Inductor: views of intermediates]
 # Our graph's `view`s were traced on eager's meta strides.  Inductor retraces the graph with its
 # own decompositions, whose outputs may take other strides (a `cat` of rotary halves of a
@@ -906,6 +1009,8 @@ def _compile_inductor(gm: torch.fx.GraphModule, example_inputs: list):
     _exact_output_strides(retraced, vals)    # Note [Inductor: exact output strides]
     strides = _pin_output_strides(retraced, vals)
     _contiguous_unbatched_pool3d(retraced)
+    if all(v.device.type == "cpu" for v in _placeholder_tensors(retraced)):
+        _realized_reshape_copies(retraced)     # Note [Inductor: reshape copies on CPU]
     # CODEGEN_VERSION, SOURCE_KEY: artefacts cached before a change of how we compile (e.g. Note
     # [Inductor: no input asserts]) are not reused (Note [Inductor: cache key of our code])
     sites = current_sites()
