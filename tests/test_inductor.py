@@ -367,6 +367,23 @@ def test_the_worker_compiles_under_the_parents_modes():
 _SYMBOLIC_MODULUS = re.compile(r"%\s*static_cast<int64_t>\([^;)]*\bks\d+")
 
 
+def _graphs_inductor_compiles(monkeypatch) -> list:
+    """The graphs compiled_bw hands Inductor from now on (foreground compiles)."""
+    from compiled_bw.backends import inductor
+    graphs = []
+    compile_fx_inner = inductor.compile_fx_inner
+
+    def spy(gm, *args, **kwargs):
+        graphs.append(gm)
+        return compile_fx_inner(gm, *args, **kwargs)
+    monkeypatch.setattr(inductor, "compile_fx_inner", spy)
+    return graphs
+
+
+def _count(gm, op) -> int:
+    return len(gm.graph.find_nodes(op="call_function", target=op))
+
+
 def _attention_steps(sizes):
     """nn.MultiheadAttention (batch_first) over (batch, length) sizes: its backward reshapes
     the q/k/v grads through (batch * heads) and back (Note [Inductor: reshape copies on
@@ -391,20 +408,43 @@ def _attention_steps(sizes):
                          ids=["static", "dynamic"])
 def test_reshape_copies_are_realized_on_cpu(sizes, captures, monkeypatch):
     # backends/inductor.py Note [Inductor: reshape copies on CPU]
-    from compiled_bw.backends import inductor
-    realized = []
-    compile_fx_inner = inductor.compile_fx_inner
-
-    def spy(gm, *args, **kwargs):
-        realized.append(len(gm.graph.find_nodes(
-            op="call_function", target=torch.ops.prims.inductor_force_stride_order.default)))
-        return compile_fx_inner(gm, *args, **kwargs)
-    monkeypatch.setattr(inductor, "compile_fx_inner", spy)
+    graphs = _graphs_inductor_compiles(monkeypatch)
     build, step = _attention_steps(sizes)
     st = differential(build, step, steps=len(sizes), backend="inductor", captures=captures,
                       options={"background_compile": False})
     assert st.dynamic_captures == captures - 1, st.recompile_reasons
     # per graph: at least the clones of the q, k and v grads before (length, batch, embed)
+    realized = [_count(gm, torch.ops.prims.inductor_force_stride_order.default) for gm in graphs]
     assert len(realized) == captures and min(realized) >= 3, realized
     src = compiled_bw.last_compiled().source_code
     assert not _SYMBOLIC_MODULUS.findall(src), _SYMBOLIC_MODULUS.findall(src)[:3]
+
+
+@pytest.mark.parametrize("case", ["mean", "weighted_ignore", "none_2d"])
+def test_nll_loss_backward_selects_without_a_one_hot(case, monkeypatch):
+    # backends/inductor.py Note [Inductor: grads eager leaves untouched]: the loss backward is a
+    # selection fused into its consumer, no scatter into a materialized one-hot
+    graphs = _graphs_inductor_compiles(monkeypatch)
+
+    def build():
+        torch.manual_seed(0)
+        return [torch.randn(12, 10, requires_grad=True), torch.rand(10)]
+
+    def step(ps):
+        x, w = ps
+        x.grad = None
+        t = torch.randint(0, 10, (12,))
+        if case == "mean":
+            loss = torch.nn.functional.cross_entropy(x * 2, t)
+        elif case == "weighted_ignore":
+            t[::3] = 4
+            loss = torch.nn.functional.cross_entropy(x * 2, t, weight=w, ignore_index=4)
+        else:
+            x4 = (x * 2).view(3, 4, 10).transpose(1, 2).unsqueeze(-1)      # (N, C, H, W)
+            loss = torch.nn.functional.nll_loss(x4.log_softmax(1), t.view(3, 4, 1),
+                                                reduction="none").pow(2).sum()
+        loss.backward()
+        return [x.grad]
+    differential(build, step, backend="inductor", options={"background_compile": False})
+    assert graphs and not any(_count(gm, torch.ops.aten.scatter.value) for gm in graphs), \
+        [gm.code for gm in graphs]
