@@ -421,9 +421,10 @@ def test_reshape_copies_are_realized_on_cpu(sizes, captures, monkeypatch):
 
 
 @pytest.mark.parametrize("case", ["mean", "weighted_ignore", "none_2d"])
-def test_nll_loss_backward_selects_without_a_one_hot(case, monkeypatch):
-    # backends/inductor.py Note [Inductor: grads eager leaves untouched]: the loss backward is a
-    # selection fused into its consumer, no scatter into a materialized one-hot
+def test_cross_entropy_backward_selects_in_one_pass(case, monkeypatch):
+    # backends/inductor.py Notes [Inductor: grads eager leaves untouched] (the loss backward
+    # is a selection, no scatter into a materialized one-hot) and [Inductor: cross-entropy
+    # backward in one pass] (no row sum of that selection)
     graphs = _graphs_inductor_compiles(monkeypatch)
 
     def build():
@@ -447,4 +448,6 @@ def test_nll_loss_backward_selects_without_a_one_hot(case, monkeypatch):
         return [x.grad]
     differential(build, step, backend="inductor", options={"background_compile": False})
     assert graphs and not any(_count(gm, torch.ops.aten.scatter.value) for gm in graphs), \
+        [gm.code for gm in graphs]
+    assert not any(_count(gm, torch.ops.aten.sum.dim_IntList) for gm in graphs), \
         [gm.code for gm in graphs]
