@@ -837,9 +837,9 @@ def _contiguous_unbatched_pool3d(gm: torch.fx.GraphModule) -> None:
 #    clone of a non-contiguous tensor that such a view reads is realized as eager realizes
 #    it (Inductor's force_stride_order to contiguous strides: a contiguous buffer, which the
 #    view then reinterprets).  Same values (a copy into contiguous memory); as many copies as
-#    eager makes.  nn.TransformerEncoder's backward (2 layers, d=64, 64 x 439 tokens, one
-#    thread): a static graph 1.12x -> 0.89x eager's, a dynamic one 1.44x -> 0.86x of the
-#    static one before (benchmarks/RESULTS.md).  Not on CUDA (Triton computes such
+#    eager makes.  nn.TransformerEncoder's backward (2 layers, d=64, one thread): a static
+#    graph (64 x 439 tokens) 1.11x -> 0.91x of eager's, a dynamic one 1.19x -> 0.88x
+#    (benchmarks/RESULTS.md, session 47).  Not on CUDA (Triton computes such
 #    indices per element; not measured there).  Symbolic sizes are compared as expressions,
 #    never by evaluating them (no guard is added while compiling a dynamic graph).
 _RESHAPES = (torch.ops.aten.view.default, torch.ops.aten._unsafe_view.default,
@@ -903,15 +903,12 @@ def _realized_reshape_copies(gm: torch.fx.GraphModule) -> None:
     for n, x in pairs:
         v = x.meta["val"]
         with g.inserting_before(n):
-            sizes = []
-            for d, size in enumerate(v.shape):
+            stride = [1]        # contiguous strides, as graph values
+            for d in range(v.dim() - 1, 0, -1):
+                st, size = stride[0], v.shape[d]
                 if isinstance(size, torch.SymInt):
                     size = g.call_function(torch.ops.aten.sym_size.int, (x, d))
                     size.meta["val"] = v.shape[d]
-                sizes.append(size)
-            stride = [1]        # contiguous strides, as graph values
-            for d in range(v.dim() - 1, 0, -1):
-                st, size = stride[0], sizes[d]
                 if isinstance(st, int) and isinstance(size, int):
                     stride.insert(0, st * size)
                     continue
