@@ -9,7 +9,9 @@ import torch.nn.functional as F
 from differential import differential
 
 import compiled_bw
+from compiled_bw import torchapi
 from compiled_bw.backends import inductor
+from compiled_bw.torchapi import checkpoint as torch_checkpoint
 
 pytestmark = pytest.mark.slow   # `pytest -m "not slow"` leaves it out
 
@@ -214,5 +216,8 @@ def test_kernels_whose_inf_or_nan_inductors_code_did_not_give(case):
         y.backward(torch.ones_like(y))
         return [a.grad, b.grad]
     differential(build, step, steps=3, backend="inductor")
-    if case == "floor_divide_recomputed":     # the region's recomputation is in the graph
+    if case == "floor_divide_recomputed" and \
+            torch_checkpoint.RECOMPUTE_FEATURE not in torchapi.features_off():
+        # the region's recomputation is in the graph (where this release allows tracing it:
+        # not on torch 2.11, whose checkpoint's recompute_fn does not close over its kwargs)
         assert "carry hooks" not in compiled_bw.explain(), compiled_bw.explain()
