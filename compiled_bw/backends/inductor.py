@@ -858,17 +858,20 @@ def _contiguous_strides(shape) -> list:
     return out
 
 
+def _same_size(a, b) -> bool:
+    """Whether two sizes or strides (ints or SymInts) are one expression (no guard)."""
+    return sympy.expand(_expr(a) - _expr(b)) == 0
+
+
 def _looks_contiguous(v) -> bool:
-    """Whether v's strides are contiguous strides, dims of size 1 aside, comparing
-    expressions (no guard)."""
+    """Whether v's strides are contiguous strides, dims of size 1 aside."""
     want = _contiguous_strides(v.shape)
-    return all(_expr(size) == 1 or sympy.expand(_expr(st) - _expr(w)) == 0
+    return all(_expr(size) == 1 or _same_size(st, w)
                for size, st, w in zip(v.shape, v.stride(), want, strict=True))
 
 
 def _same_shape(a, b) -> bool:
-    return len(a) == len(b) and all(sympy.expand(_expr(x) - _expr(y)) == 0
-                                    for x, y in zip(a, b, strict=True))
+    return len(a) == len(b) and all(_same_size(x, y) for x, y in zip(a, b, strict=True))
 
 
 def _reshape_copies(gm: torch.fx.GraphModule) -> list:
@@ -889,11 +892,6 @@ def _reshape_copies(gm: torch.fx.GraphModule) -> list:
             continue
         out.append((n, x))
     return out
-
-
-def _placeholder_tensors(gm: torch.fx.GraphModule) -> list:
-    return [n.meta["val"] for n in gm.graph.find_nodes(op="placeholder")
-            if isinstance(n.meta.get("val"), torch.Tensor)]
 
 
 def _realized_reshape_copies(gm: torch.fx.GraphModule) -> None:
@@ -1084,8 +1082,6 @@ def _compile_inductor(gm: torch.fx.GraphModule, example_inputs: list):
     _exact_output_strides(retraced, vals)    # Note [Inductor: exact output strides]
     strides = _pin_output_strides(retraced, vals)
     _contiguous_unbatched_pool3d(retraced)
-    if all(v.device.type == "cpu" for v in _placeholder_tensors(retraced)):
-        _realized_reshape_copies(retraced)     # Note [Inductor: reshape copies on CPU]
     # CODEGEN_VERSION, SOURCE_KEY: artefacts cached before a change of how we compile (e.g. Note
     # [Inductor: no input asserts]) are not reused (Note [Inductor: cache key of our code])
     sites = current_sites()
@@ -1102,6 +1098,7 @@ def _compile_inductor(gm: torch.fx.GraphModule, example_inputs: list):
         patches["reorder_for_peak_memory"] = False
     if all(t.device.type == "cpu" for t in fakes if isinstance(t, torch.Tensor)):
         patches["layout_optimization"] = False  # Note [Inductor: no layout optimization on CPU]
+        _realized_reshape_copies(retraced)      # Note [Inductor: reshape copies on CPU]
     THREAD.keyed_inputs = True
     try:
         with tracing(TracingContext(fake_mode)), inductor_config.patch(**patches):
