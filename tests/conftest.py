@@ -333,3 +333,14 @@ def pytest_sessionfinish(session, exitstatus):
                 "gave_up": dict(c["gave_up"]), "error": c["error"]}
         if c["error"]:
             session.exitstatus = 1      # the C++ walk was asked for but could not be loaded
+
+
+def pytest_runtest_logreport(report):
+    """COMPILED_BW_FAILURE_LOG=FILE: each failure's traceback is appended to FILE as it
+    happens (tools/gpu_check.sh: a run cut off by its time limit never prints pytest's
+    summary, so the failures of a lent GPU machine's run were names without a reason)."""
+    path = os.environ.get("COMPILED_BW_FAILURE_LOG")
+    if not path or not report.failed or hasattr(report, "node"):   # node: xdist's copy
+        return
+    with open(path, "a") as f:
+        f.write(f"===== {report.nodeid} ({report.when})\n{report.longreprtext}\n")

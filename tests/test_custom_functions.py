@@ -753,7 +753,7 @@ class _ZeroGradFrom(torch.autograd.Function):
     @staticmethod
     def backward(ctx, g):
         if ctx.state["zero"]:
-            return torch._efficientzerotensor(g.shape, dtype=g.dtype), None
+            return torch._efficientzerotensor(g.shape, dtype=g.dtype, device=g.device), None
         return g * 2, None
 
 

@@ -15,7 +15,9 @@
 # no package index: `pip install --no-deps --no-build-isolation -e .` (the machine's torch,
 # pytest and Triton are used as they are); where even that cannot run, the checkout goes on
 # PYTHONPATH.  Without torch at all, it runs the README's install command.  Writes OUTDIR/{env.txt,build.log,private_api.log,cuda_tests.log,
-# suites_cuda.log,cpu_suite.log,bench/latest.md,bench/latest.json,summary.txt}; exits non-zero if a step failed.
+# suites_cuda.log,cpu_suite.log,failures.log,bench/latest.md,bench/latest.json,summary.txt}; exits
+# non-zero if a step failed.  failures.log: every failed test's traceback as it happens (a step
+# cut off by its limit prints no summary).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: tools/gpu_check.sh OUTDIR [--dry-run|--full|--bench MODELS]}
@@ -30,6 +32,7 @@ elif ! "$PY" -m pip install -q --no-deps --no-build-isolation -e . >"$out/instal
   echo "pip install --no-deps -e . failed ($out/install.log): the checkout goes on PYTHONPATH"
   export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 fi
+export COMPILED_BW_FAILURE_LOG="$out/failures.log"   # tests/conftest.py
 export TORCHINDUCTOR_CACHE_DIR="${TORCHINDUCTOR_CACHE_DIR:-$(mktemp -d)}"
 status=0
 # pytest-xdist (on GPU machines' images): the tests' compiles run in parallel
