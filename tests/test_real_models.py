@@ -384,3 +384,41 @@ def test_lora_fine_tuning_of_a_frozen_llama(backend, ckpt):
     # reentrant checkpoint: each inner backward is a capture of its own
     differential(build, step, steps=3, backend=backend,
                  captures=None if ckpt == "ckpt_reentrant" else 1, fallbacks=0)
+
+
+@pytest.mark.both_backends
+@pytest.mark.foreground_compile
+@pytest.mark.parametrize("name", ["llama", "mistral", "gpt2"])
+def test_checkpointed_blocks_over_varying_lengths(name):
+    """Hugging Face gradient checkpointing (non-reentrant) over a new sequence length at every
+    step, attention dropout 0 (the recomputation draws nothing): after two static captures
+    (the blocks' Dynamo guards are static at the first length, symbolic from the second:
+    checkpoint/guarded.py Note [Guarded recomputation over varying sizes]) one dynamic graph,
+    with every block's recomputation traced in it (checkpoint/recompute.py Note [Symbolic
+    recomputation]), serves every later length: eager's grads at each step."""
+    import compiled_bw
+    lengths = [12, 17, 23, 9, 30, 14]
+
+    def build():
+        torch.manual_seed(0)
+        if name == "gpt2":
+            m = transformers.GPT2LMHeadModel(_cfg("gpt2"))
+        else:
+            m = _family(name)
+            m = type(m)(type(m.config)(**{**m.config.to_dict(), "attention_dropout": 0.0}))
+        m.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        return [m.train(), 0]
+
+    def step(st):
+        m, k = st
+        st[1] += 1
+        m.zero_grad(set_to_none=True)
+        ids = torch.randint(3, V, (2, lengths[k]))
+        m(input_ids=ids, labels=ids).loss.backward()
+        return [None if p.grad is None else p.grad.clone() for p in m.parameters()]
+
+    st = differential(build, step, steps=len(lengths), captures=3, strict=True)
+    assert st.dynamic_captures == 1 and st.dynamic_hits == len(lengths) - 3, \
+        st.recompile_reasons
+    code = compiled_bw.last_graph().code
+    assert "hooked " not in code, [ln for ln in code.splitlines() if "hooked " in ln][:3]

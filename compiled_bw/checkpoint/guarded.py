@@ -28,6 +28,15 @@ is checked apart: module hooks (recompute.py's hook checks, every step), tensors
 reads that are not parameters, buffers or arguments (a traced constant would be stale:
 recompute.py declines a trace holding one).
 
+Note [Guarded recomputation over varying sizes]
+Dynamo's first trace of a function key has static shapes: its guards hold for those sizes
+only.  Where none of a key's captures holds (a new sequence length, or anything else its
+guards read), the next trace makes tensor sizes symbolic (dynamic=True; Python numbers stay
+specialized), so its guards are ranges and relations of sizes and the capture, its number in
+the region's key, serves every length those allow: the backward graph over the lengths can be
+dynamic (recompute.py Note [Symbolic recomputation]).  A function Dynamo refuses with
+symbolic sizes is traced static again, as before.
+
 Note [Checkpointed closures]
 timm's `checkpoint_seq` (and older Hugging Face code's `create_custom_forward(module)`)
 checkpoints a closure: `forward(x)` runs `functions[start..end]`, which its cells hold.  Such a
@@ -187,8 +196,10 @@ def lookup(fn, key, args: tuple, kwargs: dict, judging=contextlib.nullcontext) -
     if len(caps) >= _MAX_PER_KEY:
         _REFUSED.add(key)
         return None
-    with judging():
-        g = region_guards(fn, args, kwargs)
+    with judging():     # Note [Guarded recomputation over varying sizes]
+        g = region_guards(fn, args, kwargs, dynamic=bool(caps))
+        if g is None and caps:      # (what Dynamo refuses with symbolic sizes: static ones)
+            g = region_guards(fn, args, kwargs)
     if g is None or not g.check(fn, args, kwargs):
         COUNTS["refused"] += 1
         _REFUSED.add(key)

@@ -75,6 +75,32 @@ enclosing region that is declined or selective (its SAC entries are consumed onl
 own nodes run).  Eager's recomputation of either has no effect outside the frames (the
 rules above), so computing them in the graph is unobservable.
 
+Note [Symbolic recomputation]
+A region's trace (make_fx on fake tensors) bakes in its sizes, so over varying sizes (Hugging
+Face fine-tuning with dynamic padding) every length was another static graph, and the root
+backed off to eager autograd (runtime/cache.py Note [Recapture storms]).  A plain region (its
+trace draws no random number, writes no buffer, is not selective: Traced.plain) keeps its
+recomputation as a function (Region.retrace, _recomputation: the same call on any inputs,
+holding none of the step's tensors), and in a dynamic graph's trace (trace/dynamic.py Note
+[Dynamic shapes]) its first unpack runs that function on the trace's placeholders instead of
+the static graph: the region's ops land in the dynamic graph with sizes computed from its
+symbolic inputs (the region's arguments and keyword tensors are Box inputs like saved tensors,
+and trace/dynamic.py `_classify_region` maps the sizes and strides its key holds to them), and
+any size the module's Python code decides on is a guard of that graph.  Each tensor it saves
+is checked against the forward's metadata (_symbolic: dtype, device, and every size equal to
+the forward's, itself a SymInt input where it varies), so a step whose forward saved other
+sizes than the recomputation gives fails the graph's guards instead of computing what eager
+would raise on (checkpoint's determinism check).  A region judged by Dynamo (guarded.py) keeps
+one capture over the sizes once its Dynamo guards are symbolic (Note [Guarded recomputation
+over varying sizes]).  Once a region's recomputation was traced symbolically, a key that
+differs from its key only in sizes (_size_free) is not traced statically at walk time (the
+trace, ~0.2 s for a Llama block, was paid at every new length): Region.pending makes it where
+a static graph or an enclosed region needs it (a static trace that then declines fails that
+capture: eager autograd runs the step, recorded).  Regions that are not plain, or that hold
+an argument no key position maps (a nested region's argument: the enclosing region's tensor,
+keyed with the metadata that region's own trace gives), keep the graph static where those
+sizes change.
+
 Note [Selective recomputation]
 A region checkpointed with create_selective_checkpoint_contexts recomputes under torch's
 _CachedTorchDispatchMode: each op (but SAC_IGNORED_OPS) takes the next index of its own
@@ -121,6 +147,9 @@ from ..torchapi import checkpoint as ckpt
 from ..torchapi.dynamo import OpOverload, pytree
 from . import guarded, inert
 
+# positions in a region's key (_region's `sig`): its arguments' keys, the forward's saved
+# tensors' metadata, the partial's keyword tensors, the call's keywords
+SIG_ARGS, SIG_SAVED_META, SIG_EXTRA, SIG_KWARGS = 3, 5, 6, 10
 ATTR = "ckpt"       # saved_node keys of region inputs: (node index, ATTR, (region, j, name))
 INPUT_PREFIX = "ckpt"   # their graph placeholders: ckpt<region>_<name>
 
@@ -147,6 +176,24 @@ class Region:
     saved_meta: tuple = ()      # per saved tensor: its metadata and requires_grad
     emitted: bool = False       # its key part is in the walk's signature already
     inputs: list | None = None  # the tensors of `keys`, until they join the Box's (_emit)
+    # its recomputation on any inputs (plain regions only), for the symbolic trace, and
+    # where in `sig` its input tensors' metadata is: Note [Symbolic recomputation]
+    retrace: object = None
+    sites: dict = dataclasses.field(default_factory=dict)
+    # its static trace, not made yet (a region whose key differs only in sizes from one
+    # traced symbolically: Note [Symbolic recomputation]); made where a static graph or an
+    # enclosed region needs it
+    pending: object = None
+
+    def settle(self) -> bool:
+        """Its static trace made (if pending); False where that trace declines."""
+        if self.pending is not None:
+            t, self.pending = self.pending(), None
+            if t is None:
+                self.traced = None
+                return False
+            self.traced, self.consumed, self.saved_meta = t.gm, t.consumed, t.saved_meta
+        return self.traced is not None
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -170,12 +217,19 @@ class Traced:
     consumed: tuple     # SAC entries the trace answered, in order
     rng: bool = False   # its random ops draw from an RNG state input (the last one)
     saved_meta: tuple = ()  # per output: (shape, stride, dtype, device, requires_grad)
+    # no random op, no write, no SAC: its recomputation may be traced again with symbolic
+    # sizes (Note [Symbolic recomputation])
+    plain: bool = False
 
 
 _LIFT_FRESH_COPY = torch.ops.aten.lift_fresh_copy.default
 _COPY = torch.ops.aten.copy_.default
 _TRACED: dict = {}      # region key -> Traced | None (declined)
+# region keys without sizes (_size_free) whose recomputation was traced symbolically: a key
+# that differs from one only in sizes is traced when a static graph needs it (Region.pending)
+_SYMBOLIC: set = set()
 _MAX_TRACED = 256
+_PLAIN = Traced(None, (), plain=True)     # a pending region's trace until it is made
 
 
 def _module_of(fn):
@@ -403,9 +457,7 @@ def _region(w, i: int, frame, number: int, tensor_meta) -> Region | None:
         hash(sig)
     except TypeError:
         return None
-    if sig in _TRACED:
-        traced = _TRACED[sig]
-    else:
+    def trace(shown=shown):
         if nested and shown is args:
             shown = _stand_ins(args)
         traced = _trace_region(module, params + buffers, shown, frame, call, extra, sac,
@@ -414,6 +466,14 @@ def _region(w, i: int, frame, number: int, tensor_meta) -> Region | None:
         if len(_TRACED) >= _MAX_TRACED:
             _TRACED.clear()
         _TRACED[sig] = traced
+        return traced
+    pending = None
+    if sig in _TRACED:
+        traced = _TRACED[sig]
+    elif not nested and _size_free(sig) in _SYMBOLIC:   # Note [Symbolic recomputation]
+        traced, pending = _PLAIN, trace
+    else:
+        traced = trace()
     del shown
     if traced is None:
         return None
@@ -454,8 +514,36 @@ def _region(w, i: int, frame, number: int, tensor_meta) -> Region | None:
         keys.append((i, ATTR, (number, j, "rng")))
         tensors.append(state)
     ins += keys[rest:]
+    retrace = None
+    if traced.plain:    # Note [Symbolic recomputation]
+        rgs = [t.requires_grad for _, t in params + buffers]
+        rgs += [a.region.saved_meta[a.k][4] if type(a) is _Outer else a.requires_grad
+                for a in args if type(a) is _Outer or isinstance(a, torch.Tensor)]
+        rgs += [t.requires_grad for _, ts in extra.values() for t in ts]
+        rgs += [t.requires_grad for kind, t in kw_leaves if kind == "t"]
+        retrace, _ = _recomputation(module, [n for n, _ in params + buffers], args, frame,
+                                    call, extra, None, (kw_spec, kw_leaves), rgs)
     return Region(weakref.ref(frame), number, sig, traced.gm, keys, holder_index,
-                  traced.consumed, ins=ins, saved_meta=traced.saved_meta, inputs=tensors)
+                  traced.consumed, ins=ins, saved_meta=traced.saved_meta, inputs=tensors,
+                  retrace=retrace, pending=pending,
+                  sites=_sig_sites(args, extra, kw_leaves, keys, len(params) + len(buffers)))
+
+
+def _sig_sites(args: list, extra: dict, kw_leaves, keys: list, n_state: int) -> dict:
+    """Where in a region's key (_region's `sig`) each of its input tensors' metadata
+    (walk.py tensor_meta) is -> that input's saved_node key (Note [Symbolic recomputation])."""
+    out = {}
+    it = iter(keys[n_state:])
+    for a, x in enumerate(args):
+        if isinstance(x, torch.Tensor):
+            out[(SIG_ARGS, a, 0)] = next(it)
+    for e, (_, ts) in enumerate(extra.values()):
+        for m in range(len(ts)):
+            out[(SIG_EXTRA, e, 2, m, 0)] = next(it)
+    for m, (kind, _) in enumerate(kw_leaves):
+        if kind == "t":
+            out[(SIG_KWARGS, 1, m, 0)] = next(it)
+    return out
 
 
 def _outer_arg(w, i: int, a, tensor_meta) -> _Outer | None:
@@ -465,7 +553,8 @@ def _outer_arg(w, i: int, a, tensor_meta) -> _Outer | None:
     if frame is None or type(a.data) is not ckpt.Holder:
         return None
     outer = _region_of(w, i, frame, tensor_meta)
-    if outer is None or outer.consumed:     # a SAC region's entries: consumed by its nodes
+    if outer is None or not outer.settle() or outer.consumed:
+        # (consumed: a SAC region's entries, consumed by its nodes)
         return None
     k = outer.holder_index.get(id(a.data))
     return None if k is None else _Outer(outer, k)
@@ -542,25 +631,25 @@ class _Stop(Exception):
     """Early stop: the region's last saved tensor is recorded."""
 
 
-def _trace_region(module, state: list, args: list, frame, call=None, extra=None, sac=None,
-                  *, rng_ok: bool, call_kw: tuple, first_buffer: int):
-    """The region's recomputation as an aten graph (a Traced): inputs (state tensors, tensor
+def _recomputation(module, names: list, args: list, frame, call, extra: dict, sac,
+                   call_kw: tuple, rgs: list):
+    """(f, recorded_rg): f(*flat) recomputes the region on `flat` (its state tensors, tensor
     args, the partial's keyword tensors, the call's keyword tensors, a SAC region's saved
-    outputs), outputs the tensors it saves in pack order; None where Note [Traced
-    recomputation] declines.  `call` (a guarded region, guarded.callee) runs it, else the
-    module's __call__.  `call_kw`: the call's keywords as _call_kwargs' (spec, leaves).
-    `state[first_buffer:]` are the module's buffers."""
-    extra = extra or {}
+    outputs) and returns the tensors it saves in pack order; recorded_rg their
+    requires_grad, filled by the last call.  Holds no tensor of `args`, `extra` or `call_kw`
+    (only where tensors go): a Region keeps f for the symbolic trace (Note [Symbolic
+    recomputation]) without keeping the step's tensors alive."""
     kw_spec, kw_leaves = call_kw
-    names = [n for n, _ in state]
-    tensors = [t for _, t in state] + [a for a in args if isinstance(a, torch.Tensor)] + \
-        [t for _, ts in extra.values() for t in ts] + \
-        [t for kind, t in kw_leaves if kind == "t"] + (sac.tensors if sac is not None else [])
-    rgs = [t.requires_grad for t in tensors]
+    is_t = [isinstance(a, torch.Tensor) or type(a) is _Outer for a in args]
+    arg_tpl = [None if t else a for a, t in zip(args, is_t, strict=True)]
+    extra_tpl = [(k, spec, len(ts)) for k, (spec, ts) in extra.items()]
+    kw_tpl = [(kind, None if kind == "t" else v) for kind, v in kw_leaves]
+    n_names = len(names)
     recorded: list = []
     recorded_rg: list = []
-    replays: list = []
     stop_at = len(frame.weak_holders) if frame.early_stop else -1
+    frame_mode = [None]
+    del args, extra, kw_leaves
 
     def pack(x):
         recorded_rg.append(x.requires_grad)
@@ -574,18 +663,18 @@ def _trace_region(module, state: list, args: list, frame, call=None, extra=None,
 
     def f(*flat):
         flat = [t.requires_grad_() if rg else t for t, rg in zip(flat, rgs, strict=True)]
-        params = dict(zip(names, flat[:len(names)], strict=True))
-        it = iter(flat[len(names):])
-        cargs = tuple(next(it) if isinstance(a, torch.Tensor) else a for a in args)
-        kw = {k: pytree.tree_unflatten([next(it) for _ in ts], spec)
-              for k, (spec, ts) in extra.items()}
+        params = dict(zip(names, flat[:n_names], strict=True))
+        it = iter(flat[n_names:])
+        cargs = tuple(next(it) if t else a for a, t in zip(arg_tpl, is_t, strict=True))
+        kw = {k: pytree.tree_unflatten([next(it) for _ in range(n)], spec)
+              for k, spec, n in extra_tpl}
         # the call's own keywords after the partial's, as `partial(...)(**kwargs)` merges
         kw.update(pytree.tree_unflatten(
-            [next(it) if kind == "t" else v for kind, v in kw_leaves], kw_spec))
+            [next(it) if kind == "t" else v for kind, v in kw_tpl], kw_spec))
         mode = None
         if sac is not None:     # Note [Selective recomputation]
             mode = ckpt.SacReplay(functools.partial(_answer, sac, list(it)))
-            replays.append(mode)
+        frame_mode[0] = mode
         recorded.clear()
         recorded_rg.clear()
         # GroupedMmOnFakes: graph/fake_ops.py Note [Grouped mm on fake tensors]
@@ -600,7 +689,29 @@ def _trace_region(module, state: list, args: list, frame, call=None, extra=None,
                         {f"target.{n}": t for n, t in params.items()}, (cargs, kw))
             except _Stop:
                 pass
-        return list(recorded)
+        out = list(recorded)
+        recorded.clear()
+        return out
+    f.sac_mode = frame_mode     # the last call's SacReplay (its consumed entries)
+    return f, recorded_rg
+
+
+def _trace_region(module, state: list, args: list, frame, call=None, extra=None, sac=None,
+                  *, rng_ok: bool, call_kw: tuple, first_buffer: int):
+    """The region's recomputation as an aten graph (a Traced): inputs (state tensors, tensor
+    args, the partial's keyword tensors, the call's keyword tensors, a SAC region's saved
+    outputs), outputs the tensors it saves in pack order; None where Note [Traced
+    recomputation] declines.  `call` (a guarded region, guarded.callee) runs it, else the
+    module's __call__.  `call_kw`: the call's keywords as _call_kwargs' (spec, leaves).
+    `state[first_buffer:]` are the module's buffers."""
+    extra = extra or {}
+    _, kw_leaves = call_kw
+    names = [n for n, _ in state]
+    tensors = [t for _, t in state] + [a for a in args if isinstance(a, torch.Tensor)] + \
+        [t for _, ts in extra.values() for t in ts] + \
+        [t for kind, t in kw_leaves if kind == "t"] + (sac.tensors if sac is not None else [])
+    rgs = [t.requires_grad for t in tensors]
+    f, recorded_rg = _recomputation(module, names, args, frame, call, extra, sac, call_kw, rgs)
 
     before = _tree_key(module)
     # Notes [Dispatch state after a failed trace], [Meta failures are our fallbacks]
@@ -637,6 +748,7 @@ def _trace_region(module, state: list, args: list, frame, call=None, extra=None,
     writes = _buffer_writes(gm, range(first_buffer, len(state)), tensors)
     if writes is None:
         return None
+    before_functional = list(gm.graph.nodes)
     if random or writes or any(n.op == "call_function" and _mutates(n) for n in gm.graph.nodes):
         # in-place ops on tensors the region made (a GRU cell's sigmoid_) become functional;
         # a mutation of an input stays a copy_ into it: a buffer's becomes an assign
@@ -650,7 +762,11 @@ def _trace_region(module, state: list, args: list, frame, call=None, extra=None,
         return None
     gm.graph.eliminate_dead_code()
     gm.recompile()
-    return Traced(gm, tuple(replays[-1].consumed) if replays else (), random, tuple(saved_meta))
+    mode = f.sac_mode[0]
+    plain = not random and not writes and sac is None and not any(
+        n.op == "call_function" and _mutates(n) for n in before_functional)
+    return Traced(gm, tuple(mode.consumed) if mode is not None else (), random,
+                  tuple(saved_meta), plain)
 
 
 # Ops that write the running stats their schema does not declare (eager bumps no version for
@@ -909,10 +1025,12 @@ class _Handles(dict):
 class _Recomputed:
     """frame.recomputed[group] while tracing: the first lookup runs the traced region on its
     placeholders (its ops land in the graph there), every lookup answers holder k's tensor."""
-    __slots__ = ("all", "outs", "placeholders", "region")
+    __slots__ = ("all", "outs", "placeholders", "region", "sizes", "symbolic")
 
-    def __init__(self, region: Region, placeholders: dict, all_: dict) -> None:
+    def __init__(self, region: Region, placeholders: dict, all_: dict, symbolic: bool,
+                 sizes: dict) -> None:
         self.region, self.placeholders, self.outs, self.all = region, placeholders, None, all_
+        self.symbolic, self.sizes = symbolic, sizes
 
     def __contains__(self, handle) -> bool:
         return type(handle) is _Handle
@@ -921,8 +1039,52 @@ class _Recomputed:
         if self.outs is None:
             ins = [self.all[id(a.region)][_Handle(a.k)] if type(a) is _Outer
                    else self.placeholders[a] for a in self.region.ins]
-            self.outs = self.region.traced(*ins)
+            if self.symbolic and self.region.retrace is not None:
+                self.outs = _symbolic(self.region, ins, self.sizes)
+            elif self.region.settle():
+                self.outs = self.region.traced(*ins)
+            else:
+                raise NotSymbolic(f"checkpoint region {self.region.number}: its trace at "
+                                  "these sizes declines")
         return self.outs[handle.k]
+
+
+class NotSymbolic(Exception):
+    """A region's symbolic recomputation differs from its forward: the graph stays static."""
+
+
+def _symbolic(region: Region, ins: list, sizes: dict) -> list:
+    """Note [Symbolic recomputation]: the region's recomputation run again on the dynamic
+    trace's (symbolic) placeholders, its ops recorded into that trace; each saved tensor's
+    size checked (a guard of the graph) against the forward's: `sizes` (region number, holder,
+    dim) -> its SymInt input where that size varies, else the forward's number."""
+    outs = region.retrace(*[t.detach() for t in ins])
+    metas = region.frame().x_metadatas
+    if len(outs) != len(metas):
+        raise NotSymbolic(f"checkpoint region {region.number}: its symbolic recomputation saved "
+                          f"{len(outs)} tensors, the forward {len(metas)}")
+    for k, (o, m) in enumerate(zip(outs, metas, strict=True)):
+        if (o.dtype, o.device, o.dim()) != (m["dtype"], m["device"], len(m["shape"])) or \
+                not all(bool(o.shape[d] == sizes.get((region.number, k, d), n))
+                        for d, n in enumerate(m["shape"])):
+            raise NotSymbolic(f"checkpoint region {region.number}: saved tensor {k} is "
+                              f"{o.dtype}{tuple(o.shape)}, the forward's {m['dtype']}"
+                              f"{tuple(m['shape'])}")
+    if len(_SYMBOLIC) >= _MAX_TRACED:
+        _SYMBOLIC.clear()
+    _SYMBOLIC.add(_size_free(region.sig))
+    return outs
+
+
+def _size_free(x):
+    """A region key without its sizes and strides (torch.Size, tuples of ints)."""
+    if type(x) is torch.Size:
+        return "<size>"
+    if type(x) is tuple:
+        if x and all(type(e) is int for e in x):
+            return "<ints>"
+        return tuple(_size_free(e) for e in x)
+    return x
 
 
 @contextlib.contextmanager
@@ -933,6 +1095,8 @@ def tracing(w, placeholders: dict):
         yield
         return
     group = _Group()
+    symbolic = getattr(w, "dynamic", False)    # trace/dynamic.py DynWalk
+    sizes = getattr(w, "region_sizes", {}) if symbolic else {}
     prev = ckpt.get_graph_exec_group()
     changed = []
     frames = [(reg, reg.frame()) for reg in regions]
@@ -940,7 +1104,8 @@ def tracing(w, placeholders: dict):
     try:
         for reg, frame in frames:
             frame.is_recomputed[group] = True
-            frame.recomputed[group] = recs[id(reg)] = _Recomputed(reg, placeholders, recs)
+            frame.recomputed[group] = recs[id(reg)] = _Recomputed(reg, placeholders, recs,
+                                                                  symbolic, sizes)
             for k, ref in enumerate(frame.weak_holders):
                 h = ref()
                 if h is not None:

@@ -344,7 +344,7 @@ def _describe(pw, spec, old: list | None) -> str:
     new = _values_at(pw.signature, spec.paths)
     parts = []
     for k, site in enumerate(spec.sites):
-        if site.what == "leaf" or (site.what == "saved" and site.part == 1):
+        if site.what in ("leaf", "ckmeta", "ckouter") or (site.what == "saved" and site.part == 1):
             continue
         was = f"{old[k]} -> " if old is not None else ""
         parts.append(f"{site.label(pw)}: {was}{new[k]}")

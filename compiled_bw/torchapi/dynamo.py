@@ -564,10 +564,11 @@ def _dynamo_usable() -> bool:
         dynamo.is_dynamo_supported()
 
 
-def _trace_once(template, call_args: tuple, judge, grad_mode):
+def _trace_once(template, call_args: tuple, judge, grad_mode, dynamic: bool = False):
     """Dynamo on a fresh copy of `template` (its own code object, so its own cache entry)
-    called with `call_args` under `grad_mode`: fullgraph, static shapes, numbers specialized
-    (each a value guard, none a graph input).  `judge(tx, example_inputs)` runs in the backend,
+    called with `call_args` under `grad_mode`: fullgraph, static shapes (dynamic: tensor
+    sizes symbolic, guarded by range and relation), numbers specialized (each a value guard,
+    none a graph input).  `judge(tx, example_inputs)` runs in the backend,
     whose graph raises _Captured before any of the traced code would run.  Returns (the copy,
     None) when the backend was reached, (None, Dynamo's exception) when it refused (a graph
     break, something unsupported), (None, None) when the call ran without a graph."""
@@ -587,9 +588,9 @@ def _trace_once(template, call_args: tuple, judge, grad_mode):
     f = types.FunctionType(code, template.__globals__, code.co_name)
     try:
         with grad_mode, dynamo.config.patch(
-                specialize_int=True, specialize_float=True, assume_static_by_default=True,
+                specialize_int=True, specialize_float=True, assume_static_by_default=not dynamic,
                 automatic_dynamic_shapes=False, allow_rnn=True):
-            dynamo.optimize(backend, nopython=True, dynamic=False)(f)(*call_args)
+            dynamo.optimize(backend, nopython=True, dynamic=dynamic)(f)(*call_args)
     except _Captured:
         return f, None
     except Exception as e:  # noqa: BLE001 -- graph break, unsupported: the caller says why
@@ -597,9 +598,11 @@ def _trace_once(template, call_args: tuple, judge, grad_mode):
     return None, None
 
 
-def _all_tensors(example_inputs) -> bool:
-    # a number Dynamo left unspecialized would be a graph input with no value guard
-    return all(isinstance(x, torch.Tensor) for x in example_inputs)
+def _all_tensors(example_inputs, sizes: bool = False) -> bool:
+    # a number Dynamo left unspecialized would be a graph input with no value guard (sizes:
+    # with dynamic shapes, tensor sizes are graph inputs too; Python numbers stay specialized)
+    return all(isinstance(x, torch.Tensor) or (sizes and isinstance(x, torch.SymInt))
+               for x in example_inputs)
 
 
 # Note [requires_grad set on a tensor the region makes]
@@ -659,11 +662,12 @@ def _fresh_requires_grad():
             setattr(owner, attr, dynamos)
 
 
-def region_guards(fn, args: tuple, kwargs: dict):
+def region_guards(fn, args: tuple, kwargs: dict, dynamic: bool = False):
     """Dynamo's verdict on `fn(*args, **kwargs)` under enable_grad: its guard manager
     (`.check(fn, args, kwargs)` says whether a later call would trace the same graph) if
-    Dynamo traces it whole (_trace_once) with no effect outside the call (_clean), else None.
-    Nothing of fn runs, and a Dynamo that would not compile is not called."""
+    Dynamo traces it whole (_trace_once; dynamic: with symbolic sizes) with no effect outside
+    the call (_clean), else None.  Nothing of fn runs, and a Dynamo that would not compile is
+    not called."""
     from torch._C._dynamo.eval_frame import _debug_get_cache_entry_list
 
     if not _dynamo_usable():
@@ -671,8 +675,9 @@ def region_guards(fn, args: tuple, kwargs: dict):
     verdict = []
     with _fresh_requires_grad():
         f, _ = _trace_once(_region_call, (fn, args, kwargs),
-                           lambda tx, ex: verdict.append(_all_tensors(ex) and _clean(tx)),
-                           torch.enable_grad())
+                           lambda tx, ex: verdict.append(_all_tensors(ex, dynamic) and
+                                                         _clean(tx)),
+                           torch.enable_grad(), dynamic)
     if f is None:           # refused, or ran without the graph (no tensor op): nothing to guard
         return None
     entries = _debug_get_cache_entry_list(f.__code__)

@@ -701,7 +701,9 @@ def int_paths(x, path=()) -> list:
 class Site:
     """What a dynamic position is."""
     what: str          # "saved" (tensor w.saved[index] dim), "in" (input metadata), "value",
-    node: int          # "leaf" (a leaf's own metadata: keyed, not a graph input)
+    node: int          # "leaf" (a leaf's own metadata: keyed, not a graph input), "ckmeta"
+    #                    (a checkpoint forward's saved tensor's size, attr: its region),
+    #                    "ckouter" (a nested region's argument's metadata: keyed only)
     index: int = 0     # saved: position in w.saved; in: input slot; value: element (-1: scalar)
     part: int = 0      # saved/leaf: 0 size, 1 stride
     dim: int = 0
@@ -720,6 +722,13 @@ class Site:
             return f"node {self.node} {name}: leaf {part} of dim {self.dim}"
         if self.what == "symint":
             return f"node {self.node} {name}: AOT backward symint {self.index}"
+        if self.what == "ckmeta":
+            return (f"node {self.node} {name}: checkpoint region {self.attr}'s saved tensor "
+                    f"{self.index} size of dim {self.dim}")
+        if self.what == "ckouter":
+            part = "size" if self.part == 0 else "stride"
+            return (f"node {self.node} {name}: its checkpoint region's argument {self.index} "
+                    f"(an enclosing region's tensor) {part} of dim {self.dim}")
         el = "" if self.index < 0 else f"[{self.index}]"
         return f"node {self.node} {name}: saved value {self.attr}{el}"
 
@@ -758,10 +767,11 @@ def classify(w, path: tuple, strict: bool = True) -> Site | None:
         return _classify_aot(w, i, name, path, no)
     if kind.how != TRACE or i in w.hooks:
         return no(f"node {i} {name}: not traced from its formula ({kind.how}) or has hooks")
-    if i in _checkpointed(w):
-        return no(f"node {i} {name}: in a traced checkpoint region (its recomputation is "
-                  "traced with static sizes)")
     k = pos - 4
+    if i in _checkpointed(w):   # its saved tensors' part first, then its values
+        if pos == 4:
+            return _classify_region(w, i, name, path, no)
+        k -= 1
     if k < len(kind.value_attrs):
         attr = kind.value_attrs[k]
         f = FORMULAS.get(name)
@@ -779,6 +789,45 @@ def classify(w, path: tuple, strict: bool = True) -> Site | None:
     except ValueError:
         return no(f"node {i} {name}: saved tensor list changed")
     return Site("saved", i, s, path[2], path[3])
+
+
+def _classify_region(w, i: int, name: str, path: tuple, no) -> Site | None:
+    """A position in the checkpoint part of node i's entry (walk.py values_entry:
+    (ATTR, (region number, region key, nested parts) at its first mention, holders)):
+    Note [Symbolic recomputation] in checkpoint/recompute.py."""
+    part, rel = w.signature[path[0]][4][1], path[3:]
+    if path[2] != 1:
+        return no(f"node {i} {name}: its checkpoint holders changed")
+    # an enclosing region's part is inside its first inner region's (nested parts:
+    # (holder, part) pairs; recompute.py Note [Nested regions])
+    while len(rel) >= 4 and rel[0] == 2 and rel[2] == 1:
+        part, rel = part[2][rel[1]][1], rel[3:]
+    if len(rel) < 2 or rel[0] != 1:
+        return no(f"node {i} {name}: its checkpoint region changed")
+    number, key = part[0], part[1]
+    reg = next((r for r in w.regions.values() if r is not None and r.number == number), None)
+    if reg is None or reg.retrace is None:
+        return no(f"node {i} {name}: its checkpoint region {number} is traced with static "
+                  "sizes (it draws random numbers, writes a buffer or is selective)")
+    sub = rel[1:]
+    if sub[0] == recompute.SIG_SAVED_META:      # (5, holder, item, 1, dim): its shape
+        if len(sub) == 5 and sub[3] == 1 and key[sub[0]][sub[1]][sub[2]][0] == "shape":
+            return Site("ckmeta", i, sub[1], 0, sub[4], attr=str(number))
+        return no(f"node {i} {name}: checkpoint region {number}: the forward's saved "
+                  "tensors changed")
+    if sub[0] == recompute.SIG_ARGS and len(sub) == 5 and key[3][sub[1]][0] == "outer" and \
+            sub[2] == 1 and sub[3] in (0, 1):
+        # (3, arg, 1, size/stride, dim): a nested region's argument, the enclosing region's
+        # recomputed tensor, whose metadata that region's own trace of this step gave
+        return Site("ckouter", i, sub[1], sub[3], sub[4])
+    for n in (3, 4, 5):
+        skey = reg.sites.get(sub[:n])
+        if skey is not None:
+            rest = sub[n:]
+            if len(rest) == 2 and rest[0] in (0, 1):
+                return Site("saved", i, w.saved_node.index(skey), rest[0], rest[1])
+            break
+    return no(f"node {i} {name}: checkpoint region {number}: its key changed at {sub}")
 
 
 def _tensor_layout(node, kind) -> list:
@@ -947,13 +996,13 @@ class DynSpec:
                 dims = saved_dims.setdefault(s.index, set())
                 if s.part == 0:
                     dims.add(s.dim)
-            elif s.what in ("in", "value", "symint"):
+            elif s.what in ("in", "value", "symint", "ckmeta"):
                 ints.append(k)
         if not any(saved_dims.values()) and not ints:
             raise NotDynamic("no size the graph reads changed")
         vals = values_at(w.signature, paths)
         for s, v in zip(sites, vals, strict=True):
-            if v == 0 and (s.what == "in" or (s.what == "saved" and s.part == 0)):
+            if v == 0 and (s.what in ("in", "ckmeta") or (s.what == "saved" and s.part == 0)):
                 # (Note [Sizes of one]: a size of 0 is specialized)
                 raise NotDynamic(f"{s.label(w)} is 0")
         for k in ints:
@@ -995,9 +1044,14 @@ class DynWalk:
         sym_in: dict = {}
         vals: dict = {}
         self.aot_symints: dict = {}    # AOT node -> its ctx.symints, SymInts where dynamic
+        # (region number, holder, dim) -> SymInt: a checkpoint forward's saved size (recompute.py
+        # Note [Symbolic recomputation])
+        self.region_sizes: dict = {}
         for k, si in zip(spec.int_inputs, symints, strict=True):
             s = spec.sites[k]
-            if s.what == "in":
+            if s.what == "ckmeta":
+                self.region_sizes[(int(s.attr), s.index, s.dim)] = si
+            elif s.what == "in":
                 sym_in[(s.node, s.index, s.dim)] = si
             elif s.what == "symint":
                 if s.node not in self.aot_symints:

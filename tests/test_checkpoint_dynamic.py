@@ -1,0 +1,199 @@
+"""Checkpointed regions over varying sizes: one dynamic graph with the recomputation traced.
+
+Each test runs a program with non-reentrant `torch.utils.checkpoint` over a sequence of sizes
+(batch, sequence length) under eager autograd and under compiled_bw (tests/differential.py:
+every grad, None-ness, dtype and strides, and what the program logs), and asserts how many
+captures it took and how many were dynamic (checkpoint/recompute.py Note [Symbolic
+recomputation]).  Eager semantics: the region recomputes once per backward, at the first
+unpack of any of its saved tensors, from the arguments and parameters it was called with;
+nothing of that is observable but its values, which the graph computes.  A region whose
+recomputation is not plain (dropout: its draws replay the forward's RNG state) keeps the
+graph static: one capture per size, never a graph reused for sizes it baked in.
+"""
+import pytest
+import torch
+import torch.utils.checkpoint as cp
+from differential import differential, grads, selected_backend
+
+import compiled_bw
+
+pytestmark = [pytest.mark.both_backends, pytest.mark.foreground_compile]
+
+
+def _sized(sizes, make):
+    def build():
+        torch.manual_seed(3)
+        return {"k": 0, "state": make(None, None)}
+
+    def step(s):
+        n = sizes[s["k"]]
+        s["k"] += 1
+        return make(s["state"], n)
+    return build, step
+
+
+def _run(sizes, make, *, captures, dynamic_captures):
+    build, step = _sized(sizes, make)
+    st = differential(build, step, steps=len(sizes), captures=captures, strict=True)
+    assert st.dynamic_captures == dynamic_captures, st.recompile_reasons
+    code = compiled_bw.last_graph().code
+    assert "hooked " not in code, [ln for ln in code.splitlines() if "hooked " in ln][:3]
+    return st
+
+
+def _mlp(state, n):
+    if state is None:
+        return [torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.Tanh(),
+                                    torch.nn.Linear(16, 6)), torch.nn.Linear(6, 1)]
+    body, head = state
+    body.zero_grad(set_to_none=True)
+    head.zero_grad(set_to_none=True)
+    x = torch.randn(n, 6, requires_grad=True)
+    h = cp.checkpoint(body, x, use_reentrant=False)
+    head(h).pow(2).mean().backward()
+    return [*grads(body), *grads(head), x.grad]
+
+
+def test_checkpointed_mlp_over_batch_sizes_one_dynamic_graph():
+    st = _run([8, 12, 20, 9, 33, 12], _mlp, captures=2, dynamic_captures=1)
+    assert st.dynamic_hits == 4, st.recompile_reasons
+
+
+def _encoder(state, n):
+    # a transformer layer: reshapes through (batch, heads, length, head dim) whose sizes the
+    # recomputation computes from the symbolic length
+    if state is None:
+        layer = torch.nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0, batch_first=True)
+        return [layer, torch.nn.Linear(16, 1)]
+    layer, head = state
+    layer.zero_grad(set_to_none=True)
+    head.zero_grad(set_to_none=True)
+    x = torch.randn(3, n, 16, requires_grad=True)
+    h = cp.checkpoint(layer, x, use_reentrant=False)
+    head(h).tanh().sum().backward()
+    return [*grads(layer), *grads(head), x.grad]
+
+
+def test_checkpointed_encoder_layer_over_lengths():
+    """TransformerEncoderLayer holds its activation function as an attribute, so its region is
+    judged by Dynamo (checkpoint/guarded.py): the first length's guards are static, the second
+    length's Dynamo trace has symbolic sizes (a second static capture: its guards are another
+    capture), and from the third length on one dynamic graph serves every length."""
+    st = _run([10, 14, 23, 17, 31, 19], _encoder, captures=3, dynamic_captures=1)
+    assert st.dynamic_hits == 3, st.recompile_reasons
+
+
+def _two_blocks(state, n):
+    # two regions of one module class (one region key) and a nested one: the inner region's
+    # argument is the outer region's recomputed tensor
+    if state is None:
+        return [torch.nn.ModuleList(torch.nn.Sequential(torch.nn.Linear(5, 5), torch.nn.SiLU())
+                                    for _ in range(3))]
+    blocks, = state
+    blocks.zero_grad(set_to_none=True)
+    x = torch.randn(n, 5, requires_grad=True)
+
+    def outer(t):
+        return cp.checkpoint(blocks[2], blocks[1](t), use_reentrant=False)
+    h = cp.checkpoint(blocks[0], x, use_reentrant=False)
+    h = cp.checkpoint(outer, h, use_reentrant=False)
+    h.sum().backward()
+    return [*grads(blocks), x.grad]
+
+
+def test_several_and_nested_regions_over_batch_sizes():
+    """The enclosing region's function is a closure, judged by Dynamo (checkpoint/guarded.py
+    Note [Checkpointed closures]): static guards at the first size, symbolic ones from its
+    second trace on, then one dynamic graph for every size; the inner region's argument
+    (the enclosing region's recomputed tensor) is symbolic in it."""
+    st = _run([4, 7, 11, 19, 30], _two_blocks, captures=3, dynamic_captures=1)
+    assert st.dynamic_hits == 2, st.recompile_reasons
+
+
+def _dropout_mlp(state, n):
+    if state is None:
+        return [torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.Dropout(0.5),
+                                    torch.nn.Linear(16, 6)).train()]
+    body, = state
+    body.zero_grad(set_to_none=True)
+    x = torch.randn(n, 6, requires_grad=True)
+    cp.checkpoint(body, x, use_reentrant=False).pow(2).sum().backward()
+    return [*grads(body), x.grad]
+
+
+def test_a_region_with_dropout_stays_static():
+    """Its recomputation replays the forward's RNG state (recompute.py Note [Functional RNG
+    in recomputation]): not traced symbolically, so one static graph per size, each size's
+    grads eager's (with the forward's mask)."""
+    build, step = _sized([8, 12, 8], _dropout_mlp)
+    st = differential(build, step, steps=3, captures=2, strict=True)
+    assert st.dynamic_captures == 0
+    assert any("traced with static sizes" in r for r in st.recompile_reasons), \
+        st.recompile_reasons
+
+
+def _sizes_of_one(state, n):
+    if state is None:
+        return [torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())]
+    body, = state
+    body.zero_grad(set_to_none=True)
+    x = torch.randn(n, 4, requires_grad=True)
+    cp.checkpoint(body, x, use_reentrant=False).sum().backward()
+    return [*grads(body), x.grad]
+
+
+def test_a_batch_of_one_between_dynamic_hits():
+    """A size of 1 between sizes the dynamic graph serves: the eager backend's graph serves
+    it too; on Inductor 1 is specialized (trace/dynamic.py Note [Sizes of one]): a dynamic
+    capture of its own, as without checkpointing.  Every step eager's grads."""
+    sizes = [6, 9, 1, 13, 1, 9]
+    build, step = _sized(sizes, _sizes_of_one)
+    one = selected_backend() == "inductor"
+    st = differential(build, step, steps=len(sizes), captures=3 if one else 2, strict=True)
+    assert st.dynamic_captures == (2 if one else 1), st.recompile_reasons
+    assert st.dynamic_hits == len(sizes) - st.captures, st.recompile_reasons
+
+
+class _Cut(torch.nn.Module):
+    """Saves a slice of `n` columns of its input (SinBackward0 saves it): what it saves
+    depends on `n` at the time it runs."""
+    compiled_bw_traceable = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+        self.n = 3
+
+    def forward(self, x):
+        return self.lin(x)[:, :self.n].sin()
+
+
+def test_a_recomputation_that_saves_other_sizes_raises_eagers_error():
+    """Step 5 changes `n` between its forward and its backward: eager's recomputation saves
+    2 columns where the forward saved 3 and checkpoint raises; the graph the earlier steps'
+    sizes made (dynamic over the batch) must not serve that step."""
+    sizes = [5, 8, 11, 7, 13, 9]
+    raised = []
+
+    def make(state, b):
+        if state is None:
+            return [_Cut()]
+        cut, = state
+        cut.zero_grad(set_to_none=True)
+        x = torch.randn(b, 4, requires_grad=True)
+        y = cp.checkpoint(cut, x, use_reentrant=False)
+        if b == 13:
+            cut.n = 2
+        try:
+            y.sum().backward()
+        except Exception as e:
+            raised.append(type(e).__name__)
+            raise
+        finally:
+            cut.n = 3
+        return [*grads(cut), x.grad]
+    build, step = _sized(sizes, make)
+    st = differential(build, step, steps=len(sizes), captures=None, fallbacks=None,
+                      allow_errors=True)
+    assert st.dynamic_captures == 1, st.recompile_reasons
+    assert raised == ["CheckpointError"] * 2, raised     # eager's, then ours (compared equal)
