@@ -1,7 +1,8 @@
 """`python -m benchmarks.hf_step`: a full training step of a Hugging Face model, per mode.
 
 Consumes --model (llama | gpt2 | mixtral: 4 layers, d=256, random init; mixtral: 4 experts,
-top-2), --ckpt (Hugging Face gradient checkpointing, non-reentrant), --steps, --modes,
+top-2), --ckpt (Hugging Face gradient checkpointing, non-reentrant), --vary (a sequence
+length drawn from 32-128 per step, as mixtral always has), --steps, --modes,
 --optim (sgd: one SGD step after the backward; adamw-in-backward: PyTorch's "fuse the
 optimizer step into the backward" recipe, a per-parameter AdamW stepped by each parameter's
 post-accumulate-grad hook); produces a markdown table on stdout: per mode, the median step
@@ -94,7 +95,8 @@ def _optimizer(m, optim: str):
     return lambda: None
 
 
-def run(model: str, ckpt: bool, steps: int, modes: list, optim: str = "sgd") -> dict:
+def run(model: str, ckpt: bool, steps: int, modes: list, optim: str = "sgd",
+        vary: bool = False) -> dict:
     import torch
 
     import compiled_bw
@@ -114,7 +116,7 @@ def run(model: str, ckpt: bool, steps: int, modes: list, optim: str = "sgd") -> 
         runs[mode] = (torch.compile(m) if mode.startswith("tc") else m, _optimizer(m, optim))
     g = torch.Generator().manual_seed(1)
     lengths = [128] * (steps + WARMUP)
-    if model == "mixtral":
+    if model == "mixtral" or vary:
         lengths = torch.randint(32, 129, (steps + WARMUP,), generator=g).tolist()
     batches = [torch.randint(0, 2048, (8, n), generator=g) for n in lengths]
     step_t = {m: [] for m in modes}
@@ -158,8 +160,8 @@ BENCH_MODELS = {"hf_gpt2": ("gpt2", False), "hf_llama": ("llama", False),
 
 
 def header(model: str, ckpt: bool, steps: int, r: dict, seconds: float,
-           optim: str = "sgd") -> str:
-    batch = "8x(32-128)" if model == "mixtral" else "8x128"
+           optim: str = "sgd", vary: bool = False) -> str:
+    batch = "8x(32-128)" if model == "mixtral" or vary else "8x128"
     opt = "SGD" if optim == "sgd" else "AdamW stepped in post-accumulate-grad hooks"
     return (f"{model}{' (gradient checkpointing)' if ckpt else ''}, 4 layers, d=256, batch "
             f"{batch}, {opt}; 1 thread, thread CPU time, medians of {steps} steps after {WARMUP} "
@@ -185,13 +187,15 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--modes", default=",".join(MODES))
     ap.add_argument("--optim", choices=OPTIMS, default="sgd")
+    ap.add_argument("--vary", action="store_true",
+                    help="a sequence length drawn from 32-128 per step (always for mixtral)")
     a = ap.parse_args(argv)
     modes = a.modes.split(",")
     if modes[0] != "eager":
         modes = ["eager", *[m for m in modes if m != "eager"]]
     t0 = time.perf_counter()
-    r = run(a.model, a.ckpt, a.steps, modes, a.optim)
-    print(header(a.model, a.ckpt, a.steps, r, time.perf_counter() - t0, a.optim) + "\n")
+    r = run(a.model, a.ckpt, a.steps, modes, a.optim, a.vary)
+    print(header(a.model, a.ckpt, a.steps, r, time.perf_counter() - t0, a.optim, a.vary) + "\n")
     print("\n".join(table(r, modes)))
     return 0
 

@@ -48,7 +48,8 @@ def pytest_configure(config):
 # --quick` runs the whole quick suite on release V (tools/full_check.sh, every release).
 RELEASE_FILES = {
     "test_private_api.py", "test_doctor.py", "test_graph_snapshots.py", "test_dynamo_unchanged.py",
-    "test_core.py", "test_checkpoint.py", "test_recompute.py", "test_hooks.py",
+    "test_core.py", "test_checkpoint.py", "test_checkpoint_dynamic.py", "test_recompute.py",
+    "test_hooks.py",
     "test_custom_functions.py", "test_custom_op_traced.py", "test_saved_hooks.py",
     "test_api.py", "test_layers.py", "test_signature.py", "test_distributed.py",
     "test_real_models.py", "test_aot.py", "test_subclass.py", "test_verify.py",

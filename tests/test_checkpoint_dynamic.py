@@ -10,6 +10,8 @@ nothing of that is observable but its values, which the graph computes.  A regio
 recomputation is not plain (dropout: its draws replay the forward's RNG state) keeps the
 graph static: one capture per size, never a graph reused for sizes it baked in.
 """
+import functools
+
 import pytest
 import torch
 import torch.utils.checkpoint as cp
@@ -17,7 +19,8 @@ from differential import differential, grads, selected_backend
 
 import compiled_bw
 
-pytestmark = [pytest.mark.both_backends, pytest.mark.foreground_compile]
+pytestmark = [pytest.mark.both_backends, pytest.mark.foreground_compile,
+              pytest.mark.needs_feature("traced checkpoint recomputation")]
 
 
 def _sized(sizes, make):
@@ -197,3 +200,46 @@ def test_a_recomputation_that_saves_other_sizes_raises_eagers_error():
                       allow_errors=True)
     assert st.dynamic_captures == 1, st.recompile_reasons
     assert raised == ["CheckpointError"] * 2, raised     # eager's, then ours (compared equal)
+
+
+class _Scaled(torch.nn.Module):
+    """Not opted in (judged by Dynamo): its forward reads a Python number it is called with."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x, scale=1.0, cols=4):
+        return self.lin(x)[:, :cols].tanh() * scale
+
+
+def _call(module, x, scale, cols):
+    return module(x, scale=scale, cols=cols)
+
+
+def test_python_numbers_of_a_guarded_region_stay_values_over_varying_sizes():
+    """With symbolic sizes Dynamo keeps Python numbers specialized (a value guard each): the
+    partial's `scale` and `cols`, changed at later steps while the batch keeps changing, are
+    never read from a graph traced with other values (Hugging Face passes its block's
+    keywords through functools.partial the same way)."""
+    sizes = [5, 8, 11, 7, 13, 9, 6, 10]
+    scales = [1.0, 1.0, 1.0, 1.0, 2.0, 2.0, 1.0, 1.0]
+    cols = [4, 4, 4, 4, 4, 4, 3, 3]
+
+    def make(state, b):
+        if state is None:
+            return [_Scaled(), [0]]
+        m, k = state
+        m.zero_grad(set_to_none=True)
+        x = torch.randn(b, 4, requires_grad=True)
+        fn = functools.partial(_call, m, scale=scales[k[0]], cols=cols[k[0]])
+        k[0] += 1
+        cp.checkpoint(fn, x, use_reentrant=False).pow(2).sum().backward()
+        return [*grads(m), x.grad]
+    build, step = _sized(sizes, make)
+    st = differential(build, step, steps=len(sizes), captures=7, strict=True)
+    # 5 and 8 static (Dynamo's second trace, symbolic, is another capture number), 11 dynamic,
+    # 7 its hit; the new scale at 13 and the new cols at 6 are new Dynamo captures (value
+    # guards), each a static graph, then a dynamic one at the next size (9, 10)
+    assert st.dynamic_captures == 3 and st.dynamic_hits == 1, st.recompile_reasons
+    assert st.recompute_captures == 4, st

@@ -388,6 +388,7 @@ def test_lora_fine_tuning_of_a_frozen_llama(backend, ckpt):
 
 @pytest.mark.both_backends
 @pytest.mark.foreground_compile
+@pytest.mark.needs_feature("traced checkpoint recomputation")
 @pytest.mark.parametrize("name", ["llama", "mistral", "gpt2"])
 def test_checkpointed_blocks_over_varying_lengths(name):
     """Hugging Face gradient checkpointing (non-reentrant) over a new sequence length at every

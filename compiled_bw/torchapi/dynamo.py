@@ -94,6 +94,9 @@ USED = {
         "CompiledFunction._bw_prologue_fn: aot_splice_off)",
     "torch._dynamo.convert_frame.compile_lock": "runtime/background.py",
     "torch._dynamo.source.ConstantSource": "trace/dynamic.py",
+    "torch._dynamo.source.TensorPropertySource": "checkpoint/guarded.py (Note [Guarded "
+        "recomputation over varying sizes]: a region's symbolic graph inputs are sizes)",
+    "torch._dynamo.output_graph.OutputGraph.graphargs": "checkpoint/guarded.py (the same)",
     # the sympy functions of ShapeEnv guards, printed as Python by trace/dynamic.py _py
     "torch.utils._sympy.functions.FloorDiv": "trace/dynamic.py",
     "torch.utils._sympy.functions.Mod": "trace/dynamic.py",
@@ -598,11 +601,17 @@ def _trace_once(template, call_args: tuple, judge, grad_mode, dynamic: bool = Fa
     return None, None
 
 
-def _all_tensors(example_inputs, sizes: bool = False) -> bool:
-    # a number Dynamo left unspecialized would be a graph input with no value guard (sizes:
-    # with dynamic shapes, tensor sizes are graph inputs too; Python numbers stay specialized)
-    return all(isinstance(x, torch.Tensor) or (sizes and isinstance(x, torch.SymInt))
-               for x in example_inputs)
+def _all_tensors(example_inputs) -> bool:
+    # a number Dynamo left unspecialized would be a graph input with no value guard
+    return all(isinstance(x, torch.Tensor) for x in example_inputs)
+
+
+def _tensors_and_sizes(tx) -> bool:
+    """With symbolic sizes: every graph input is a tensor or a tensor's size (stride, offset),
+    never a Python number Dynamo left unspecialized (it would have no value guard)."""
+    from torch._dynamo.source import TensorPropertySource
+    return all(isinstance(ga.example, torch.Tensor) or isinstance(ga.source, TensorPropertySource)
+               for ga in tx.output.graphargs)
 
 
 # Note [requires_grad set on a tensor the region makes]
@@ -675,8 +684,9 @@ def region_guards(fn, args: tuple, kwargs: dict, dynamic: bool = False):
     verdict = []
     with _fresh_requires_grad():
         f, _ = _trace_once(_region_call, (fn, args, kwargs),
-                           lambda tx, ex: verdict.append(_all_tensors(ex, dynamic) and
-                                                         _clean(tx)),
+                           lambda tx, ex: verdict.append(
+                               (_tensors_and_sizes(tx) if dynamic else _all_tensors(ex))
+                               and _clean(tx)),
                            torch.enable_grad(), dynamic)
     if f is None:           # refused, or ran without the graph (no tensor op): nothing to guard
         return None
