@@ -22,6 +22,19 @@ TOL = {torch.float64: (1e-10, 1e-10), torch.float32: (1e-5, 1e-5),
        torch.bfloat16: (2e-2, 2e-2), torch.float16: (2e-3, 2e-3)}
 
 
+def sized(sizes, make):
+    """build/step over a sequence of sizes: step k runs make(state, sizes[k]); make(None,
+    None) builds the state (tests of dynamic shapes)."""
+    def build():
+        return {"k": 0, "state": make(None, None)}
+
+    def step(s):
+        n = sizes[s["k"]]
+        s["k"] += 1
+        return make(s["state"], n)
+    return build, step
+
+
 def _run(build, step, steps, seed, after_step=lambda: None):
     torch.manual_seed(seed)
     state = build()

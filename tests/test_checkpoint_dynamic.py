@@ -15,7 +15,7 @@ import functools
 import pytest
 import torch
 import torch.utils.checkpoint as cp
-from differential import differential, grads, selected_backend
+from differential import differential, grads, selected_backend, sized
 
 import compiled_bw
 
@@ -23,20 +23,8 @@ pytestmark = [pytest.mark.both_backends, pytest.mark.foreground_compile,
               pytest.mark.needs_feature("traced checkpoint recomputation")]
 
 
-def _sized(sizes, make):
-    def build():
-        torch.manual_seed(3)
-        return {"k": 0, "state": make(None, None)}
-
-    def step(s):
-        n = sizes[s["k"]]
-        s["k"] += 1
-        return make(s["state"], n)
-    return build, step
-
-
 def _run(sizes, make, *, captures, dynamic_captures):
-    build, step = _sized(sizes, make)
+    build, step = sized(sizes, make)
     st = differential(build, step, steps=len(sizes), captures=captures, strict=True)
     assert st.dynamic_captures == dynamic_captures, st.recompile_reasons
     code = compiled_bw.last_graph().code
@@ -128,7 +116,7 @@ def test_a_region_with_dropout_stays_static():
     """Its recomputation replays the forward's RNG state (recompute.py Note [Functional RNG
     in recomputation]): not traced symbolically, so one static graph per size, each size's
     grads eager's (with the forward's mask)."""
-    build, step = _sized([8, 12, 8], _dropout_mlp)
+    build, step = sized([8, 12, 8], _dropout_mlp)
     st = differential(build, step, steps=3, captures=2, strict=True)
     assert st.dynamic_captures == 0
     assert any("traced with static sizes" in r for r in st.recompile_reasons), \
@@ -150,7 +138,7 @@ def test_a_batch_of_one_between_dynamic_hits():
     it too; on Inductor 1 is specialized (trace/dynamic.py Note [Sizes of one]): a dynamic
     capture of its own, as without checkpointing.  Every step eager's grads."""
     sizes = [6, 9, 1, 13, 1, 9]
-    build, step = _sized(sizes, _sizes_of_one)
+    build, step = sized(sizes, _sizes_of_one)
     one = selected_backend() == "inductor"
     st = differential(build, step, steps=len(sizes), captures=3 if one else 2, strict=True)
     assert st.dynamic_captures == (2 if one else 1), st.recompile_reasons
@@ -195,7 +183,7 @@ def test_a_recomputation_that_saves_other_sizes_raises_eagers_error():
         finally:
             cut.n = 3
         return [*grads(cut), x.grad]
-    build, step = _sized(sizes, make)
+    build, step = sized(sizes, make)
     st = differential(build, step, steps=len(sizes), captures=None, fallbacks=None,
                       allow_errors=True)
     assert st.dynamic_captures == 1, st.recompile_reasons
@@ -236,7 +224,7 @@ def test_python_numbers_of_a_guarded_region_stay_values_over_varying_sizes():
         k[0] += 1
         cp.checkpoint(fn, x, use_reentrant=False).pow(2).sum().backward()
         return [*grads(m), x.grad]
-    build, step = _sized(sizes, make)
+    build, step = sized(sizes, make)
     st = differential(build, step, steps=len(sizes), captures=7, strict=True)
     # 5 and 8 static (Dynamo's second trace, symbolic, is another capture number), 11 dynamic,
     # 7 its hit; the new scale at 13 and the new cols at 6 are new Dynamo captures (value

@@ -9,25 +9,13 @@ graph reused for sizes it baked in.
 import pytest
 import torch
 import torch.nn.functional as F
-from differential import differential, grads, selected_backend
+from differential import differential, grads, selected_backend, sized
 from functions import Double
 
 import compiled_bw
 from compiled_bw.trace.dynamic import TWO_VALUES
 
 pytestmark = [pytest.mark.both_backends, pytest.mark.foreground_compile]
-
-
-def sized(sizes, make):
-    """build/step over a sequence of sizes: step k runs make(state, sizes[k])."""
-    def build():
-        return {"k": 0, "state": make(None, None)}
-
-    def step(s):
-        n = sizes[s["k"]]
-        s["k"] += 1
-        return make(s["state"], n)
-    return build, step
 
 
 def run(sizes, make, *, captures, dynamic_captures, options=None):
