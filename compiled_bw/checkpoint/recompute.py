@@ -1050,7 +1050,9 @@ class _Recomputed:
 
 
 class NotSymbolic(Exception):
-    """A region's symbolic recomputation differs from its forward: the graph stays static."""
+    """A region's recomputation cannot be traced into this capture (its symbolic one differs
+    from its forward: the graph stays static; a pending static trace declines: eager autograd
+    runs the step, recorded)."""
 
 
 def _symbolic(region: Region, ins: list, sizes: dict) -> list:
