@@ -521,7 +521,7 @@ def _region(w, i: int, frame, number: int, tensor_meta) -> Region | None:
                 for a in args if type(a) is _Outer or isinstance(a, torch.Tensor)]
         rgs += [t.requires_grad for _, ts in extra.values() for t in ts]
         rgs += [t.requires_grad for kind, t in kw_leaves if kind == "t"]
-        retrace, _ = _recomputation(module, [n for n, _ in params + buffers], args, frame,
+        retrace, _, _ = _recomputation(module, [n for n, _ in params + buffers], args, frame,
                                     call, extra, None, (kw_spec, kw_leaves), rgs)
     return Region(weakref.ref(frame), number, sig, traced.gm, keys, holder_index,
                   traced.consumed, ins=ins, saved_meta=traced.saved_meta, inputs=tensors,
@@ -633,10 +633,11 @@ class _Stop(Exception):
 
 def _recomputation(module, names: list, args: list, frame, call, extra: dict, sac,
                    call_kw: tuple, rgs: list):
-    """(f, recorded_rg): f(*flat) recomputes the region on `flat` (its state tensors, tensor
+    """(f, recorded_rg, last_mode): f(*flat) recomputes the region on `flat` (its state tensors, tensor
     args, the partial's keyword tensors, the call's keyword tensors, a SAC region's saved
     outputs) and returns the tensors it saves in pack order; recorded_rg their
-    requires_grad, filled by the last call.  Holds no tensor of `args`, `extra` or `call_kw`
+    requires_grad and last_mode[0] its SacReplay (the entries it consumed), both of the last
+    call.  Holds no tensor of `args`, `extra` or `call_kw`
     (only where tensors go): a Region keeps f for the symbolic trace (Note [Symbolic
     recomputation]) without keeping the step's tensors alive."""
     kw_spec, kw_leaves = call_kw
@@ -692,8 +693,7 @@ def _recomputation(module, names: list, args: list, frame, call, extra: dict, sa
         out = list(recorded)
         recorded.clear()
         return out
-    f.sac_mode = frame_mode     # the last call's SacReplay (its consumed entries)
-    return f, recorded_rg
+    return f, recorded_rg, frame_mode
 
 
 def _trace_region(module, state: list, args: list, frame, call=None, extra=None, sac=None,
@@ -711,7 +711,8 @@ def _trace_region(module, state: list, args: list, frame, call=None, extra=None,
         [t for _, ts in extra.values() for t in ts] + \
         [t for kind, t in kw_leaves if kind == "t"] + (sac.tensors if sac is not None else [])
     rgs = [t.requires_grad for t in tensors]
-    f, recorded_rg = _recomputation(module, names, args, frame, call, extra, sac, call_kw, rgs)
+    f, recorded_rg, last_mode = _recomputation(module, names, args, frame, call, extra, sac,
+                                               call_kw, rgs)
 
     before = _tree_key(module)
     # Notes [Dispatch state after a failed trace], [Meta failures are our fallbacks]
@@ -748,8 +749,8 @@ def _trace_region(module, state: list, args: list, frame, call=None, extra=None,
     writes = _buffer_writes(gm, range(first_buffer, len(state)), tensors)
     if writes is None:
         return None
-    before_functional = list(gm.graph.nodes)
-    if random or writes or any(n.op == "call_function" and _mutates(n) for n in gm.graph.nodes):
+    mutates = any(n.op == "call_function" and _mutates(n) for n in gm.graph.nodes)
+    if random or writes or mutates:
         # in-place ops on tensors the region made (a GRU cell's sigmoid_) become functional;
         # a mutation of an input stays a copy_ into it: a buffer's becomes an assign
         # (graph/mutated.py Note [Buffer writes at the recomputation point])
@@ -762,11 +763,9 @@ def _trace_region(module, state: list, args: list, frame, call=None, extra=None,
         return None
     gm.graph.eliminate_dead_code()
     gm.recompile()
-    mode = f.sac_mode[0]
-    plain = not random and not writes and sac is None and not any(
-        n.op == "call_function" and _mutates(n) for n in before_functional)
+    mode = last_mode[0]
     return Traced(gm, tuple(mode.consumed) if mode is not None else (), random,
-                  tuple(saved_meta), plain)
+                  tuple(saved_meta), not (random or writes or mutates or sac is not None))
 
 
 # Ops that write the running stats their schema does not declare (eager bumps no version for

@@ -702,12 +702,13 @@ class Site:
     """What a dynamic position is."""
     what: str          # "saved" (tensor w.saved[index] dim), "in" (input metadata), "value",
     node: int          # "leaf" (a leaf's own metadata: keyed, not a graph input), "ckmeta"
-    #                    (a checkpoint forward's saved tensor's size, attr: its region),
+    #                    (a checkpoint forward's saved tensor's size),
     #                    "ckouter" (a nested region's argument's metadata: keyed only)
     index: int = 0     # saved: position in w.saved; in: input slot; value: element (-1: scalar)
     part: int = 0      # saved/leaf: 0 size, 1 stride
     dim: int = 0
     attr: str = ""
+    region: int = -1   # ckmeta: its checkpoint region's number
 
     def label(self, w) -> str:
         name = w.kinds[self.node].name
@@ -723,7 +724,7 @@ class Site:
         if self.what == "symint":
             return f"node {self.node} {name}: AOT backward symint {self.index}"
         if self.what == "ckmeta":
-            return (f"node {self.node} {name}: checkpoint region {self.attr}'s saved tensor "
+            return (f"node {self.node} {name}: checkpoint region {self.region}'s saved tensor "
                     f"{self.index} size of dim {self.dim}")
         if self.what == "ckouter":
             part = "size" if self.part == 0 else "stride"
@@ -812,7 +813,7 @@ def _classify_region(w, i: int, name: str, path: tuple, no) -> Site | None:
     sub = rel[1:]
     if sub[0] == recompute.SIG_SAVED_META:      # (5, holder, item, 1, dim): its shape
         if len(sub) == 5 and sub[3] == 1 and key[sub[0]][sub[1]][sub[2]][0] == "shape":
-            return Site("ckmeta", i, sub[1], 0, sub[4], attr=str(number))
+            return Site("ckmeta", i, sub[1], 0, sub[4], region=number)
         return no(f"node {i} {name}: checkpoint region {number}: the forward's saved "
                   "tensors changed")
     if sub[0] == recompute.SIG_ARGS and len(sub) == 5 and key[3][sub[1]][0] == "outer" and \
@@ -1050,7 +1051,7 @@ class DynWalk:
         for k, si in zip(spec.int_inputs, symints, strict=True):
             s = spec.sites[k]
             if s.what == "ckmeta":
-                self.region_sizes[(int(s.attr), s.index, s.dim)] = si
+                self.region_sizes[(s.region, s.index, s.dim)] = si
             elif s.what == "in":
                 sym_in[(s.node, s.index, s.dim)] = si
             elif s.what == "symint":
