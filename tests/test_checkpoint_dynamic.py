@@ -6,9 +6,12 @@ every grad, None-ness, dtype and strides, and what the program logs), and assert
 captures it took and how many were dynamic (checkpoint/recompute.py Note [Symbolic
 recomputation]).  Eager semantics: the region recomputes once per backward, at the first
 unpack of any of its saved tensors, from the arguments and parameters it was called with;
-nothing of that is observable but its values, which the graph computes.  A region whose
-recomputation is not plain (dropout: its draws replay the forward's RNG state) keeps the
-graph static: one capture per size, never a graph reused for sizes it baked in.
+nothing of that is observable but its values, which the graph computes; with dropout in the
+region, eager's recomputation draws the forward's numbers again (checkpoint restores the RNG
+state the forward saved, then puts the global generator back), so its masks are the forward's
+and the draws after the backward are what they would have been.  A region whose recomputation
+writes a buffer (training BatchNorm's running stats) keeps the graph static: one capture per
+size, never a graph reused for sizes it baked in.
 """
 import functools
 
@@ -112,11 +115,66 @@ def _dropout_mlp(state, n):
     return [*grads(body), x.grad]
 
 
-def test_a_region_with_dropout_stays_static():
-    """Its recomputation replays the forward's RNG state (recompute.py Note [Functional RNG
-    in recomputation]): not traced symbolically, so one static graph per size, each size's
-    grads eager's (with the forward's mask)."""
-    build, step = sized([8, 12, 8], _dropout_mlp)
+def test_a_region_with_dropout_over_batch_sizes_one_dynamic_graph():
+    """Its recomputation draws the forward's numbers (graph/rng.py Note [Functional RNG in a
+    symbolic recomputation]): one dynamic graph over the sizes, each step's grads eager's
+    (the forward's mask), and the inputs drawn after each backward eager's (the global
+    generator untouched by the graph)."""
+    st = _run([8, 12, 20, 9, 33, 12], _dropout_mlp, captures=2, dynamic_captures=1)
+    assert st.dynamic_hits == 4, st.recompile_reasons
+    assert "compiled_bw.rng_draw.default(" in compiled_bw.last_graph().code
+
+
+class _Noisy(torch.nn.Module):
+    """Three draws in one region, in an order the graph must keep: two dropouts of different
+    p and a multiplicative noise (`rand_like`)."""
+    compiled_bw_traceable = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = torch.nn.Linear(5, 12), torch.nn.Linear(12, 5)
+
+    def forward(self, x):
+        h = torch.nn.functional.dropout(self.a(x).relu(), 0.3, self.training)
+        h = h * torch.rand_like(h)
+        return torch.nn.functional.dropout(self.b(h), 0.6, self.training)
+
+
+def _noisy(state, n):
+    if state is None:
+        return [_Noisy().train()]
+    m, = state
+    m.zero_grad(set_to_none=True)
+    x = torch.randn(n, 5, requires_grad=True)
+    cp.checkpoint(m, x, use_reentrant=False).sin().sum().backward()
+    return [*grads(m), x.grad, torch.rand(2)]
+
+
+def test_a_region_drawing_three_times_over_batch_sizes():
+    """Each draw takes the state the one before it left, as eager's recomputation draws in
+    order from the forward's state: each step's grads eager's, and the numbers drawn after
+    the backward (returned) eager's."""
+    st = _run([7, 10, 16, 5, 22], _noisy, captures=2, dynamic_captures=1)
+    assert st.dynamic_hits == 3, st.recompile_reasons
+    assert compiled_bw.last_graph().code.count("compiled_bw.rng_draw.default(") == 3
+
+
+def _bn_mlp(state, n):
+    if state is None:
+        return [torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.BatchNorm1d(16),
+                                    torch.nn.Linear(16, 6)).train()]
+    body, = state
+    body.zero_grad(set_to_none=True)
+    x = torch.randn(n, 6, requires_grad=True)
+    cp.checkpoint(body, x, use_reentrant=False).pow(2).sum().backward()
+    return [*grads(body), x.grad, body[1].running_mean.clone(), body[1].num_batches_tracked]
+
+
+def test_a_region_writing_a_buffer_stays_static():
+    """Training BatchNorm writes its running stats in the recomputation too (graph/mutated.py
+    Note [Buffer writes at the recomputation point]): not traced symbolically, so one static
+    graph per size, each size's grads and buffers eager's."""
+    build, step = sized([8, 12, 8], _bn_mlp)
     st = differential(build, step, steps=3, captures=2, strict=True)
     assert st.dynamic_captures == 0
     assert any("traced with static sizes" in r for r in st.recompile_reasons), \

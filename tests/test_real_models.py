@@ -423,3 +423,46 @@ def test_checkpointed_blocks_over_varying_lengths(name):
         st.recompile_reasons
     code = compiled_bw.last_graph().code
     assert "hooked " not in code, [ln for ln in code.splitlines() if "hooked " in ln][:3]
+
+
+@pytest.mark.both_backends
+@pytest.mark.foreground_compile
+@pytest.mark.needs_feature("traced checkpoint recomputation")
+@pytest.mark.parametrize("name", ["gpt2", "bert", "deberta_v2"])
+def test_checkpointed_blocks_with_dropout_over_varying_lengths(name):
+    """The same with dropout on (Hugging Face's defaults, 0.1; fine-tuning with dynamic
+    padding): each block's recomputation draws the forward's masks from the forward's RNG
+    state inside the one dynamic graph (graph/rng.py Note [Functional RNG in a symbolic
+    recomputation]): eager's grads at each step, and the same draws after each backward."""
+    import compiled_bw
+    lengths = [12, 17, 23, 9, 30, 14]
+
+    def build():
+        torch.manual_seed(0)
+        if name == "gpt2":
+            m = transformers.GPT2LMHeadModel(transformers.GPT2Config(
+                vocab_size=V, n_embd=D, n_layer=2, n_head=2, n_positions=64))
+        elif name == "bert":
+            m = transformers.BertForMaskedLM(transformers.BertConfig(
+                vocab_size=V, hidden_size=D, num_hidden_layers=2, num_attention_heads=2,
+                intermediate_size=64, max_position_embeddings=64))
+        else:
+            m = _family(name)
+        m.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        return [m.train(), 0]
+
+    def step(st):
+        m, k = st
+        st[1] += 1
+        m.zero_grad(set_to_none=True)
+        ids = torch.randint(3, V, (2, lengths[k]))
+        m(input_ids=ids, labels=ids).loss.backward()
+        return [None if p.grad is None else p.grad.clone() for p in m.parameters()] + \
+            [torch.rand(2)]
+
+    st = differential(build, step, steps=len(lengths), captures=3, strict=True)
+    assert st.dynamic_captures == 1 and st.dynamic_hits == len(lengths) - 3, \
+        st.recompile_reasons
+    code = compiled_bw.last_graph().code
+    assert "hooked " not in code, [ln for ln in code.splitlines() if "hooked " in ln][:3]
+    assert "compiled_bw.rng_draw.default(" in code

@@ -26,10 +26,10 @@ def _mlp():
     return nn.Sequential(nn.Linear(6, 8), nn.GELU(), nn.Linear(8, 6))
 
 
-def _dropout_mlp():
-    # its recomputation replays the forward's RNG state: traced with static sizes (recompute.py
-    # Note [Symbolic recomputation] leaves it out)
-    return nn.Sequential(nn.Linear(6, 8), nn.GELU(), nn.Dropout(0.25), nn.Linear(8, 6))
+def _bn_mlp():
+    # its recomputation writes BatchNorm's running stats: traced with static sizes
+    # (recompute.py Note [Symbolic recomputation] leaves it out)
+    return nn.Sequential(nn.Linear(6, 8), nn.GELU(), nn.BatchNorm1d(8), nn.Linear(8, 6))
 
 
 def _build(region=_mlp):
@@ -492,9 +492,10 @@ def test_retain_graph_then_second_backward_raises_as_eager():
 
 
 def test_changing_sizes_recapture_static_graphs():
-    """A traced region whose recomputation draws random numbers has static sizes: a new batch
-    size is a new graph (dynamic shapes decline it with a reason), never a graph traced for
-    other sizes.  (A plain region's is symbolic: tests/test_checkpoint_dynamic.py.)"""
+    """A traced region whose recomputation writes a buffer (BatchNorm's running stats) has
+    static sizes: a new batch size is a new graph (dynamic shapes decline it with a reason),
+    never a graph traced for other sizes.  (Other regions' are symbolic:
+    tests/test_checkpoint_dynamic.py.)"""
     def step(st):
         m, head, _, log = st
         log.append(None)
@@ -503,15 +504,15 @@ def test_changing_sizes_recapture_static_graphs():
             p.grad = None
         head(cp.checkpoint(m, x, use_reentrant=False)).pow(2).sum().backward()
         return [*grads(m), *grads(head), x.grad]
-    st = differential(_build(_dropout_mlp), step, strict=True, steps=3, captures=3)
+    st = differential(_build(_bn_mlp), step, strict=True, steps=3, captures=3)
     assert any("traced with static sizes" in r for r in st.recompile_reasons), \
         st.recompile_reasons
 
 
 def test_new_sizes_every_step_back_off_to_eager_autograd():
     """runtime/cache.py Note [Recapture storms]: a new batch size at every step, which the
-    region's static recomputation (it draws random numbers) cannot serve from one graph: after the first graph and two
-    that are never reused, the next backwards run eager autograd without a walk (fallbacks
+    region's static recomputation (it writes a buffer) cannot serve from one graph: after the
+    first graph and two that are never reused, the next backwards run eager autograd without a walk (fallbacks
     with the reason), one is looked up again (a new size: captured, a longer backoff); a size
     seen before is a hit and ends the storm.  Eager's grads at every step."""
     sizes = [5, 7, 9, *range(11, 18, 2), 19, *range(21, 36, 2), 9, 7]
@@ -526,7 +527,7 @@ def test_new_sizes_every_step_back_off_to_eager_autograd():
         return [*grads(m), *grads(head), x.grad]
     # captures: 5, 7, 9 (storm: 11-17 eager), 19 (storm again, twice as long: 21-35 eager),
     # then 9 and 7 are hits
-    st = differential(_build(_dropout_mlp), step, strict=False, steps=len(sizes), captures=4,
+    st = differential(_build(_bn_mlp), step, strict=False, steps=len(sizes), captures=4,
                       fallbacks=12)
     assert all("Note [Recapture storms]" in r for r in st.fallback_reasons), st.fallback_reasons
     assert st.cache_hits == 2, st

@@ -78,15 +78,20 @@ rules above), so computing them in the graph is unobservable.
 Note [Symbolic recomputation]
 A region's trace (make_fx on fake tensors) bakes in its sizes, so over varying sizes (Hugging
 Face fine-tuning with dynamic padding) every length was another static graph, and the root
-backed off to eager autograd (runtime/cache.py Note [Recapture storms]).  A plain region (its
-trace draws no random number, writes no buffer, is not selective: Traced.plain) keeps its
+backed off to eager autograd (runtime/cache.py Note [Recapture storms]).  A region that writes
+no buffer and is not selective (Traced.retraceable) keeps its
 recomputation as a function (Region.retrace, _recomputation: the same call on any inputs,
 holding none of the step's tensors), and in a dynamic graph's trace (trace/dynamic.py Note
 [Dynamic shapes]) its first unpack runs that function on the trace's placeholders instead of
 the static graph: the region's ops land in the dynamic graph with sizes computed from its
 symbolic inputs (the region's arguments and keyword tensors are Box inputs like saved tensors,
 and trace/dynamic.py `_classify_region` maps the sizes and strides its key holds to them), and
-any size the module's Python code decides on is a guard of that graph.  Each tensor it saves
+any size the module's Python code decides on is a guard of that graph.  Its random ops
+(dropout) draw from the forward's RNG state, a Box input, through rng.DrawsFrom: the state
+chain the static trace's rng.rewrite makes, in eager's order (graph/rng.py Note [Functional
+RNG in a symbolic recomputation]); its in-place ops on tensors it made (dropout's
+`bernoulli_`, an MoE's `index_add_`) stay in place in the dynamic graph (the eager backend runs
+them so, Inductor's retrace functionalizes them).  Each tensor it saves
 is checked against the forward's metadata (_symbolic: dtype, device, and every size equal to
 the forward's, itself a SymInt input where it varies), so a step whose forward saved other
 sizes than the recomputation gives fails the graph's guards instead of computing what eager
@@ -96,7 +101,9 @@ over varying sizes]).  Once a region's recomputation was traced symbolically, a 
 differs from its key only in sizes (_size_free) is not traced statically at walk time (the
 trace, ~0.2 s for a Llama block, was paid at every new length): Region.pending makes it where
 a static graph or an enclosed region needs it (a static trace that then declines fails that
-capture: eager autograd runs the step, recorded).  Regions that are not plain, or that hold
+capture: eager autograd runs the step, recorded; so does one whose static trace draws random
+numbers where the region it stands in for did not, or the other way round).  Other regions
+(a buffer write, SAC), or ones that hold
 an argument no key position maps (a nested region's argument: the enclosing region's tensor,
 keyed with the metadata that region's own trace gives), keep the graph static where those
 sizes change.
@@ -176,7 +183,7 @@ class Region:
     saved_meta: tuple = ()      # per saved tensor: its metadata and requires_grad
     emitted: bool = False       # its key part is in the walk's signature already
     inputs: list | None = None  # the tensors of `keys`, until they join the Box's (_emit)
-    # its recomputation on any inputs (plain regions only), for the symbolic trace, and
+    # its recomputation on any inputs (retraceable regions only), for the symbolic trace, and
     # where in `sig` its input tensors' metadata is: Note [Symbolic recomputation]
     retrace: object = None
     sites: dict = dataclasses.field(default_factory=dict)
@@ -184,12 +191,15 @@ class Region:
     # traced symbolically: Note [Symbolic recomputation]); made where a static graph or an
     # enclosed region needs it
     pending: object = None
+    rng: bool = False           # its last input is the forward's RNG state (Traced.rng)
 
     def settle(self) -> bool:
-        """Its static trace made (if pending); False where that trace declines."""
+        """Its static trace made (if pending); False where that trace declines (or draws
+        random numbers where the region it stood in for did not, or the other way round: its
+        inputs would not match)."""
         if self.pending is not None:
             t, self.pending = self.pending(), None
-            if t is None:
+            if t is None or t.rng != self.rng:
                 self.traced = None
                 return False
             self.traced, self.consumed, self.saved_meta = t.gm, t.consumed, t.saved_meta
@@ -217,19 +227,21 @@ class Traced:
     consumed: tuple     # SAC entries the trace answered, in order
     rng: bool = False   # its random ops draw from an RNG state input (the last one)
     saved_meta: tuple = ()  # per output: (shape, stride, dtype, device, requires_grad)
-    # no random op, no write, no SAC: its recomputation may be traced again with symbolic
-    # sizes (Note [Symbolic recomputation])
-    plain: bool = False
+    # no buffer write, no SAC: its recomputation may be traced again with symbolic sizes
+    # (Note [Symbolic recomputation]; random ops drawing from the state chain there too)
+    retraceable: bool = False
 
 
 _LIFT_FRESH_COPY = torch.ops.aten.lift_fresh_copy.default
 _COPY = torch.ops.aten.copy_.default
 _TRACED: dict = {}      # region key -> Traced | None (declined)
-# region keys without sizes (_size_free) whose recomputation was traced symbolically: a key
-# that differs from one only in sizes is traced when a static graph needs it (Region.pending)
-_SYMBOLIC: set = set()
+# region keys without sizes (_size_free) whose recomputation was traced symbolically -> whether
+# it draws random numbers: a key that differs from one only in sizes is traced when a static
+# graph needs it (Region.pending)
+_SYMBOLIC: dict = {}
 _MAX_TRACED = 256
-_PLAIN = Traced(None, (), plain=True)     # a pending region's trace until it is made
+# a pending region's trace until it is made, by whether it draws random numbers
+_PENDING = {r: Traced(None, (), rng=r, retraceable=True) for r in (False, True)}
 
 
 def _module_of(fn):
@@ -471,7 +483,7 @@ def _region(w, i: int, frame, number: int, tensor_meta) -> Region | None:
     if sig in _TRACED:
         traced = _TRACED[sig]
     elif not nested and _size_free(sig) in _SYMBOLIC:   # Note [Symbolic recomputation]
-        traced, pending = _PLAIN, trace
+        traced, pending = _PENDING[_SYMBOLIC[_size_free(sig)]], trace
     else:
         traced = trace()
     del shown
@@ -515,17 +527,19 @@ def _region(w, i: int, frame, number: int, tensor_meta) -> Region | None:
         tensors.append(state)
     ins += keys[rest:]
     retrace = None
-    if traced.plain:    # Note [Symbolic recomputation]
+    if traced.retraceable:      # Note [Symbolic recomputation]
         rgs = [t.requires_grad for _, t in params + buffers]
         rgs += [a.region.saved_meta[a.k][4] if type(a) is _Outer else a.requires_grad
                 for a in args if type(a) is _Outer or isinstance(a, torch.Tensor)]
         rgs += [t.requires_grad for _, ts in extra.values() for t in ts]
         rgs += [t.requires_grad for kind, t in kw_leaves if kind == "t"]
         retrace, _, _ = _recomputation(module, [n for n, _ in params + buffers], args, frame,
-                                    call, extra, None, (kw_spec, kw_leaves), rgs)
+                                       call, extra, None, (kw_spec, kw_leaves), rgs)
+        if traced.rng:      # its draws from the state input, the last (rng.py Note
+            retrace = _drawing(retrace)     # [Functional RNG in a symbolic recomputation])
     return Region(weakref.ref(frame), number, sig, traced.gm, keys, holder_index,
                   traced.consumed, ins=ins, saved_meta=traced.saved_meta, inputs=tensors,
-                  retrace=retrace, pending=pending,
+                  retrace=retrace, pending=pending, rng=traced.rng,
                   sites=_sig_sites(args, extra, kw_leaves, keys, len(params) + len(buffers)))
 
 
@@ -584,17 +598,8 @@ def _region_of(w, i: int, frame, tensor_meta) -> Region | None:
 
 
 def _is_random(node) -> bool:
-    """Whether an op draws random numbers: tagged so, unless its `dropout_p` argument is 0
-    (attention kernels take one; with 0 they draw nothing)."""
-    t = node.target
-    if not (isinstance(t, OpOverload) and torch.Tag.nondeterministic_seeded in t.tags):
-        return False
-    for k, a in enumerate(t._schema.arguments):
-        if a.name == "dropout_p":
-            p = node.args[k] if k < len(node.args) else node.kwargs.get("dropout_p",
-                                                                        a.default_value)
-            return not (isinstance(p, (int, float)) and p == 0)
-    return True
+    """Whether a graph node draws random numbers (rng.is_random)."""
+    return rng.is_random(node.target, node.args, node.kwargs)
 
 
 def _mutates(node) -> bool:
@@ -696,6 +701,15 @@ def _recomputation(module, names: list, args: list, frame, call, extra: dict, sa
     return f, recorded_rg, frame_mode
 
 
+def _drawing(f):
+    """A recomputation f(*flat) whose random ops draw from a state input after `flat`
+    (graph/rng.py Note [Functional RNG in a symbolic recomputation])."""
+    def drawing(*flat_and_state):
+        with rng.DrawsFrom(flat_and_state[-1]):
+            return f(*flat_and_state[:-1])
+    return drawing
+
+
 def _trace_region(module, state: list, args: list, frame, call=None, extra=None, sac=None,
                   *, rng_ok: bool, call_kw: tuple, first_buffer: int):
     """The region's recomputation as an aten graph (a Traced): inputs (state tensors, tensor
@@ -765,7 +779,7 @@ def _trace_region(module, state: list, args: list, frame, call=None, extra=None,
     gm.recompile()
     mode = last_mode[0]
     return Traced(gm, tuple(mode.consumed) if mode is not None else (), random,
-                  tuple(saved_meta), not (random or writes or mutates or sac is not None))
+                  tuple(saved_meta), not (writes or sac is not None))
 
 
 # Ops that write the running stats their schema does not declare (eager bumps no version for
@@ -1059,7 +1073,10 @@ def _symbolic(region: Region, ins: list, sizes: dict) -> list:
     trace's (symbolic) placeholders, its ops recorded into that trace; each saved tensor's
     size checked (a guard of the graph) against the forward's: `sizes` (region number, holder,
     dim) -> its SymInt input where that size varies, else the forward's number."""
-    outs = region.retrace(*[t.detach() for t in ins])
+    try:
+        outs = region.retrace(*[t.detach() for t in ins])
+    except rng.NotReplayable as e:
+        raise NotSymbolic(f"checkpoint region {region.number}: {e}") from None
     metas = region.frame().x_metadatas
     if len(outs) != len(metas):
         raise NotSymbolic(f"checkpoint region {region.number}: its symbolic recomputation saved "
@@ -1073,7 +1090,7 @@ def _symbolic(region: Region, ins: list, sizes: dict) -> list:
                               f"{tuple(m['shape'])}")
     if len(_SYMBOLIC) >= _MAX_TRACED:
         _SYMBOLIC.clear()
-    _SYMBOLIC.add(_size_free(region.sig))
+    _SYMBOLIC[_size_free(region.sig)] = region.rng
     return outs
 
 

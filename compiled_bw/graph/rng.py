@@ -32,7 +32,7 @@ import operator
 
 import torch
 
-from ..torchapi.dynamo import OpOverload
+from ..torchapi.dynamo import OpOverload, TorchDispatchMode
 
 _LIB = torch.library.Library("compiled_bw", "FRAGMENT")
 _LIB.define("rng_draw(Tensor state, Tensor?[] tensors, str call) -> (Tensor, Tensor)")
@@ -211,3 +211,78 @@ def rewrite(gm: torch.fx.GraphModule, is_random) -> bool:
     gm.recompile()
     return True
 
+
+
+# Note [Functional RNG in a symbolic recomputation]
+# A region's recomputation traced again with symbolic sizes (checkpoint/recompute.py Note
+# [Symbolic recomputation]) runs the region's Python code inside the dynamic graph's trace,
+# with no graph of its own to rewrite: so DrawsFrom, a dispatch mode around that call, makes
+# each random op an rng_draw on the region's state chain as the ops arrive, in the order
+# eager's recomputation draws them -- what rewrite() makes of the static trace.  An in-place
+# random op on a tensor (dropout's `empty_like(x).bernoulli_(1 - p)` on CPU) becomes the
+# functional op functionalization gives the static trace (FUNCTIONAL: the same kernel, the same
+# numbers) drawn from the chain and copied into that tensor; any other random op that
+# rng_draw cannot stand in for raises NotReplayable (the graph stays static, as before).
+
+_aten = torch.ops.aten
+FUNCTIONAL = {_aten.bernoulli_.float: _aten.bernoulli.p,
+              _aten.bernoulli_.Tensor: _aten.bernoulli.Tensor,
+              _aten.uniform_.default: _aten.uniform.default,
+              _aten.normal_.default: _aten.normal_functional.default,
+              _aten.exponential_.default: _aten.exponential.default}
+
+
+def is_random(op, args, kwargs: dict) -> bool:
+    """Whether an op call draws random numbers: tagged so, unless its `dropout_p` argument is
+    0 (attention kernels take one; with 0 they draw nothing)."""
+    if not (isinstance(op, OpOverload) and torch.Tag.nondeterministic_seeded in op.tags):
+        return False
+    for k, a in enumerate(op._schema.arguments):
+        if a.name == "dropout_p":
+            p = args[k] if k < len(args) else kwargs.get("dropout_p", a.default_value)
+            return not (isinstance(p, (int, float)) and p == 0)
+    return True
+
+
+class NotReplayable(Exception):
+    """A random op rng_draw cannot stand in for (Note [Functional RNG in a symbolic
+    recomputation])."""
+
+
+class DrawsFrom(TorchDispatchMode):
+    """Note [Functional RNG in a symbolic recomputation]: random ops draw from `state` (a
+    chain: each draw's state after it is the next one's)."""
+
+    def __init__(self, state: torch.Tensor) -> None:
+        super().__init__()
+        self.state = state
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if not is_random(func, args, kwargs):
+            return func(*args, **kwargs)
+        target = FUNCTIONAL.get(func, func)
+        if target is not func:      # its arguments in full (a default is left out of args)
+            args = tuple(args[k] if k < len(args) else kwargs.get(a.name, a.default_value)
+                         for k, a in enumerate(func._schema.arguments) if not a.kwarg_only)
+        rets = target._schema.returns
+        if target._schema.is_mutable or kwargs.get("generator") is not None or \
+                len(rets) not in (1, 2) or \
+                not all(isinstance(r.type, torch.TensorType) for r in rets):
+            raise NotReplayable(f"{func}: no functional draw")
+        got = _call_of(target, args, kwargs, torch.Tensor)
+        if got is None:
+            raise NotReplayable(f"{func}: an argument is not a literal")
+        call, tensors = got
+        dev = kwargs.get("device")
+        if any(t.device.type != "cpu" for t in tensors) or (
+                dev is not None and torch.device(dev).type != "cpu"):
+            raise NotReplayable(f"{func}: not on the CPU")
+        if len(rets) == 1:
+            out, self.state = rng_draw(self.state, tensors, call)
+        else:
+            a, b, self.state = rng_draw2(self.state, tensors, call)
+            out = (a, b)
+        if target is not func:      # in place: the draw written into its tensor
+            return args[0].copy_(out)
+        return out

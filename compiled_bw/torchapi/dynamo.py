@@ -46,7 +46,9 @@ from .checkpoint import closure_vars
 TRACE_MODES = (FakeTensorMode, ProxyTorchDispatchMode, FunctionalTensorMode)
 
 USED = {
-    "torch.utils._python_dispatch.TorchDispatchMode": "SqueezesDecided (trace/trace.py), GroupedMmOnFakes (graph/fake_ops.py)",
+    "torch.utils._python_dispatch.TorchDispatchMode": (
+        "SqueezesDecided (trace/trace.py), GroupedMmOnFakes (graph/fake_ops.py), "
+        "DrawsFrom (graph/rng.py)"),
     "torch._prims_common.suggest_memory_format": "trace/upsample.py",
     "torch._meta_registrations.div_rtn": "trace/trace.py (pool_sizes_without_parity_guards, "
         "torch <= 2.12)",

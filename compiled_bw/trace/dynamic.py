@@ -809,7 +809,7 @@ def _classify_region(w, i: int, name: str, path: tuple, no) -> Site | None:
     reg = next((r for r in w.regions.values() if r is not None and r.number == number), None)
     if reg is None or reg.retrace is None:
         return no(f"node {i} {name}: its checkpoint region {number} is traced with static "
-                  "sizes (it draws random numbers, writes a buffer or is selective)")
+                  "sizes (it writes a buffer or is selective)")
     sub = rel[1:]
     if sub[0] == recompute.SIG_SAVED_META:      # (5, holder, item, 1, dim): its shape
         if len(sub) == 5 and sub[3] == 1 and key[sub[0]][sub[1]][sub[2]][0] == "shape":
