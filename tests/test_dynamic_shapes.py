@@ -642,6 +642,23 @@ def test_user_code_inside_stays_static_and_says_why(kind):
                for r in st.recompile_reasons), st.recompile_reasons
 
 
+@pytest.mark.parametrize("kind", ["custom", "hook"])
+def test_user_code_inside_over_new_sizes_every_step_backs_off(kind):
+    """runtime/cache.py Note [Recapture storms]: a graph that cannot be dynamic (an opaque
+    call, a hooked tensor) over a new size at every step is a static graph per step, never
+    reused (a `torch.compile`d model with dropout in checkpointed layers over varying
+    lengths): after the first graph and two more, the next backwards run eager autograd
+    without a walk, one is looked up again (a new size: captured, a longer backoff), and a
+    size seen before is a hit that ends it.  Eager's grads and hook calls at every step."""
+    sizes = [3, 5, 7, *range(9, 16, 2), 17, *range(19, 34, 2), 7, 5]
+    build, step = sized(sizes, user_code(kind))
+    # captures: 3, 5, 7 (storm: 9-15 eager), 17 (storm again, twice as long: 19-33 eager),
+    # then 7 and 5 are hits
+    st = differential(build, step, steps=len(sizes), captures=4, fallbacks=12)
+    assert all("Note [Recapture storms]" in r for r in st.fallback_reasons), st.fallback_reasons
+    assert st.cache_hits == 2, st
+
+
 # ---- steps served again by their walk key (runtime/dynamic.py Note [Dynamic hits by walk key])
 # The sizes repeat, so that most steps are served by the key a dynamic graph served before;
 # every grad is compared with eager's at every step, and the counts say which graph ran.

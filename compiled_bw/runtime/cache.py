@@ -129,9 +129,13 @@ STORM_FACTOR = 16
 # of the root, its next backwards run eager autograd without a walk (a fallback with the
 # reason), BACKOFF_FIRST of them, then one backward is walked and looked up again: a hit ends
 # the storm; another fresh capture starts the next, twice as long (up to BACKOFF_MAX).  A hit
-# of the root at any time (a size seen before, a dynamic graph) clears it.  Only size changes
-# the dynamic path could not serve count (`static_sizes`): new structures, whose graphs
-# usually come back (a training and an evaluation graph), never start one.  With strict=True
+# of the root at any time (a size seen before, a dynamic graph) clears it.  Only misses the
+# dynamic path could not serve count (`static_sizes`): size changes of a graph it declines,
+# and any miss of a root whose graph cannot be dynamic at all (an opaque node: a
+# `torch.compile`d forward whose backward draws Inductor's random numbers again, with dropout
+# in its checkpointed layers; hooks on a leaf), where a new structure is not told from new
+# sizes without a second walk.  A new structure of a root that could be dynamic never starts
+# one; a graph that comes back (a training and an evaluation graph) is a hit, which ends it.  With strict=True
 # (every backward compiled, or an error) a root never backs off: it captures as before.
 STORM_STREAK = 2
 BACKOFF_FIRST = 4

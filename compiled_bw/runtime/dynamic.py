@@ -145,7 +145,9 @@ def step(state, w, root_edges, opts, grad_tensors, key, root_key):
     if any(k.hooked for k in w.kinds):
         return None     # unpack calls (calls/unpacked.py) stay in static graphs
     if not _eligible(state, w, key) or any(k.how not in _DYN_HOW for k in w.kinds):
-        _why_static(state, w, key, root_key)
+        why = _why_static(state, w, key, root_key)
+        if why is not None:     # runtime/cache.py Note [Recapture storms]
+            state.cache.static_sizes(root_key, why)
         return None     # (before a second walk: custom Functions' and hooked nodes' state)
     base = _base(key)
     cache = state.cache
@@ -231,11 +233,11 @@ def _remember(cache, key, bound: Compiled, guards: Guards, pw) -> None:
     cache.dynamic_keys[key] = KnownHit(bound, offsets)
 
 
-def _why_static(state, w, key, root_key) -> None:
+def _why_static(state, w, key, root_key) -> str | None:
     """A graph of this root was captured before, and this one cannot be dynamic: say why (the
     static path then says what changed)."""
     if state.dynamic is False or not state.cache.count(root_key):
-        return
+        return None
     if state.backend not in ("eager", "inductor"):
         why = f"backend {state.backend!r}"
     elif key.options.leaf_observed:
@@ -248,6 +250,7 @@ def _why_static(state, w, key, root_key) -> None:
         why = (f"node {i} {w.kinds[i].name} is not traced from a formula here ({w.kinds[i].how}:"
                " a custom Function or a node run opaquely)")
     state.log_recompile(f"the graph stays static: {why}")
+    return why
 
 
 def _same_structure(masked: tuple, sig: tuple) -> bool:
