@@ -104,15 +104,22 @@ def test_several_and_nested_regions_over_batch_sizes():
     assert st.dynamic_hits == 2, st.recompile_reasons
 
 
-def _dropout_mlp(state, n):
-    if state is None:
-        return [torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.Dropout(0.5),
-                                    torch.nn.Linear(16, 6)).train()]
-    body, = state
-    body.zero_grad(set_to_none=True)
-    x = torch.randn(n, 6, requires_grad=True)
-    cp.checkpoint(body, x, use_reentrant=False).pow(2).sum().backward()
-    return [*grads(body), x.grad]
+def _region(make, width: int, buffers=lambda m: []):
+    """make(state, n) of one checkpointed module in training mode over a batch of n: its
+    grads, the input's, numbers drawn after the backward, and `buffers(module)`."""
+    def run(state, n):
+        if state is None:
+            return [make().train()]
+        m, = state
+        m.zero_grad(set_to_none=True)
+        x = torch.randn(n, width, requires_grad=True)
+        cp.checkpoint(m, x, use_reentrant=False).sin().sum().backward()
+        return [*grads(m), x.grad, torch.rand(2), *buffers(m)]
+    return run
+
+
+_dropout_mlp = _region(lambda: torch.nn.Sequential(
+    torch.nn.Linear(6, 16), torch.nn.Dropout(0.5), torch.nn.Linear(16, 6)), 6)
 
 
 def test_a_region_with_dropout_over_batch_sizes_one_dynamic_graph():
@@ -140,14 +147,7 @@ class _Noisy(torch.nn.Module):
         return torch.nn.functional.dropout(self.b(h), 0.6, self.training)
 
 
-def _noisy(state, n):
-    if state is None:
-        return [_Noisy().train()]
-    m, = state
-    m.zero_grad(set_to_none=True)
-    x = torch.randn(n, 5, requires_grad=True)
-    cp.checkpoint(m, x, use_reentrant=False).sin().sum().backward()
-    return [*grads(m), x.grad, torch.rand(2)]
+_noisy = _region(_Noisy, 5)
 
 
 def test_a_region_drawing_three_times_over_batch_sizes():
@@ -159,15 +159,9 @@ def test_a_region_drawing_three_times_over_batch_sizes():
     assert compiled_bw.last_graph().code.count("compiled_bw.rng_draw.default(") == 3
 
 
-def _bn_mlp(state, n):
-    if state is None:
-        return [torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.BatchNorm1d(16),
-                                    torch.nn.Linear(16, 6)).train()]
-    body, = state
-    body.zero_grad(set_to_none=True)
-    x = torch.randn(n, 6, requires_grad=True)
-    cp.checkpoint(body, x, use_reentrant=False).pow(2).sum().backward()
-    return [*grads(body), x.grad, body[1].running_mean.clone(), body[1].num_batches_tracked]
+_bn_mlp = _region(lambda: torch.nn.Sequential(
+    torch.nn.Linear(6, 16), torch.nn.BatchNorm1d(16), torch.nn.Linear(16, 6)), 6,
+    lambda m: [m[1].running_mean.clone(), m[1].num_batches_tracked.clone()])
 
 
 def test_a_region_writing_a_buffer_stays_static():

@@ -389,65 +389,36 @@ def test_lora_fine_tuning_of_a_frozen_llama(backend, ckpt):
 @pytest.mark.both_backends
 @pytest.mark.foreground_compile
 @pytest.mark.needs_feature("traced checkpoint recomputation")
-@pytest.mark.parametrize("name", ["llama", "mistral", "gpt2"])
+@pytest.mark.parametrize("name", ["llama", "mistral", "gpt2", "gpt2_dropout", "bert_dropout",
+                                  "deberta_v2_dropout"])
 def test_checkpointed_blocks_over_varying_lengths(name):
     """Hugging Face gradient checkpointing (non-reentrant) over a new sequence length at every
-    step, attention dropout 0 (the recomputation draws nothing): after two static captures
-    (the blocks' Dynamo guards are static at the first length, symbolic from the second:
-    checkpoint/guarded.py Note [Guarded recomputation over varying sizes]) one dynamic graph,
-    with every block's recomputation traced in it (checkpoint/recompute.py Note [Symbolic
-    recomputation]), serves every later length: eager's grads at each step."""
+    step: after two static captures (the blocks' Dynamo guards are static at the first
+    length, symbolic from the second: checkpoint/guarded.py Note [Guarded recomputation over
+    varying sizes]) one dynamic graph, with every block's recomputation traced in it
+    (checkpoint/recompute.py Note [Symbolic recomputation]), serves every later length:
+    eager's grads at each step.  `_dropout`: Hugging Face's default dropout (0.1; fine-tuning
+    with dynamic padding): each block's recomputation draws the forward's masks from the
+    forward's RNG state inside the graph (graph/rng.py Note [Functional RNG in a symbolic
+    recomputation]), and the numbers drawn after each backward are eager's; else dropout 0."""
     import compiled_bw
     lengths = [12, 17, 23, 9, 30, 14]
+    family, dropout = name.removesuffix("_dropout"), name.endswith("_dropout")
 
     def build():
         torch.manual_seed(0)
-        if name == "gpt2":
-            m = transformers.GPT2LMHeadModel(_cfg("gpt2"))
-        else:
-            m = _family(name)
-            m = type(m)(type(m.config)(**{**m.config.to_dict(), "attention_dropout": 0.0}))
-        m.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        return [m.train(), 0]
-
-    def step(st):
-        m, k = st
-        st[1] += 1
-        m.zero_grad(set_to_none=True)
-        ids = torch.randint(3, V, (2, lengths[k]))
-        m(input_ids=ids, labels=ids).loss.backward()
-        return [None if p.grad is None else p.grad.clone() for p in m.parameters()]
-
-    st = differential(build, step, steps=len(lengths), captures=3, strict=True)
-    assert st.dynamic_captures == 1 and st.dynamic_hits == len(lengths) - 3, \
-        st.recompile_reasons
-    code = compiled_bw.last_graph().code
-    assert "hooked " not in code, [ln for ln in code.splitlines() if "hooked " in ln][:3]
-
-
-@pytest.mark.both_backends
-@pytest.mark.foreground_compile
-@pytest.mark.needs_feature("traced checkpoint recomputation")
-@pytest.mark.parametrize("name", ["gpt2", "bert", "deberta_v2"])
-def test_checkpointed_blocks_with_dropout_over_varying_lengths(name):
-    """The same with dropout on (Hugging Face's defaults, 0.1; fine-tuning with dynamic
-    padding): each block's recomputation draws the forward's masks from the forward's RNG
-    state inside the one dynamic graph (graph/rng.py Note [Functional RNG in a symbolic
-    recomputation]): eager's grads at each step, and the same draws after each backward."""
-    import compiled_bw
-    lengths = [12, 17, 23, 9, 30, 14]
-
-    def build():
-        torch.manual_seed(0)
-        if name == "gpt2":
+        if family == "gpt2":
             m = transformers.GPT2LMHeadModel(transformers.GPT2Config(
-                vocab_size=V, n_embd=D, n_layer=2, n_head=2, n_positions=64))
-        elif name == "bert":
+                vocab_size=V, n_embd=D, n_layer=2, n_head=2, n_positions=64)) if dropout \
+                else transformers.GPT2LMHeadModel(_cfg("gpt2"))
+        elif family == "bert":
             m = transformers.BertForMaskedLM(transformers.BertConfig(
                 vocab_size=V, hidden_size=D, num_hidden_layers=2, num_attention_heads=2,
                 intermediate_size=64, max_position_embeddings=64))
         else:
-            m = _family(name)
+            m = _family(family)
+            if not dropout:
+                m = type(m)(type(m.config)(**{**m.config.to_dict(), "attention_dropout": 0.0}))
         m.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         return [m.train(), 0]
 
@@ -465,4 +436,4 @@ def test_checkpointed_blocks_with_dropout_over_varying_lengths(name):
         st.recompile_reasons
     code = compiled_bw.last_graph().code
     assert "hooked " not in code, [ln for ln in code.splitlines() if "hooked " in ln][:3]
-    assert "compiled_bw.rng_draw.default(" in code
+    assert ("compiled_bw.rng_draw.default(" in code) == dropout

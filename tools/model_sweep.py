@@ -13,7 +13,9 @@ skipped); produces lines on stdout.
 
 Variants (transformers): plain, bf16 (autocast), hooks (a module full backward hook logging the
 first block's grad_output norms, a tensor hook scaling the input embedding's grad), ckpt /
-ckpt_reentrant (gradient_checkpointing_enable), accumulate (two backwards per step);
+ckpt_reentrant (gradient_checkpointing_enable), ckpt_vary (ckpt over a new sequence length at
+every step, VARY_LENGTHS: the line adds the dynamic captures and hits), accumulate (two
+backwards per step);
 (timm): plain, hooks, ckpt (set_grad_checkpointing), channels_last, droppath (drop_path_rate
 and drop_rate 0.1), bf16; (both) compiled (`model.compile()`: eager autograd runs AOTAutograd's
 backward, compiled_bw splices it; not in the default plan, ~30 s of compiling per run).
@@ -218,6 +220,11 @@ def timm_families():
     return FAM
 
 
+# ckpt_vary's sequence lengths, one per step (checkpoint/recompute.py Note [Symbolic
+# recomputation]: 3 captures, 1 dynamic, then dynamic hits, where every block is traced)
+VARY_LENGTHS = [12, 17, 23, 9, 30, 14]
+
+
 def _hf_loss(name, m, ids, encdec, vocab):
     if name in encdec:
         return m(input_ids=ids, labels=torch.randint(3, vocab, (2, 6))).loss
@@ -226,6 +233,8 @@ def _hf_loss(name, m, ids, encdec, vocab):
 
 def hf_run(fam, name, variant, encdec, vocab):
     """(build, step) of a transformers family."""
+
+    steps = [0]
 
     def build():
         m = fam[name]()
@@ -236,6 +245,7 @@ def hf_run(fam, name, variant, encdec, vocab):
                 gradient_checkpointing_kwargs={"use_reentrant": variant == "ckpt_reentrant"}
             )
         log = []
+        steps[0] = 0
         if variant == "hooks":
             blocks = [b for b in m.modules() if isinstance(b, torch.nn.ModuleList) and len(b) == 2]
             if not blocks:
@@ -255,7 +265,9 @@ def hf_run(fam, name, variant, encdec, vocab):
         m, log = st
         if variant != "accumulate":
             m.zero_grad(set_to_none=True)
-        ids = torch.randint(3, vocab, (2, 12))
+        n = VARY_LENGTHS[steps[0] % len(VARY_LENGTHS)] if variant == "ckpt_vary" else 12
+        steps[0] += 1
+        ids = torch.randint(3, vocab, (2, n))
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=variant == "bf16"):
             loss = _hf_loss(name, m, ids, encdec, vocab)
         loss.backward()
@@ -349,11 +361,13 @@ def main(argv) -> int:
                 t0 = time.time()
                 try:
                     build, step = make(name, variant)
+                    n = len(VARY_LENGTHS) if variant == "ckpt_vary" else 3
                     st = differential(
-                        build, step, steps=3, backend=backend, captures=None, fallbacks=None, strict=False
+                        build, step, steps=n, backend=backend, captures=None, fallbacks=None, strict=False
                     )
+                    dyn = f"dynamic={st.dynamic_captures}/{st.dynamic_hits} " if variant == "ckpt_vary" else ""
                     res = (
-                        f"OK captures={st.captures} hits={st.cache_hits} "
+                        f"OK captures={st.captures} hits={st.cache_hits} {dyn}"
                         f"fallbacks={st.fallbacks} opaque={_opaque_count()} "
                         f"{sorted(set(st.fallback_reasons))[:3]}"
                     )
