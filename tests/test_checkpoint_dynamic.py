@@ -175,6 +175,30 @@ def test_a_region_writing_a_buffer_stays_static():
         st.recompile_reasons
 
 
+class _Gather(torch.nn.Module):
+    """Advanced indexing inside the region (Falcon's, Mixtral's): IndexBackward0 saves its
+    index tensors, a list the recomputation gives; one index permutes every column, so a
+    grad scattered without it would still have the right shape."""
+    compiled_bw_traceable = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(6, 6)
+
+    def forward(self, x):
+        h = self.lin(x)
+        perm = torch.tensor([3, 0, 5, 1, 4, 2])
+        return h[:, perm].tanh() * h[:, torch.tensor([1, 1, 0])].sum(-1, keepdim=True)
+
+
+def test_a_region_indexing_with_saved_index_tensors_over_batch_sizes():
+    """The dynamic graph's IndexBackward0 reads its saved index list from the region's
+    recomputation (it read none there, so its index_put had no index: an internal assert of
+    the CPU kernel, or a grad not permuted back): each step's grads eager's."""
+    st = _run([5, 8, 13, 7, 21], _region(_Gather, 6), captures=2, dynamic_captures=1)
+    assert st.dynamic_hits == 3, st.recompile_reasons
+
+
 def _sizes_of_one(state, n):
     if state is None:
         return [torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())]

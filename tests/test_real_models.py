@@ -389,8 +389,8 @@ def test_lora_fine_tuning_of_a_frozen_llama(backend, ckpt):
 @pytest.mark.both_backends
 @pytest.mark.foreground_compile
 @pytest.mark.needs_feature("traced checkpoint recomputation")
-@pytest.mark.parametrize("name", ["llama", "mistral", "gpt2", "gpt2_dropout", "bert_dropout",
-                                  "deberta_v2_dropout"])
+@pytest.mark.parametrize("name", ["llama", "mistral", "gpt2", "falcon", "mixtral", "qwen2_moe",
+                                  "gpt2_dropout", "bert_dropout", "deberta_v2_dropout"])
 def test_checkpointed_blocks_over_varying_lengths(name):
     """Hugging Face gradient checkpointing (non-reentrant) over a new sequence length at every
     step: after two static captures (the blocks' Dynamo guards are static at the first
@@ -400,7 +400,10 @@ def test_checkpointed_blocks_over_varying_lengths(name):
     eager's grads at each step.  `_dropout`: Hugging Face's default dropout (0.1; fine-tuning
     with dynamic padding): each block's recomputation draws the forward's masks from the
     forward's RNG state inside the graph (graph/rng.py Note [Functional RNG in a symbolic
-    recomputation]), and the numbers drawn after each backward are eager's; else dropout 0."""
+    recomputation]), and the numbers drawn after each backward are eager's; else dropout 0.
+    Falcon and the mixtures of experts index with tensors the region makes (IndexBackward0's
+    saved index list comes from the recomputation) and write in place into tensors it makes
+    (the experts' `index_add_`)."""
     import compiled_bw
     lengths = [12, 17, 23, 9, 30, 14]
     family, dropout = name.removesuffix("_dropout"), name.endswith("_dropout")

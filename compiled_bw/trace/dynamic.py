@@ -1123,6 +1123,9 @@ def formula_runner(w, i: int, fn, sym_vals: dict):
             if many:
                 n = len(getattr(node, "_raw_saved_" + attr))
                 ts = [placeholders.get((i, attr, j)) for j in range(n)]
+                if all(t is None for t in ts) and recompute.is_checkpointed(node, (attr,)):
+                    # a traced region's tensors, as below (none of them is a placeholder)
+                    ts = list(getattr(node, "_saved_" + attr))
                 if any(t is not None and t.dtype.is_complex for t in ts):
                     raise NotDynamic(f"node {i} {kind.name}: saved {attr} complex")
                 return ts
