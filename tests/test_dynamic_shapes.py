@@ -617,6 +617,18 @@ def test_another_graph_of_the_same_length_after_a_dynamic_one():
     differential(build, step, steps=1, captures=None)
 
 
+_UNPACKED: list = []    # shapes the user's unpack hook saw, in order
+
+
+def _kept(t):
+    return t
+
+
+def _logged_unpack(t):
+    _UNPACKED.append(tuple(t.shape))
+    return t
+
+
 def user_code(kind):
     def make(state, n):
         if state is None:
@@ -624,12 +636,16 @@ def user_code(kind):
         (w,) = state
         w.grad = None
         h = torch.randn(n, 4) * w
+        k0 = len(_UNPACKED)
         if kind == "custom":
             h = Double.apply(h)
+        elif kind == "unpack":      # its nodes unpack through a user's hook (calls/unpacked.py)
+            with torch.autograd.graph.saved_tensors_hooks(_kept, _logged_unpack):
+                h = h.sin()
         else:
             h.register_hook(lambda g: g * 3)
         h.sin().sum().backward()
-        return grads(state)
+        return [*grads(state), _UNPACKED[k0:]]
     return make
 
 
@@ -657,6 +673,15 @@ def test_user_code_inside_over_new_sizes_every_step_backs_off(kind):
     st = differential(build, step, steps=len(sizes), captures=4, fallbacks=12)
     assert all("Note [Recapture storms]" in r for r in st.fallback_reasons), st.fallback_reasons
     assert st.cache_hits == 2, st
+
+
+def test_nodes_unpacking_through_user_hooks_over_new_sizes_every_step_back_off():
+    """The same where a node unpacks its saved tensors through a user's hook (a call of the
+    real node: calls/unpacked.py): three graphs never reused, then eager autograd, the
+    unpack hook called as eager calls it at every step."""
+    build, step = sized([3, 5, 7, 9, 11, 13, 15], user_code("unpack"))
+    st = differential(build, step, steps=7, captures=3, fallbacks=4)
+    assert all("Note [Recapture storms]" in r for r in st.fallback_reasons), st.fallback_reasons
 
 
 # ---- steps served again by their walk key (runtime/dynamic.py Note [Dynamic hits by walk key])

@@ -133,7 +133,8 @@ STORM_FACTOR = 16
 # dynamic path could not serve count (`static_sizes`): size changes of a graph it declines,
 # and any miss of a root whose graph cannot be dynamic at all (an opaque node: a
 # `torch.compile`d forward whose backward draws Inductor's random numbers again, with dropout
-# in its checkpointed layers; hooks on a leaf), where a new structure is not told from new
+# in its checkpointed layers; a node unpacking through hooks: bloom's GeLUFunction inside a
+# checkpointed block; hooks on a leaf), where a new structure is not told from new
 # sizes without a second walk.  A new structure of a root that could be dynamic never starts
 # one; a graph that comes back (a training and an evaluation graph) is a hit, which ends it.  With strict=True
 # (every backward compiled, or an error) a root never backs off: it captures as before.

@@ -142,9 +142,9 @@ def step(state, w, root_edges, opts, grad_tensors, key, root_key):
         state.cache.hit(root_key)
         state.stats.dynamic_hits += 1
         return known.bound, None, w
-    if any(k.hooked for k in w.kinds):
-        return None     # unpack calls (calls/unpacked.py) stay in static graphs
-    if not _eligible(state, w, key) or any(k.how not in _DYN_HOW for k in w.kinds):
+    # unpack calls (calls/unpacked.py) stay in static graphs
+    if any(k.hooked for k in w.kinds) or not _eligible(state, w, key) or \
+            any(k.how not in _DYN_HOW for k in w.kinds):
         why = _why_static(state, w, key, root_key)
         if why is not None:     # runtime/cache.py Note [Recapture storms]
             state.cache.static_sizes(root_key, why)
@@ -245,6 +245,10 @@ def _why_static(state, w, key, root_key) -> str | None:
     elif w.hooks:
         i = min(w.hooks)
         why = f"node {i} {w.kinds[i].name} has hooks"
+    elif any(k.hooked for k in w.kinds):
+        i = next(k for k, kind in enumerate(w.kinds) if kind.hooked)
+        why = (f"node {i} {w.kinds[i].name} unpacks its saved tensors through hooks (a call of "
+               "the real node)")
     else:
         i = next(k for k, kind in enumerate(w.kinds) if kind.how not in _DYN_HOW)
         why = (f"node {i} {w.kinds[i].name} is not traced from a formula here ({w.kinds[i].how}:"
