@@ -212,7 +212,6 @@ def rewrite(gm: torch.fx.GraphModule, is_random) -> bool:
     return True
 
 
-
 # Note [Functional RNG in a symbolic recomputation]
 # A region's recomputation traced again with symbolic sizes (checkpoint/recompute.py Note
 # [Symbolic recomputation]) runs the region's Python code inside the dynamic graph's trace,

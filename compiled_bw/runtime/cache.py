@@ -136,8 +136,9 @@ STORM_FACTOR = 16
 # in its checkpointed layers; a node unpacking through hooks: bloom's GeLUFunction inside a
 # checkpointed block; hooks on a leaf), where a new structure is not told from new
 # sizes without a second walk.  A new structure of a root that could be dynamic never starts
-# one; a graph that comes back (a training and an evaluation graph) is a hit, which ends it.  With strict=True
-# (every backward compiled, or an error) a root never backs off: it captures as before.
+# one; a graph that comes back (a training and an evaluation graph) is a hit, which ends it.
+# With strict=True (every backward compiled, or an error) a root never backs off: it captures
+# as before.
 STORM_STREAK = 2
 BACKOFF_FIRST = 4
 BACKOFF_MAX = 256
