@@ -11,12 +11,13 @@ added in the worker too, and on the eager backend for the others (runtime/dynami
 """
 import sympy
 import torch
-from differential import differential, grads
+from differential import differential, grads, sized
 
 from compiled_bw.trace import dynamic as capture_dynamic
 
 
-def sized(sizes, make):
+def _over_mlp(sizes, make):
+    """build/step over a sequence of sizes of one MLP: step k runs make(mlp, sizes[k])."""
     def build():
         torch.manual_seed(0)
         return {"k": 0, "m": torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(),
@@ -47,7 +48,7 @@ def branchy(m, n):
 
 
 def run(sizes, make, *, captures):
-    build, step = sized(sizes, make)
+    build, step = _over_mlp(sizes, make)
     return differential(build, step, steps=len(sizes), backend="inductor", captures=captures)
 
 
@@ -79,7 +80,7 @@ def test_a_shape_that_repeats_compiles_at_its_first_hit():
 
 def test_the_first_graph_compiles_after_its_first_run():
     # a root without a dynamic graph: compiled after its first run, not deferred to a repeat
-    build, step = sized([8, 8, 8], mlp)
+    build, step = _over_mlp([8, 8, 8], mlp)
     st = differential(build, step, steps=3, backend="inductor")
     assert st.inductor_compiles == 1 and st.background_compiles == 1 and st.native_runs == 2, st
 
@@ -151,14 +152,7 @@ def test_feature_map_sizes_inductor_specialized_run_on_the_eager_backend():
     # batch's symbol: runtime/dynamic.py Note [One symbol for sizes that changed together])
     sizes = [(6, 16, 16), (7, 20, 28), (3, 13, 17), (2, 32, 24), (4, 9, 11), (5, 18, 14),
              (7, 20, 28)]
-
-    def build():
-        return {"k": 0, "m": resnet_stem(None, None)}
-
-    def step(s):
-        n = sizes[s["k"]]
-        s["k"] += 1
-        return resnet_stem(s["m"], n)
+    build, step = sized(sizes, resnet_stem)
     st = differential(build, step, steps=len(sizes), backend="inductor", captures=2)
     assert st.dynamic_captures == 1 and st.dynamic_hits == 5, st.recompile_reasons
     failed = [n for n in st.notes if "a guard that Inductor's background compile" in n]

@@ -160,12 +160,10 @@ def _encode(node: torch.fx.Node):
     return _call_of(t, node.args, node.kwargs)
 
 
-def draw_with_state(state, op, args: tuple, kwargs: dict):
-    """AOTAutograd's `run_with_rng_state(state, op, *args, **kwargs)` of a CPU op (a random op
-    its partitioner recomputes in the backward of a checkpointed region: it sets the CPU
-    generator to `state`, runs op, puts the generator back) as the same draw through
-    `rng_draw` (Inductor keeps it as an extern call; graph/aot.py Note [AOT RNG replays]);
-    None where rng_draw cannot stand in for it."""
+def _chained_draw(state, op, args, kwargs: dict):
+    """(output -- a pair for an op returning two tensors --, state after it) of op(*args,
+    **kwargs) drawn from `state` through rng_draw; None where rng_draw cannot stand in for it
+    (a mutable op, its own generator, an argument that is not a literal, not on the CPU)."""
     rets = op._schema.returns if isinstance(op, OpOverload) else ()
     if len(rets) not in (1, 2) or op._schema.is_mutable or kwargs.get("generator") is not None or \
             not all(isinstance(r.type, torch.TensorType) for r in rets):
@@ -179,9 +177,19 @@ def draw_with_state(state, op, args: tuple, kwargs: dict):
             dev is not None and torch.device(dev).type != "cpu"):
         return None
     if len(rets) == 1:
-        return rng_draw(state, tensors, call)[0]
-    a, b, _ = rng_draw2(state, tensors, call)
-    return a, b
+        return rng_draw(state, tensors, call)
+    a, b, after = rng_draw2(state, tensors, call)
+    return (a, b), after
+
+
+def draw_with_state(state, op, args: tuple, kwargs: dict):
+    """AOTAutograd's `run_with_rng_state(state, op, *args, **kwargs)` of a CPU op (a random op
+    its partitioner recomputes in the backward of a checkpointed region: it sets the CPU
+    generator to `state`, runs op, puts the generator back) as the same draw through
+    `rng_draw` (Inductor keeps it as an extern call; graph/aot.py Note [AOT RNG replays]);
+    None where rng_draw cannot stand in for it."""
+    drawn = _chained_draw(state, op, args, kwargs)
+    return None if drawn is None else drawn[0]
 
 
 def rewrite(gm: torch.fx.GraphModule, is_random) -> bool:
@@ -264,24 +272,12 @@ class DrawsFrom(TorchDispatchMode):
         if target is not func:      # its arguments in full (a default is left out of args)
             args = tuple(args[k] if k < len(args) else kwargs.get(a.name, a.default_value)
                          for k, a in enumerate(func._schema.arguments) if not a.kwarg_only)
-        rets = target._schema.returns
-        if target._schema.is_mutable or kwargs.get("generator") is not None or \
-                len(rets) not in (1, 2) or \
-                not all(isinstance(r.type, torch.TensorType) for r in rets):
-            raise NotReplayable(f"{func}: no functional draw")
-        got = _call_of(target, args, kwargs, torch.Tensor)
-        if got is None:
-            raise NotReplayable(f"{func}: an argument is not a literal")
-        call, tensors = got
-        dev = kwargs.get("device")
-        if any(t.device.type != "cpu" for t in tensors) or (
-                dev is not None and torch.device(dev).type != "cpu"):
-            raise NotReplayable(f"{func}: not on the CPU")
-        if len(rets) == 1:
-            out, self.state = rng_draw(self.state, tensors, call)
-        else:
-            a, b, self.state = rng_draw2(self.state, tensors, call)
-            out = (a, b)
+        drawn = _chained_draw(self.state, target, args, kwargs)
+        if drawn is None:
+            raise NotReplayable(f"{func}: rng_draw cannot stand in for it (a mutable op, its "
+                                "own generator, an argument that is not a literal, not on "
+                                "the CPU)")
+        out, self.state = drawn
         if target is not func:      # in place: the draw written into its tensor
             return args[0].copy_(out)
         return out
