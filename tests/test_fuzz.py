@@ -482,9 +482,8 @@ def _size1_strides(x, y):
 
 
 def _tolerate_known_bugs(eager_val, our_val):
-    """test_regression_accumulate_size1_strides and test_regression_shared_leaf_grad_stolen:
-    our grads may differ from eager's in the strides of size-1 dims only (no effect on
-    addressing).  Returns our_val with such tensors restrided like eager's, noting it."""
+    """test_regression_size1_strides_of_an_opaque_output: our grads may differ from eager's in
+    the strides of size-1 dims only (no effect on addressing).  Returns our_val with such tensors restrided like eager's, noting it."""
     return our_val if STRICT else _per_tensor(eager_val, our_val, _size1_strides)
 
 
@@ -585,38 +584,23 @@ def test_renderer_covers_every_category():
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "compiled_bw sums a node's incoming grads out of place (`old + g`, trace.py `_add`) where "
-    "eager's InputBuffer::accumulate does `old.add_(g)` when it holds the only reference to a "
-    "dense `old`: the sum keeps old's exact strides in eager, while TensorIterator may permute "
-    "size-1 dims; AccumulateGrad's layout contract ignores size-1 dims so .grad keeps them"))
-def test_regression_accumulate_size1_strides():
+    "an opaque call's real output may differ from the layout its graph promised in the strides "
+    "of size-1 dims only (calls/opaque.py _same_layout lets it through uncopied); the trace "
+    "decided from the promise that eager's in-place buffer sum and `old + g` have the same "
+    "strides and emitted `add`, which on the real strides gives TensorIterator's (trace/"
+    "holders.py Note [Eager's in-place sums and copied leaf grads])"))
+def test_regression_size1_strides_of_an_opaque_output():
     def build():
-        return [torch.randn(2, 1, 2, requires_grad=True)], [torch.randn(2, 1, 2), torch.randn(2, 1, 2)]
+        return [torch.randn(2, 1).transpose(-1, -2).requires_grad_(),
+                [torch.randn(1, 2), torch.randn(1, 2)]]
 
     def step(state):
-        (x,), gs = state
+        x, gs = state
         x.grad = None
-        r1 = x.transpose(0, 2)       # its grad reaches x as a transposed view: (1, 2, 2)
-        r2 = x.exp()                 # runs first (higher sequence_nr): a fresh (2, 2, 1) grad
-        torch.autograd.backward([r1, r2], gs)
-        return [x.grad]              # eager stride (2, 2, 1); compiled_bw (2, 4, 1)
-    differential(build, step, steps=2)
-
-
-@pytest.mark.xfail(strict=True, reason=(
-    "leaf grads are delivered after the whole graph ran, when the graph holds no other "
-    "reference to them, so AccumulateGrad steals a grad that eager clones (eager's grad is "
-    "still shared with a pending node's input buffer: AddBackward sends one tensor to both "
-    "inputs). Stolen: the grad's strides; cloned: the param's strides. The layout contract "
-    "ignores size-1 dims, so they differ there"))
-def test_regression_shared_leaf_grad_stolen():
-    def build():
-        return [torch.randn(2)[::2].requires_grad_(), torch.randn(1, requires_grad=True)]
-
-    def step(ps):
-        a, b = ps                    # a: shape (1,), stride (2,)
-        for p in ps:
-            p.grad = None
-        (b.exp() + a).mul(3).sum().backward()   # a's grad is also ExpBackward's input
-        return [a.grad]              # eager stride (2,) (cloned like a); compiled_bw (1,) (stolen)
+        u = x.exp().exp()
+        v = x.clone()
+        v.mul_(2)
+        v[0].add_(1)                 # CopySlices: an opaque call; its grad (1, 2) comes back
+        ((u * gs[0]).sum() + (v * gs[1]).sum()).backward()   # strides (1, 1), promised (2, 1)
+        return [x.grad]              # eager stride (1, 1) (summed in place); compiled_bw (2, 1)
     differential(build, step, steps=2)

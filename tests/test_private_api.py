@@ -890,3 +890,17 @@ def test_fake_tensor_meta_failure_log():
     assert META_FAILURE_LOG in inspect.getsource(fake_tensor), (
         f"FakeTensorMode no longer logs {META_FAILURE_LOG!r}: update META_FAILURE_LOG "
         "(torchapi/dynamo.py Note [Meta failures are our fallbacks])")
+
+
+def test_storage_id_tells_views_apart_from_new_tensors_on_fake_tensors_too():
+    # trace/holders.py Note [Eager's in-place sums and copied leaf grads]: storages' identity
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from compiled_bw.torchapi.autograd import storage_id
+    for mode in (contextlib.nullcontext(), FakeTensorMode()):
+        with mode:
+            t = torch.randn(3, 2)
+            assert storage_id(t.t()) == storage_id(t), (
+                "UntypedStorage._cdata no longer names the storage a view shares "
+                f"({type(t).__name__}, torch {torch.__version__}): torchapi/autograd.py storage_id")
+            assert storage_id(t * 2) != storage_id(t)

@@ -61,6 +61,16 @@ def _buffer_add(old, new):
     return old + new
 
 
+def _buffer_add_(old, new):
+    """The same where eager sums into `old` in place (trace/holders.py)."""
+    if old.layout in opaque.SPARSE_LAYOUTS:
+        return new + old
+    return old.add_(new)
+
+
+_SUMS = {torch.ops.aten.add.Tensor: _buffer_add, torch.ops.aten.add_.Tensor: _buffer_add_}
+
+
 def _loose_outputs(node: torch.fx.Node) -> tuple:
     """(positions of an opaque call's outputs used only by accumulation, delivery and output,
     the accumulations they flow through)."""
@@ -73,7 +83,7 @@ def _loose_outputs(node: torch.fx.Node) -> tuple:
             for u in todo.pop().users:
                 if u.op == "output" or (u.op == "call_function" and u.target is deliver.deliver):
                     continue
-                if u.op == "call_function" and u.target is torch.ops.aten.add.Tensor and \
+                if u.op == "call_function" and u.target in _SUMS and \
                         len(u.args) == 2 and not u.kwargs:
                     if u not in chain:
                         chain.add(u)
@@ -101,7 +111,7 @@ def compile_eager(gm: torch.fx.GraphModule, example_inputs: list):
         elif node.op == "call_function" and node.target is deliver.deliver:
             node.target = deliver.deliver_direct
     for node in adds:
-        node.target = _buffer_add
+        node.target = _SUMS[node.target]
     graph.set_codegen(BoxedCodeGen())
     boxed = torch.fx.GraphModule(gm, graph)
     assert boxed._boxed_call

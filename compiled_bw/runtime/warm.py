@@ -538,7 +538,7 @@ def _globals() -> dict:
     (torch, device, inf, pytree, ...), `operator`, and the eager backend's direct calls of
     opaque calls and delivery points (calls/opaque.py Note [Direct opaque calls]) under the
     names FX gives them."""
-    from ..backends.eager import _buffer_add
+    from ..backends.eager import _buffer_add, _buffer_add_
     from ..calls.deliver import deliver_direct
     from ..calls.opaque import opaque_direct
     return {**torch.fx.Graph().python_code(root_module="self").globals, "torch": torch,
@@ -546,7 +546,8 @@ def _globals() -> dict:
             "NoneType": type(None), "operator": operator,
             "compiled_bw_calls_opaque_opaque_direct": opaque_direct,
             "compiled_bw_calls_deliver_deliver_direct": deliver_direct,
-            "compiled_bw_backends_eager__buffer_add": _buffer_add}
+            "compiled_bw_backends_eager__buffer_add": _buffer_add,
+            "compiled_bw_backends_eager__buffer_add_": _buffer_add_}
 
 
 def _exec(code, extra: dict | None = None):

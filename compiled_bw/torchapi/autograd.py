@@ -70,6 +70,13 @@ dispatch_tls_local_include_set = C._dispatch_tls_local_include_set
 ForceDispatchKeyGuard = C._ForceDispatchKeyGuard
 foreach_copy_ = torch._foreach_copy_
 storage_use_count = C._storage_Use_Count
+
+
+def storage_id(t) -> int:
+    """Which storage t's data lives in: equal for views of one tensor, fake tensors too
+    (trace/holders.py)."""
+    return t.untyped_storage()._cdata
+
 set_version_counters = C._autograd._unsafe_set_version_counter   # (tensors, versions)
 
 # --- Function / hook internals (graph/custom.py, graph/hooks.py) ---

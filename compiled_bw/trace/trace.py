@@ -54,6 +54,7 @@ from ..torchapi.dynamo import (
     pool_sizes_without_parity_guards,
 )
 from . import unpack_probes
+from .holders import Holders
 from .dynamic import (
     RELEASE_META,
     NotDynamic,
@@ -200,7 +201,7 @@ def needed_and_captured(w, opts):
     return needed, captures
 
 
-def _add(buf: list, nr: int, g, df) -> None:
+def _add(buf: list, nr: int, g, df, holders: Holders) -> None:
     if g is None:
         return
     old = buf[nr]
@@ -209,11 +210,7 @@ def _add(buf: list, nr: int, g, df) -> None:
         # eager's InputBuffer adds in place into whichever buffer it may reuse
         raise TraceFailed(f"grads of dtypes {old.dtype} and {g.dtype} are summed for a leaf "
                           "whose grad_dtype is None", eager_error=False)
-    if old is None:
-        buf[nr] = g
-    else:
-        buf[nr] = old + g
-        df.set(buf[nr], defined.or_(df.of(old), df.of(g)))
+    holders.add(buf, nr, g, df)     # Note [Eager's in-place sums and copied leaf grads]
 
 
 class TraceStep:
@@ -304,6 +301,9 @@ class _Engine:
         # nodes with a subclass among their saved tensors: they must not run opaquely
         self.sub_saved = {key[0] for key, v in placeholders.items() if type(v) is not FakeTensor}
         self.df = defined.Tracker()      # Note [Undefined grads] (defined.py)
+        # holders.py Note [Eager's in-place sums and copied leaf grads]
+        self.holders = Holders(opts.create_graph)
+        self.holders.hold(placeholders.values())
         self.outputs: list = []
         self.out_versions: list = []    # Note [Returned grads written in place later]
         self.leaf_outputs: list = []
@@ -330,11 +330,12 @@ class _Engine:
         """The root grads, validated as eager does, into the first nodes' buffers."""
         w, df = self.w, self.df
         root_meta_edges = tuple(w.root_edges)
+        self.holders.hold(root_grads)
         grads = validate_outputs("", root_grads, root_meta_edges, w.in_meta)
         if len(w.root_edges) == 1:
             (c, nr), = w.root_edges
             buf = self.buffers[c] = [None] * len(w.in_meta[c])
-            _add(buf, nr, grads[0], df)
+            _add(buf, nr, grads[0], df, self.holders)
             self.heap.push((0, self.seq[c]), c)
         else:
             grads = validate_outputs("GraphRoot", grads, root_meta_edges, w.in_meta)
@@ -344,8 +345,11 @@ class _Engine:
 
     def send(self, edges, grads) -> None:
         """ENGINE.md 1.4: every valid edge counts down; pruned nodes get nothing."""
-        deps, buffers = self.deps, self.buffers
+        deps, buffers, holders = self.deps, self.buffers, self.holders
+        for g in grads:                 # eager's outputs vector holds them while it sends
+            holders.take(g)
         for (c, nr), g in zip(edges, grads, strict=True):
+            holders.drop(g)
             if c < 0:
                 continue
             deps[c] -= 1
@@ -354,7 +358,7 @@ class _Engine:
             b = buffers.get(c)
             if b is None:
                 b = buffers[c] = [None] * len(self.w.in_meta[c])
-            _add(b, nr, g, self.df)
+            _add(b, nr, g, self.df, holders)
             if deps[c] == 0:
                 self.heap.push((0, self.seq[c]), c)
 
@@ -362,6 +366,7 @@ class _Engine:
         """t becomes a graph output; its position."""
         if t is None:
             return None
+        self.holders.hold((t,))
         self.outputs.append(t)
         self.out_versions.append(t._version)
         self.out_defined.append(self.df.of(t))
@@ -371,7 +376,11 @@ class _Engine:
         """One node popped from the ready queue: captures (grad()), then the node itself."""
         w, opts, df = self.w, self.opts, self.df
         kind = w.kinds[i]
-        buf = self.buffers.pop(i, None) or [None] * len(w.in_meta[i])
+        buf = self.buffers.pop(i, None)
+        if buf is None:
+            buf = [None] * len(w.in_meta[i])
+        for g in buf:
+            self.holders.drop(g)
         h = w.hooks.get(i)
         if self.captured[i]:
             buf = self.capture(i, kind, buf, h)
@@ -382,21 +391,29 @@ class _Engine:
         self.executed.append(i)
         if kind.how == LEAF:         # its hooks run in the real engine (delivery)
             if opts.accumulate and self.delivers:
+                self.holders.hold(buf)      # the real node, and its hooks, get it
                 _deliver_call(i, kind.name, buf[0], df)
             elif opts.accumulate:
-                self.leaf_outputs.append((i, self.emit(buf[0])))
+                g = self.holders.leaf_grad(buf[0], w.leaves[i])
+                if g is not buf[0]:
+                    df.set(g, df.of(buf[0]))
+                self.leaf_outputs.append((i, self.emit(g)))
             return
         if h is not None and h.has_pre():
             _dense_only(f"the hooks of {kind.name}", buf)
+            self.holders.hold(buf)
             buf = _hook_call(w, i, kind.name, "pre", buf, [], df)
+            self.holders.hold(buf)
             self.opaque_names.append(f"{kind.name} hooks")
         outs = self.apply(i, kind, buf, h)
         # nodes.py Note [Hooked saved tensors]: eager frees them right after the node (and its
         # post-hooks) ran; the last opaque call of the node does
         if h is not None and h.post:
             _dense_only(f"the post-hooks of {kind.name}", list(outs) + list(buf))
+            self.holders.hold([*outs, *buf])
             outs = _hook_call(w, i, kind.name, "post", outs, buf, df,
                               kind.hooked and not opts.retain_graph)
+            self.holders.hold(outs)
             self.opaque_names.append(f"{kind.name} post-hooks")
         self.send(w.edges[i], outs)
 
@@ -416,7 +433,9 @@ class _Engine:
         hooks."""
         if h is not None and (h.tensor or h.retains):
             _dense_only(f"the tensor hooks of {kind.name}", buf)
+            self.holders.hold(buf)
             buf = _hook_call(self.w, i, kind.name, "pre-capture", buf, [], self.df)
+            self.holders.hold(buf)
         return buf
 
     def apply(self, i: int, kind, buf: list, h) -> list:
@@ -438,6 +457,8 @@ class _Engine:
             outs = _traced_call(w, i, kind, node, buf, self.df, self.placeholders)
         if outs is None:   # custom Function, or a node fake tensors cannot run
             return self.opaque_node(i, kind, node, buf, h, THREAD.step.rejected.get(i, ""))
+        if kind.how != TRACE or kind.hooked:    # not a built-in formula's own results
+            self.holders.hold(outs)
         self.check_saved_after_last_call(i)
         return outs
 
@@ -480,12 +501,15 @@ class _Engine:
             raise TraceFailed(f"{kind.name} runs as an opaque call and has post-hooks, and "
                               "an input that needs no grad (the hooks would see its grad)",
                               eager_error=False)
+        self.holders.hold(buf)          # user code may keep what it gets, and what it returns
         outs = _opaque_call(w, i, kind.name, site_kind, buf, df,
                             release and not (h is not None and h.post),
                             getattr(w, "observe", {}).get(i))
         reason = reason or kind.reason
         self.opaque_names.append(f"{kind.name} ({reason})" if reason else kind.name)
-        return _validate(w, i, kind.name, outs, df)
+        outs = _validate(w, i, kind.name, outs, df)
+        self.holders.hold(outs)
+        return outs
 
     def result(self) -> EngineResult:
         if self.buffers:

@@ -1,0 +1,169 @@
+"""Grads summed in an input buffer, and leaf grads stolen or copied, with eager's strides.
+
+Eager's InputBuffer sums two grads for one input in place (`old.add_(g)`: old's strides) when
+grad mode is off and the buffer holds the only reference to `old` and its storage, else out of
+place (TensorIterator's strides, which may differ on dims of size 1).  AccumulateGrad steals a
+grad only the engine holds and copies one that another pending buffer still holds (to the
+leaf's strides).  Values are equal either way; what a user sees is `.grad.stride()`, grad()'s
+results and what hooks get on dims of size 1.  Each program returns the tensors themselves
+(not clones), so the differential helper compares their strides with eager's.
+(trace/holders.py Note [Eager's in-place sums and copied leaf grads].)
+"""
+import pytest
+import torch
+from differential import differential, grads_raw
+
+pytestmark = pytest.mark.both_backends
+
+
+def _leaf(*shape, stride=None):
+    def build():
+        t = torch.randn(*shape)
+        if stride is not None:
+            t = torch.empty_strided(shape, stride).copy_(t)
+        return [t.requires_grad_(), [torch.randn(*shape) for _ in range(2)]]
+    return build
+
+
+def test_a_fresh_grad_is_summed_in_place():
+    """exp's grad (fresh, only its buffer holds it) arrives first; the transposed grad is
+    added into it in place: x's grad keeps exp's strides (2, 2, 1), where `old + g` gives
+    (2, 4, 1)."""
+    def step(st):
+        x, gs = st
+        x.grad = None
+        r1 = x.transpose(0, 2)
+        r2 = x.exp()
+        torch.autograd.backward([r1, r2], gs)
+        return grads_raw([x])
+    differential(_leaf(2, 1, 2), step, steps=2)
+
+
+def _fanned(x):
+    """a's buffer gets AddBackward0's grad (also sent to b's buffer) first, then a
+    transposed one."""
+    a = x * 2
+    b = x * 3
+    r2 = a.transpose(0, 2)
+    r1 = (a + b).exp()
+    return a, r1, r2
+
+
+def test_a_grad_another_buffer_still_holds_is_summed_out_of_place():
+    """b has not run when a's second grad arrives: both buffers hold AddBackward0's one
+    tensor, so eager sums out of place; a hook on `a` sees that sum."""
+    def step(st):
+        x, gs = st
+        x.grad = None
+        seen = []
+        a, r1, r2 = _fanned(x)
+        a.register_hook(lambda g: seen.append(g.stride()))
+        torch.autograd.backward([r1, r2], gs)
+        return [x.grad, seen]
+    differential(_leaf(2, 1, 2), step, steps=2)
+
+
+def test_grad_of_a_sum_whose_other_holder_was_pruned():
+    """grad(inputs=[a]) runs no b: AddBackward0's tensor goes to a's buffer only, and eager
+    sums into it in place."""
+    def step(st):
+        x, gs = st
+        a, r1, r2 = _fanned(x)
+        return list(torch.autograd.grad([r1, r2], [a], gs))
+    differential(_leaf(2, 1, 2), step, steps=2)
+
+
+def test_a_root_grad_is_never_summed_into():
+    """The caller holds its root grads: a sum into one is out of place."""
+    def step(st):
+        x, gs = st
+        x.grad = None
+        y = x * 1
+        torch.autograd.backward([y, y.transpose(0, 2)], [gs[0], gs[1]])
+        return grads_raw([x])
+    differential(_leaf(2, 1, 2), step, steps=2)
+
+
+def test_a_leaf_copies_a_grad_another_buffer_holds():
+    """AddBackward0 hands one grad to the leaf and to ExpBackward0; the leaf's AccumulateGrad
+    runs first and copies it to the leaf's strides ((2,) here, a size-1 view's)."""
+    def build():
+        return [torch.randn(2)[::2].requires_grad_(), torch.randn(1, requires_grad=True)]
+
+    def step(ps):
+        a, b = ps
+        for p in ps:
+            p.grad = None
+        (b.exp() + a).mul(3).sum().backward()
+        return grads_raw(ps)
+    differential(build, step, steps=2)
+
+
+def test_a_leaf_copies_a_transposed_grad_another_buffer_holds():
+    """The shared grad is a transposed view ((1, 3) with strides (1, 1)); eager's copy has
+    the leaf's (3, 1)."""
+    def build():
+        return [torch.randn(1, 3, requires_grad=True), torch.randn(1, 3, requires_grad=True),
+                torch.randn(3, 1)]
+
+    def step(st):
+        a, b, g = st
+        a.grad = b.grad = None
+        (b.exp() + a).t().backward(g)
+        return grads_raw([a, b])
+    differential(build, step, steps=2)
+
+
+def test_a_leaf_steals_a_grad_nothing_else_holds():
+    """The same transposed grad reaching the leaf alone is stolen: (1, 1) strides."""
+    def build():
+        return [torch.randn(1, 3, requires_grad=True), torch.randn(3, 1)]
+
+    def step(st):
+        a, g = st
+        a.grad = None
+        (a * 2).t().backward(g)
+        return grads_raw([a])
+    differential(build, step, steps=2)
+
+
+def test_two_leaves_given_one_grad():
+    """AddBackward0's one grad for two leaves: the first AccumulateGrad to run copies it
+    (the other leaf's buffer holds it), the second steals it."""
+    def build():
+        return [torch.randn(1, 3, requires_grad=True), torch.randn(1, 3, requires_grad=True),
+                torch.randn(3, 1)]
+
+    def step(st):
+        a, b, g = st
+        a.grad = b.grad = None
+        (a + b).t().backward(g)
+        return grads_raw([a, b])
+    differential(build, step, steps=2)
+
+
+def test_create_graph_sums_out_of_place():
+    """With grad mode on (create_graph=True) eager's buffers always sum out of place and
+    AccumulateGrad never steals."""
+    def step(st):
+        x, gs = st
+        x.grad = None
+        r1 = x.transpose(0, 2)
+        r2 = x.exp()
+        gx, = torch.autograd.grad([r1, r2], [x], gs, create_graph=True)
+        return [gx.detach(), gx.stride()]
+    differential(_leaf(2, 1, 2), step, steps=2)
+
+
+def test_a_view_a_formula_returns_is_summed_out_of_place():
+    """mm's backward gives a column-major input's grad as `.t()` of a fresh mm: the view keeps
+    its base alive (a second reference to the storage), so eager sums into it out of place."""
+    def build():
+        return [torch.randn(2, 1).transpose(-1, -2).requires_grad_(), torch.randn(1, 1)]
+
+    def step(st):
+        x, g = st
+        x.grad = None
+        ((x @ x.mT) * g).sum().backward()
+        return grads_raw([x])
+    differential(build, step, steps=2)
