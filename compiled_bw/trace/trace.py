@@ -54,7 +54,6 @@ from ..torchapi.dynamo import (
     pool_sizes_without_parity_guards,
 )
 from . import unpack_probes
-from .holders import Holders
 from .dynamic import (
     RELEASE_META,
     NotDynamic,
@@ -63,6 +62,7 @@ from .dynamic import (
     own_formula,
     plain_branch,
 )
+from .holders import Holders
 
 # Failures of fake tensors on a node's formula: that node becomes an opaque call instead.
 _FAKE_FAILURES = (
