@@ -39,6 +39,20 @@ def test_a_fresh_grad_is_summed_in_place():
     differential(_leaf(2, 1, 2), step, steps=2)
 
 
+def test_a_hook_sees_the_sum_made_in_place():
+    """A tensor hook on `a` gets its buffer's sum: exp's fresh grad with the transposed one
+    added into it, in exp's grad's strides."""
+    def step(st):
+        x, gs = st
+        x.grad = None
+        seen = []
+        a = x * 2
+        a.register_hook(lambda g: seen.append(g.stride()))
+        torch.autograd.backward([a.transpose(0, 2), a.exp()], gs)
+        return [x.grad, seen]
+    differential(_leaf(2, 1, 2), step, steps=2)
+
+
 def _fanned(x):
     """a's buffer gets AddBackward0's grad (also sent to b's buffer) first, then a
     transposed one."""

@@ -45,7 +45,7 @@ from ..torchapi.inductor import (
     select_decomp_table,
 )
 from ..torchapi.inductor import config as inductor_config
-from . import fresh_returns
+from . import fresh_returns, sum_strides
 
 # Note [Inductor without Dynamo]: the sub-notes below, each named [Inductor: ...]
 # Note [Inductor: retrace]
@@ -1062,8 +1062,11 @@ def _compile_inductor(gm: torch.fx.GraphModule, example_inputs: list):
     reshapes = bool(_intermediate_views(gm))
     cross_entropy = bool(_cross_entropy_backwards(gm))
     ordered = bool(current_sites()) or _assigns(gm)
-    if ordered or twins or direct or reshapes or cross_entropy:
+    sums = sum_strides.in_place_sums(gm)
+    if ordered or twins or direct or reshapes or cross_entropy or sums:
         gm = copy.deepcopy(gm)      # the captured graph stays as it was (last_graph, eager)
+    if sums:        # Note [Inductor: in-place sums keep their strides]
+        sum_strides.keep_sum_strides(gm)
     if reshapes:    # Note [Inductor: views of intermediates]
         for n in _intermediate_views(gm):
             n.target = torch.ops.aten.reshape.default

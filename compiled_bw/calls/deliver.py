@@ -101,10 +101,10 @@ def owned_grad(g) -> bool:
         if op is operator.getitem:
             parent = g.args[0]
             # one result of a multi-output op: its own storage if the op's results are fresh
-            return isinstance(parent, torch.fx.Node) and _fresh_results(parent.target)
+            return isinstance(parent, torch.fx.Node) and fresh_results(parent.target)
         if not isinstance(op, OpOverload) or op.namespace != "aten":
             return False
-        if _fresh_results(op):
+        if fresh_results(op):
             return True
         g = g.args[0]                   # a view (or in-place op) of its first argument
 
@@ -113,7 +113,7 @@ def owned_grad(g) -> bool:
 _SHARES_STORAGE = frozenset({torch.ops.aten._unsafe_view.default})
 
 
-def _fresh_results(op) -> bool:
+def fresh_results(op) -> bool:
     return (isinstance(op, OpOverload) and op.namespace == "aten"
             and op not in _SHARES_STORAGE
             and all(r.alias_info is None for r in op._schema.returns))

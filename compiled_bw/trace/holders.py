@@ -17,7 +17,8 @@ differential: tests/test_fuzz.py's two size-1-stride regressions).
   Out of place, TensorIterator orders the dims by both operands' strides, and a dim of size 1
   may come out with another stride.  Where eager sums in place and the out-of-place sum's
   strides would differ, the graph holds `add_` into old (a buffer nothing else reads, as in
-  eager; both backends run or lower it in place); elsewhere `add`, as before.
+  eager; Inductor's functional form of it keeps old's strides too: backends/sum_strides.py
+  Note [Inductor: in-place sums keep their strides]); elsewhere `add`, as before.
 - AccumulateGrad (accumulate_grad.h) steals a grad only the engine holds and copies one held
   elsewhere (clone_obey_contract: the leaf's strides where the leaf is non-overlapping and
   dense, else contiguous).  A grad still waiting in another node's buffer (AddBackward0 hands

@@ -1,0 +1,66 @@
+"""In-place sums keep their strides through Inductor's functionalization.
+
+Consumes a captured GraphModule before backends/inductor.py retraces it functionalized;
+produces it with each in-place `add_` into a fresh value nothing else reads rewritten as
+`copy_(empty_strided(<its strides>), add(...))`: the same values, and a result in the strides
+the in-place op gives.
+
+Note [Inductor: in-place sums keep their strides]
+trace/holders.py emits `old.add_(g)` where eager's InputBuffer sums in place and `old + g`
+would have other strides (on dims of size 1: Note [Eager's in-place sums and copied leaf
+grads]).  Inductor compiles a functionalized retrace of the graph, where that becomes
+`add(old, g)` with TensorIterator's strides: right for the graph's outputs (pinned to the
+captured graph's strides, Note [Inductor: exact output strides]) but not for what an opaque
+call gets (a hook on that tensor would see other strides than eager's).  Written as a copy
+into a buffer of old's strides, the functional form keeps them, and Inductor fuses the add
+into that copy.  Only where that is the same program: `old` is the fresh result of an aten op
+(no view or in-place result, so no alias of it lives on) that the `add_` alone reads, with
+sizes and strides known (not symbolic).
+"""
+from __future__ import annotations
+
+import torch
+
+from ..calls.deliver import fresh_results
+
+_ADD_ = torch.ops.aten.add_.Tensor
+
+
+def _rewritable(n: torch.fx.Node) -> bool:
+    if n.op != "call_function" or n.target is not _ADD_:
+        return False
+    old = n.args[0]
+    if not (isinstance(old, torch.fx.Node) and old.op == "call_function"
+            and fresh_results(old.target) and len(old.users) == 1):
+        return False
+    v = old.meta.get("val")
+    return (isinstance(v, torch.Tensor) and v.layout == torch.strided
+            and all(type(x) is int for x in (*v.shape, *v.stride())))
+
+
+def in_place_sums(gm: torch.fx.GraphModule) -> bool:
+    """Whether keep_sum_strides would rewrite anything."""
+    return any(_rewritable(n) for n in gm.graph.find_nodes(op="call_function", target=_ADD_))
+
+
+def keep_sum_strides(gm: torch.fx.GraphModule) -> None:
+    """Rewrites gm in place (Note [Inductor: in-place sums keep their strides])."""
+    changed = False
+    g = gm.graph
+    for n in list(g.find_nodes(op="call_function", target=_ADD_)):
+        if not _rewritable(n):
+            continue
+        old, new = n.args[0], n.args[1]
+        v = old.meta["val"]
+        with g.inserting_before(n):
+            buf = g.call_function(torch.ops.aten.empty_strided.default,
+                                  (list(v.shape), list(v.stride())),
+                                  {"dtype": v.dtype, "device": v.device})
+            total = g.call_function(torch.ops.aten.add.Tensor, (old, new), dict(n.kwargs))
+            out = g.call_function(torch.ops.aten.copy_.default, (buf, total))
+        out.meta.update(n.meta)
+        n.replace_all_uses_with(out)
+        g.erase_node(n)
+        changed = True
+    if changed:
+        gm.recompile()
