@@ -128,6 +128,24 @@ def test_a_leaf_copies_a_transposed_grad_another_buffer_holds():
     differential(build, step, steps=2)
 
 
+def test_a_leaf_with_a_hook_copies_a_grad_another_buffer_holds():
+    """The same with a post-accumulate-grad hook on the leaf (its AccumulateGrad then runs
+    inside the graph, at eager's point): the hook sees eager's copy."""
+    def build():
+        return [torch.randn(1, 3, requires_grad=True), torch.randn(1, 3, requires_grad=True),
+                torch.randn(3, 1)]
+
+    def step(st):
+        a, b, g = st
+        a.grad = b.grad = None
+        seen = []
+        h = a.register_post_accumulate_grad_hook(lambda p: seen.append(p.grad.stride()))
+        (b.exp() + a).t().backward(g)
+        h.remove()
+        return [*grads_raw([a, b]), seen]
+    differential(build, step, steps=2)
+
+
 def test_a_leaf_steals_a_grad_nothing_else_holds():
     """The same transposed grad reaching the leaf alone is stolen: (1, 1) strides."""
     def build():
