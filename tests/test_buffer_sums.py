@@ -113,37 +113,27 @@ def test_a_leaf_copies_a_grad_another_buffer_holds():
     differential(build, step, steps=2)
 
 
-def test_a_leaf_copies_a_transposed_grad_another_buffer_holds():
+def _two_rows():
+    return [torch.randn(1, 3, requires_grad=True), torch.randn(1, 3, requires_grad=True),
+            torch.randn(3, 1)]
+
+
+@pytest.mark.parametrize("hooked", [False, True], ids=["after", "delivery_point"])
+def test_a_leaf_copies_a_transposed_grad_another_buffer_holds(hooked):
     """The shared grad is a transposed view ((1, 3) with strides (1, 1)); eager's copy has
-    the leaf's (3, 1)."""
-    def build():
-        return [torch.randn(1, 3, requires_grad=True), torch.randn(1, 3, requires_grad=True),
-                torch.randn(3, 1)]
-
-    def step(st):
-        a, b, g = st
-        a.grad = b.grad = None
-        (b.exp() + a).t().backward(g)
-        return grads_raw([a, b])
-    differential(build, step, steps=2)
-
-
-def test_a_leaf_with_a_hook_copies_a_grad_another_buffer_holds():
-    """The same with a post-accumulate-grad hook on the leaf (its AccumulateGrad then runs
-    inside the graph, at eager's point): the hook sees eager's copy."""
-    def build():
-        return [torch.randn(1, 3, requires_grad=True), torch.randn(1, 3, requires_grad=True),
-                torch.randn(3, 1)]
-
+    the leaf's (3, 1).  With a post-accumulate-grad hook on the leaf its AccumulateGrad runs
+    inside the graph, at eager's point, and the hook sees that copy."""
     def step(st):
         a, b, g = st
         a.grad = b.grad = None
         seen = []
-        h = a.register_post_accumulate_grad_hook(lambda p: seen.append(p.grad.stride()))
+        if hooked:
+            h = a.register_post_accumulate_grad_hook(lambda p: seen.append(p.grad.stride()))
         (b.exp() + a).t().backward(g)
-        h.remove()
+        if hooked:
+            h.remove()
         return [*grads_raw([a, b]), seen]
-    differential(build, step, steps=2)
+    differential(_two_rows, step, steps=2)
 
 
 def test_a_leaf_steals_a_grad_nothing_else_holds():
@@ -162,16 +152,12 @@ def test_a_leaf_steals_a_grad_nothing_else_holds():
 def test_two_leaves_given_one_grad():
     """AddBackward0's one grad for two leaves: the first AccumulateGrad to run copies it
     (the other leaf's buffer holds it), the second steals it."""
-    def build():
-        return [torch.randn(1, 3, requires_grad=True), torch.randn(1, 3, requires_grad=True),
-                torch.randn(3, 1)]
-
     def step(st):
         a, b, g = st
         a.grad = b.grad = None
         (a + b).t().backward(g)
         return grads_raw([a, b])
-    differential(build, step, steps=2)
+    differential(_two_rows, step, steps=2)
 
 
 def test_create_graph_sums_out_of_place():
