@@ -185,3 +185,26 @@ def test_a_view_a_formula_returns_is_summed_out_of_place():
         ((x @ x.mT) * g).sum().backward()
         return grads_raw([x])
     differential(build, step, steps=2)
+
+
+def test_an_opaque_outputs_size1_strides_are_kept_from_the_next_backward_on():
+    """CopySlices (an in-place write into a view: run as the real node) returns x's grad with
+    strides (1, 1) where the graph promised contiguous (2, 1): the same addresses, so it goes
+    on uncopied, and eager sums exp's grad into it in place.  The first backward follows the
+    promise (build() runs it, uncompared: calls/opaque.py Note [Opaque output layout]); it
+    records the layout, and every later one is recaptured with it, with eager's strides."""
+    def run(x, gs):
+        x.grad = None
+        u = x.exp().exp()
+        v = x.clone()
+        v.mul_(2)
+        v[0].add_(1)
+        ((u * gs[0]).sum() + (v * gs[1]).sum()).backward()
+        return grads_raw([x])
+
+    def build():
+        x = torch.randn(2, 1).transpose(-1, -2).requires_grad_()
+        gs = [torch.randn(1, 2), torch.randn(1, 2)]
+        run(x, gs)
+        return x, gs
+    differential(build, lambda st: run(*st), steps=2, captures=2)

@@ -585,10 +585,11 @@ def test_renderer_covers_every_category():
 
 @pytest.mark.xfail(strict=True, reason=(
     "an opaque call's real output may differ from the layout its graph promised in the strides "
-    "of size-1 dims only (calls/opaque.py _same_layout lets it through uncopied); the trace "
-    "decided from the promise that eager's in-place buffer sum and `old + g` have the same "
-    "strides and emitted `add`, which on the real strides gives TensorIterator's (trace/"
-    "holders.py Note [Eager's in-place sums and copied leaf grads])"))
+    "of size-1 dims only (calls/opaque.py _same_layout lets it through uncopied); on the "
+    "graph's first backward the trace decided from the promise that eager's in-place buffer "
+    "sum and `old + g` have the same strides and emitted `add`, which on the real strides "
+    "gives TensorIterator's (trace/holders.py Note [Eager's in-place sums and copied leaf "
+    "grads]); the next backward recaptures with the real layout (tests/test_buffer_sums.py)"))
 def test_regression_size1_strides_of_an_opaque_output():
     def build():
         return [torch.randn(2, 1).transpose(-1, -2).requires_grad_(),

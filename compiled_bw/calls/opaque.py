@@ -99,11 +99,15 @@ USER_CALL_KINDS = frozenset(("node", "custom", "pre", "pre-capture", "post", "le
 # has its layout) is kept for this, and the result is those view ops applied to it, eager's
 # own tensor.  Where other ops lie between, or a hook is given the output, that run keeps
 # the guess; if user code can see that layout (`observed_layouts`: a hook, a custom backward,
-# a grad() result; not a leaf's `.grad`, which takes the parameter's layout either way), the
-# run records the (dense) layouts it found on the cache entry, and the next hit recaptures
-# the graph with them as the promise (LAYOUT_HINTS; run.py `_relayout_recapture`), once per
-# new layout, so from then on every op after the call sees eager's layout.  A layout that
-# changes from step to step keeps the last promise.
+# a grad() result, the `.grad` of a leaf with a dim of size 1; not another leaf's `.grad`,
+# which takes the parameter's layout either way), the run records the (dense) layouts it found
+# on the cache entry, and the next hit recaptures the graph with them as the promise
+# (LAYOUT_HINTS; run.py `_relayout_recapture`), once per new layout, so from then on every op
+# after the call sees eager's layout.  A layout that changes from step to step keeps the last
+# promise.  An output that differs from the promise only in the strides of size-1 dims
+# addresses its elements alike, so it goes on uncopied; its layout is recorded all the same:
+# eager's in-place buffer sums keep such strides (trace/holders.py), which the graph decided
+# from the promise.
 
 
 def dense(t: torch.Tensor) -> bool:
@@ -139,15 +143,17 @@ def view_chains(gm, capture_outputs: tuple) -> tuple:
 
 
 def observed_layouts(gm, capture_outputs: tuple, chains: tuple, sites: tuple,
-                     hooked) -> frozenset:
+                     hooked, size1_leaves: frozenset = frozenset()) -> frozenset:
     """Note [Opaque output layout]: the (site, kept output) whose layout user code can see --
     through any ops, an argument of another opaque call, of a delivery point whose leaf has
-    hooks, or a grad() result (one `relayout` does not fix); a layout reaching only leaf
-    `.grad`s is not (AccumulateGrad gives `.grad` the parameter's layout either way)."""
+    hooks, a grad() result (one `relayout` does not fix), or the `.grad` of a leaf with a dim
+    of size 1 (size1_leaves: their output positions); a layout reaching only other leaves'
+    `.grad`s is not (AccumulateGrad gives `.grad` the parameter's layout either way; on dims
+    of size 1 a stolen grad keeps its own strides)."""
     deliver = torch.ops.compiled_bw.deliver.default
     outs = gm.graph.find_nodes(op="output")[0].args[0]
     fixed = {capture_outputs[j] for j, *_ in chains}
-    seen_by_user = {p for p in capture_outputs if p is not None} - fixed
+    seen_by_user = ({p for p in capture_outputs if p is not None} - fixed) | size1_leaves
 
     def reaches(start) -> bool:
         todo, seen = [start], {start}
@@ -670,6 +676,10 @@ def _outputs(step, s: OpaqueSite, site: int, outs, grads: list, label: str,
         # An unreferenced output shares its storage with no input grad (that grad would hold
         # it too): no need to look (a storage object per grad, every call).
         same = _same_layout(o, want)
+        if same and o.stride() != want and dense(o):
+            # strides of size-1 dims only: passed on as it is (no addressing changes), and the
+            # layout recorded, which eager's in-place sums keep (Note [Opaque output layout])
+            step.real_layouts[(site, len(res))] = (tuple(o.shape), tuple(o.stride()), None)
         if not same or (not unreferenced and _views_input(o, grads)):
             if not same:
                 # an overlapping output (an expanded grad) is kept: no copy can have its layout

@@ -961,6 +961,8 @@ def trace_backward(w, opts: Options, root_grads: list, slots: list, delivers: bo
     if sites and not opts.accumulate and plan.out_layouts is None:
         plan.relayout = view_chains(gm, plan.capture_outputs)
     if sites:
+        size1 = frozenset(p for i, p in plan.leaf_outputs
+                          if p is not None and 1 in w.leaves[i].shape)
         plan.layout_observed = observed_layouts(gm, plan.capture_outputs, plan.relayout,
-                                                plan.opaque_sites, w.hooks)
+                                                plan.opaque_sites, w.hooks, size1)
     return gm, plan
