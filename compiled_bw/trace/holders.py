@@ -32,9 +32,13 @@ and in the outputs a node is still sending (eager's outputs vector); per storage
 tensors among those; and storages held outside the engine.  A view a formula returns (a `.t()`
 of its mm, as mm's backward gives a column-major input) keeps its base, and so a second
 reference to its storage, alive: never summed into in place.  User code may keep what an opaque
-call takes or returns (unknown at trace time), so those count as held: sums there stay out of
-place, as before.  So does a sum whose old value may be undefined at run time (defined.py:
-eager's buffer would take `g` itself), and one with symbolic strides not statically dense.
+call takes or returns (unknown at trace time), so those count as held: sums into them stay out
+of place, as before; so do sums with symbolic strides (not known to be dense).  A sum into a
+formula's result computed from an opaque output that may come back `None` (defined.py) is in
+place too: exact where it is defined; where eager's buffer would instead take `g` itself, the
+sum into the graph's zeros has old's strides where `old + g` has TensorIterator's, neither
+eager's `g`.  On the eager backend an opaque output summed in place that comes back sparse is
+summed as eager sums it (backends/eager.py `_buffer_add_`).
 """
 from __future__ import annotations
 
