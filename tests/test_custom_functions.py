@@ -2,6 +2,7 @@
 the engine's PyNode semantics.  Every test: 3 steps, eager vs compiled, grads and logs equal,
 compiled (not a fallback), one capture where the structure is stable."""
 
+import contextlib
 import weakref
 
 import pytest
@@ -777,3 +778,39 @@ def test_a_zero_tensor_out_of_an_opaque_call_is_zeros():
 
     st = differential(build, step, steps=3, captures=1, fallbacks=1, strict=False)
     assert all("ZeroTensor" in r for r in st.fallback_reasons), st.fallback_reasons
+
+
+class _PassesGrad(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        return a + b
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad, grad
+
+
+@pytest.mark.parametrize("hooked", [False, True], ids=["plain", "saved_tensor_hooks"])
+def test_a_sparse_embedding_grad_into_a_custom_function(hooked):
+    """EmbeddingBag's sparse grad (sparse=True) goes into a custom Function's backward
+    (PyTorch's test_no_grad_copy_sparse).  With saved-tensor hooks the node runs as an opaque
+    call, whose output the graph would hold dense: the backward runs eager autograd (a
+    fallback naming the node), never an error eager does not raise."""
+    import torch.nn.functional as F
+
+    def build():
+        return [torch.randn(10, 3, requires_grad=True), torch.randn(10, 3, requires_grad=True)]
+
+    def step(st):
+        a, b = st
+        a.grad = b.grad = None
+        hooks = torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t) if hooked \
+            else contextlib.nullcontext()
+        with hooks:
+            y = F.embedding_bag(_PassesGrad.apply(a, b), torch.tensor([1, 2, 4, 5, 4, 3, 2, 9]),
+                                torch.tensor([0, 4]), sparse=True)
+        loss = y.sum()
+        for _ in range(3):
+            loss.backward(retain_graph=True)
+        return [a.grad.to_dense(), b.grad.to_dense(), a.grad.layout]
+    differential(build, step, steps=3, fallbacks=None, captures=None)
