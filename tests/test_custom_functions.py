@@ -8,7 +8,7 @@ import weakref
 import pytest
 import torch
 from differential import differential, grads
-from functions import Double, Triple, WritesItsGrad
+from functions import Double, ToBoth, Triple, WritesItsGrad
 
 import compiled_bw
 
@@ -780,16 +780,6 @@ def test_a_zero_tensor_out_of_an_opaque_call_is_zeros():
     assert all("ZeroTensor" in r for r in st.fallback_reasons), st.fallback_reasons
 
 
-class _PassesGrad(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, a, b):
-        return a + b
-
-    @staticmethod
-    def backward(ctx, grad):
-        return grad, grad
-
-
 @pytest.mark.parametrize("hooked", [False, True], ids=["plain", "saved_tensor_hooks"])
 def test_a_sparse_embedding_grad_into_a_custom_function(hooked):
     """EmbeddingBag's sparse grad (sparse=True) goes into a custom Function's backward
@@ -807,7 +797,7 @@ def test_a_sparse_embedding_grad_into_a_custom_function(hooked):
         hooks = torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t) if hooked \
             else contextlib.nullcontext()
         with hooks:
-            y = F.embedding_bag(_PassesGrad.apply(a, b), torch.tensor([1, 2, 4, 5, 4, 3, 2, 9]),
+            y = F.embedding_bag(ToBoth.apply(a, b), torch.tensor([1, 2, 4, 5, 4, 3, 2, 9]),
                                 torch.tensor([0, 4]), sparse=True)
         loss = y.sum()
         for _ in range(3):

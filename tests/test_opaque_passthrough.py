@@ -8,6 +8,7 @@ import typing
 import pytest
 import torch
 from differential import differential, grads
+from functions import ToBoth
 
 pytestmark = pytest.mark.both_backends
 
@@ -59,14 +60,9 @@ def test_custom_backward_return_reaches_hook_as_the_same_tensor():
     differential(_build, step)
 
 
-class PassToBoth(torch.autograd.Function):
-    """Returns its one grad for both inputs (PyTorch's test_no_grad_copy MyFunc), opaque."""
-    compiled_bw_traceable = False
-
-    @staticmethod
-    def forward(ctx, a, b):
-        return a + b
-
+class PassToBoth(ToBoth):
+    """Returns its one grad for both inputs (PyTorch's test_no_grad_copy MyFunc), opaque,
+    noting it."""
     @staticmethod
     def backward(ctx, g):
         Passthrough.seen.append(g)

@@ -271,6 +271,18 @@ def _run_engine(w, opts, root_grads: list, opaque_names: list, placeholders: dic
     return eng.result()
 
 
+# Note [Sparse grads of built-in nodes run opaquely]
+# Embedding's and EmbeddingBag's backward with sparse=True (and gather's with sparse_grad=True)
+# return a sparse COO grad.  Traced, the fake result is sparse and what takes it is decided at
+# the capture; run as an opaque call (saved-tensor hooks on it: a hooked node; or a formula
+# fake tensors reject), its output would be promised dense, and a consumer the graph cannot
+# hand a sparse tensor (another opaque call: a custom backward, a hook) would make that
+# backward raise NotDense half-way, where eager passes the sparse grad on (PyTorch's
+# test_no_grad_copy_sparse under saved-tensor hooks).  The node's own saved flag says so
+# before anything runs: such a backward runs eager autograd, with this reason.  A sparse grad
+# that only reached a leaf ran as eager's before too, and its graph's later backwards eager.
+
+
 class _Engine:
     """engine.cpp's evaluate loop over the walk (ENGINE.md): dependency counts, input buffers,
     the ready queue; each node's grads traced (or an opaque call); the graph's outputs."""
@@ -494,6 +506,12 @@ class _Engine:
             raise TraceFailed(f"{kind.name} runs as an opaque call but its forward or saved "
                               "tensors hold a tensor subclass (its grads may be subclasses); "
                               "opaque calls take dense tensors only", eager_error=False)
+        if site_kind != "custom" and (getattr(node, "_saved_sparse", False) is True
+                                      or getattr(node, "_saved_sparse_grad", False) is True):
+            # Note [Sparse grads of built-in nodes run opaquely]
+            raise TraceFailed(f"{kind.name} runs as an opaque call and returns a sparse grad "
+                              "(its sparse=True); opaque calls return dense tensors",
+                              eager_error=False)
         if site_kind == "custom" and h is not None and h.post and \
                 any(c < 0 for c, _ in w.edges[i]):
             # eager's post-hooks see what the backward returned for an input that needs
