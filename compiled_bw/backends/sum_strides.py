@@ -44,8 +44,8 @@ def in_place_sums(gm: torch.fx.GraphModule) -> bool:
 
 
 def keep_sum_strides(gm: torch.fx.GraphModule) -> None:
-    """Rewrites gm in place (Note [Inductor: in-place sums keep their strides])."""
-    changed = False
+    """Rewrites gm in place (Note [Inductor: in-place sums keep their strides]); called where
+    in_place_sums says there is something to rewrite."""
     g = gm.graph
     for n in list(g.find_nodes(op="call_function", target=_ADD_)):
         if not _rewritable(n):
@@ -61,6 +61,4 @@ def keep_sum_strides(gm: torch.fx.GraphModule) -> None:
         out.meta.update(n.meta)
         n.replace_all_uses_with(out)
         g.erase_node(n)
-        changed = True
-    if changed:
-        gm.recompile()
+    gm.recompile()

@@ -208,7 +208,8 @@ def relayout(chains: tuple, results: list, real_layouts: dict) -> None:
                                              device=g.device).copy_(g)
 
 
-def _contiguous_strides(shape) -> tuple:
+def contiguous_strides(shape) -> tuple:
+    """The strides torch gives a contiguous tensor of `shape` (a size of 0 counts as 1)."""
     strides, acc = [], 1
     for size in reversed(shape):
         strides.append(acc)
@@ -221,7 +222,7 @@ def _guess_strides(specs, grads) -> tuple:
     for shape, _, _ in (sp for sp in specs if sp is not None):
         like = next((g for g in grads if g is not None and tuple(g.shape) == tuple(shape)
                      and dense(g)), None)
-        out.append(tuple(like.stride()) if like is not None else _contiguous_strides(shape))
+        out.append(tuple(like.stride()) if like is not None else contiguous_strides(shape))
     return tuple(out)
 
 

@@ -19,25 +19,18 @@ NotOurs.
 """
 from __future__ import annotations
 
+from ..calls.opaque import contiguous_strides
 from ..graph.fake_ops import GROUPED_MM, NotOurs
 
 __all__ = ["NotOurs", "grads"]
 
 
-def _contiguous(sizes) -> list:
-    out, step = [], 1
-    for n in reversed(sizes):
-        out.append(step)
-        step = step * max(n, 1)
-    return out[::-1]
-
-
 def _layout(sizes, strides, what: str) -> bool:
     """True for a column-major (transposed contiguous) operand, False for a row-major one."""
     sizes, strides = tuple(sizes), tuple(strides)
-    if strides == tuple(_contiguous(sizes)):
+    if strides == contiguous_strides(sizes):
         return False
-    col = _contiguous((*sizes[:-2], sizes[-1], sizes[-2]))
+    col = list(contiguous_strides((*sizes[:-2], sizes[-1], sizes[-2])))
     col[-2], col[-1] = col[-1], col[-2]
     if strides == tuple(col):
         return True

@@ -48,6 +48,7 @@ import torch
 from torch.fx.experimental.proxy_tensor import disable_proxy_modes_tracing
 from torch.fx.experimental.symbolic_shapes import statically_known_true
 
+from ..calls.opaque import contiguous_strides
 from ..graph import defined
 from ..torchapi.autograd import storage_id
 from ..torchapi.dynamo import FakeTensor
@@ -77,14 +78,6 @@ def _same(a, b) -> bool:
     return len(a) == len(b) and all(
         x == y if type(x) is int and type(y) is int else statically_known_true(x == y)
         for x, y in zip(a, b, strict=True))
-
-
-def _contiguous(shape) -> tuple:
-    out, s = [], 1
-    for n in reversed(shape):
-        out.append(s)
-        s *= n
-    return tuple(reversed(out))
 
 
 def _plain(t) -> bool:
@@ -165,7 +158,7 @@ class Holders:
             obeys = all(a == b if n != 1 else a != 0
                         for n, a, b in zip(g.shape, g.stride(), want, strict=True))
         else:
-            want = _contiguous(g.shape)
+            want = contiguous_strides(g.shape)
             obeys = g.is_contiguous()
         if not obeys or tuple(g.stride()) == want:
             return g                    # AccumulateGrad copies it itself, or stealing is alike

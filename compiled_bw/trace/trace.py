@@ -413,19 +413,15 @@ class _Engine:
             return
         if h is not None and h.has_pre():
             _dense_only(f"the hooks of {kind.name}", buf)
-            self.holders.hold(buf)
-            buf = _hook_call(w, i, kind.name, "pre", buf, [], df)
-            self.holders.hold(buf)
+            buf = self.hook_call(i, kind.name, "pre", buf, [])
             self.opaque_names.append(f"{kind.name} hooks")
         outs = self.apply(i, kind, buf, h)
         # nodes.py Note [Hooked saved tensors]: eager frees them right after the node (and its
         # post-hooks) ran; the last opaque call of the node does
         if h is not None and h.post:
             _dense_only(f"the post-hooks of {kind.name}", list(outs) + list(buf))
-            self.holders.hold([*outs, *buf])
-            outs = _hook_call(w, i, kind.name, "post", outs, buf, df,
-                              kind.hooked and not opts.retain_graph)
-            self.holders.hold(outs)
+            outs = self.hook_call(i, kind.name, "post", outs, buf,
+                                  kind.hooked and not opts.retain_graph)
             self.opaque_names.append(f"{kind.name} post-hooks")
         self.send(w.edges[i], outs)
 
@@ -445,10 +441,16 @@ class _Engine:
         hooks."""
         if h is not None and (h.tensor or h.retains):
             _dense_only(f"the tensor hooks of {kind.name}", buf)
-            self.holders.hold(buf)
-            buf = _hook_call(self.w, i, kind.name, "pre-capture", buf, [], self.df)
-            self.holders.hold(buf)
+            buf = self.hook_call(i, kind.name, "pre-capture", buf, [])
         return buf
+
+    def hook_call(self, i: int, name: str, phase: str, grads: list, extra: list,
+                  release: bool = False) -> list:
+        """_hook_call; the hooks may keep what they get and what they return (holders.py)."""
+        self.holders.hold([*grads, *extra])
+        outs = _hook_call(self.w, i, name, phase, grads, extra, self.df, release)
+        self.holders.hold(outs)
+        return outs
 
     def apply(self, i: int, kind, buf: list, h) -> list:
         """The node's grads: its traced formula, its AOT backward, or an opaque call."""
