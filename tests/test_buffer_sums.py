@@ -187,24 +187,65 @@ def test_a_view_a_formula_returns_is_summed_out_of_place():
     differential(build, step, steps=2)
 
 
-def test_an_opaque_outputs_size1_strides_are_kept_from_the_next_backward_on():
-    """CopySlices (an in-place write into a view: run as the real node) returns x's grad with
-    strides (1, 1) where the graph promised contiguous (2, 1): the same addresses, so it goes
-    on uncopied, and eager sums exp's grad into it in place.  The first backward follows the
-    promise (build() runs it, uncompared: calls/opaque.py Note [Opaque output layout]); it
-    records the layout, and every later one is recaptured with it, with eager's strides."""
-    def run(x, gs):
+class _Restrided(torch.autograd.Function):
+    """Identity; its backward returns its (1, 2) grad with strides (1, 1)."""
+    compiled_bw_traceable = False
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, g):
+        return torch.empty_strided(g.shape, (1, 1)).copy_(g)
+
+
+def test_an_opaque_outputs_size1_strides_are_kept():
+    """A custom backward (an opaque call) returns a (1, 2) grad with strides (1, 1) where the
+    graph promised contiguous (2, 1): the same addresses, so it goes on uncopied, and eager's
+    `g * 3` keeps (1, 1).  The eager backend (every graph's first backward) computes on the
+    real tensor; the run records the layout, and the next backward is recaptured with it, so
+    Inductor's code gives (1, 1) too (calls/opaque.py Note [Opaque output layout])."""
+    def build():
+        return [torch.randn(1, 2).requires_grad_(), torch.randn(1, 2)]
+
+    def step(st):
+        x, g = st
+        return list(torch.autograd.grad(_Restrided.apply(x * 3), x, g))
+    differential(build, step, steps=3, captures=2)
+
+
+def test_copyslices_grad_for_the_base_has_the_bases_layout():
+    """An in-place write into a view (`v[1].add_(1)`) makes CopySlices, run as the real node:
+    its grad for the base is made with the base's strides (here exp's transposed (1, 2)), which
+    the graph knows before the call, so the mul and exp grads after it, and grad()'s result,
+    have eager's layout from the first backward, with one capture."""
+    def build():
+        return [torch.randn(2, 2).transpose(-1, -2).requires_grad_(), torch.randn(2, 2)]
+
+    def step(st):
+        x, g = st
+        v = x.exp().clone()
+        v.mul_(2)
+        v[1].add_(1)
+        return list(torch.autograd.grad(v, x, g))
+    differential(build, step, steps=2)
+
+
+def test_a_sum_into_copyslices_grad_for_the_base_is_in_place():
+    """CopySlices' grad for the base (stride (2,): x's, through clone; a dim of size 1) is a
+    tensor only the engine holds: AddBackward0 hands it to clone's path and to exp's, and x's
+    buffer sums exp's grad into it in place, keeping (2,); `old + g` gives (1,)."""
+    def build():
+        return [torch.randn(2)[::2].requires_grad_(), torch.randn(1)]
+
+    def step(st):
+        x, g = st
         x.grad = None
         u = x.exp().exp()
         v = x.clone()
-        v.mul_(2)
-        v[0].add_(1)
-        ((u * gs[0]).sum() + (v * gs[1]).sum()).backward()
+        v.add_(u)
+        v.select(0, 0).sigmoid_()
+        (v * g).sum().backward()
         return grads_raw([x])
-
-    def build():
-        x = torch.randn(2, 1).transpose(-1, -2).requires_grad_()
-        gs = [torch.randn(1, 2), torch.randn(1, 2)]
-        run(x, gs)
-        return x, gs
-    differential(build, lambda st: run(*st), steps=2, captures=2)
+    differential(build, step, steps=2)

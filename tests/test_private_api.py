@@ -479,6 +479,24 @@ def test_storage_use_count():
     del v
 
 
+def test_copy_slices_base_is_readable():
+    # calls/opaque.py Note [Opaque output layout]: the C++ walk reads CopySlices::base (a
+    # TensorGeometry member, torch/csrc/autograd/functions/tensor.h) for the layout of its grad
+    from compiled_bw.walk import fastwalk
+    if not fastwalk.in_use():
+        pytest.skip("the C++ extension is not built here")
+    base = torch.randn(3, 4).t().requires_grad_().mul(1)     # strides (1, 3)
+    v = base.clone()
+    v[1].add_(1)
+    assert type(v.grad_fn).__name__ == "CopySlices"
+    got = fastwalk.copy_slices_base(v.grad_fn)
+    assert got == ([4, 3], [1, 4]), (
+        f"CopySlices::base on torch {torch.__version__} reads {got}, not the base's sizes and "
+        "strides ([4, 3], [1, 4]): the member moved (walk/cpp/_fastwalk_bindings.cpp "
+        "copy_slices_base)")
+    assert fastwalk.copy_slices_base(base.grad_fn) is None
+
+
 def test_dynamo_setattr_handler_is_found_and_put_back():
     # torchapi/dynamo.py Note [requires_grad set on a tensor the region makes]
     from compiled_bw.torchapi import dynamo

@@ -3,6 +3,7 @@
 # (CI runs the default 200; this takes ~4 min on 2 cores).  Deterministic (derandomize=True).
 # Extra pytest args pass through, e.g. --hypothesis-show-statistics.
 # COMPILED_BW_FUZZ_STRICT=1 also fails on the known bugs the fuzzer otherwise tolerates.
+# COMPILED_BW_FUZZ_SEED=N draws other programs (hypothesis seeded with N, not derandomized).
 # COMPILED_BW_FUZZ_BACKEND=inductor fuzzes the Inductor backend instead (a compile per example).
 set -euo pipefail
 cd "$(dirname "$0")/.."

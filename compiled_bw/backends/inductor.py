@@ -16,7 +16,7 @@ import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from ..calls.deliver import barrier, deliver, owned_grad
-from ..calls.opaque import current_sites, opaque
+from ..calls.opaque import current_sites, engine_only, opaque
 from ..checkpoint.recompute import has_traced_recomputation
 from ..core import fake_work
 from ..core.thread import THREAD
@@ -1016,7 +1016,8 @@ def _writes_user_code_sees(gm: torch.fx.GraphModule) -> list:
             continue
         if n.target is opaque:
             for t in (*n.users, *(g for g in n.args[1] if isinstance(g, torch.fx.Node))):
-                held(t, order[n])
+                if not engine_only(t):      # CopySlices' grad for the base: user code never has it
+                    held(t, order[n])
         elif n.target is deliver and isinstance(n.args[1], torch.fx.Node):
             held(n.args[1], order[n])
     if not seen:

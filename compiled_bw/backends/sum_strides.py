@@ -14,14 +14,16 @@ captured graph's strides, Note [Inductor: exact output strides]) but not for wha
 call gets (a hook on that tensor would see other strides than eager's).  Written as a copy
 into a buffer of old's strides, the functional form keeps them, and Inductor fuses the add
 into that copy.  Only where that is the same program: `old` is the fresh result of an aten op
-(no view or in-place result, so no alias of it lives on) that the `add_` alone reads, with
-sizes and strides known (not symbolic).
+(no view or in-place result, so no alias of it lives on) or CopySlices' grad for the base
+(calls/opaque.py engine_only), that the `add_` alone reads, with sizes and strides known (not
+symbolic).
 """
 from __future__ import annotations
 
 import torch
 
 from ..calls.deliver import fresh_results
+from ..calls.opaque import engine_only
 
 _ADD_ = torch.ops.aten.add_.Tensor
 
@@ -31,7 +33,7 @@ def _rewritable(n: torch.fx.Node) -> bool:
         return False
     old = n.args[0]
     if not (isinstance(old, torch.fx.Node) and old.op == "call_function"
-            and fresh_results(old.target) and len(old.users) == 1):
+            and (fresh_results(old.target) or engine_only(old)) and len(old.users) == 1):
         return False
     v = old.meta.get("val")
     return (isinstance(v, torch.Tensor) and v.layout == torch.strided

@@ -74,6 +74,8 @@ class OpaqueSite:
     out_meta: tuple | None = None  # node/custom: per output, the input metadata of its edge's
     #                        slot (None: invalid edge); fixed by the signature, so run-time
     #                        validation needs no lookup of this step's nodes
+    known_strides: dict = dataclasses.field(default_factory=dict)  # output index -> the
+    #                        strides it will have (Note [Opaque output layout]: CopySlices)
 
 
 # The opaque calls that run only this step's own node, hook or AccumulateGrad, found again by
@@ -89,7 +91,10 @@ USER_CALL_KINDS = frozenset(("node", "custom", "pre", "pre-capture", "post", "le
 # a transposed real grad, and Inductor asserts and indexes extern outputs by their fake
 # strides.  The first fake call (during the capture) fixes each output's strides, like
 # TensorIterator would: those of a same-shaped, non-overlapping and dense incoming grad (eager
-# `grad * 2` keeps the grad's layout), else contiguous.  Later fake calls (backend retraces)
+# `grad * 2` keeps the grad's layout), else contiguous; where the real strides are known
+# before the call (`known_strides`), those: a CopySlices node's grad for its base is
+# `new_empty_strided` of the base's sizes and strides (tensor.cpp), read from the node by the
+# extension (a dense base; trace.py `_known_strides`).  Later fake calls (backend retraces)
 # reuse them; the real call copies an output into them when the node produced others, and
 # records the real layout in the step (`real_layouts`).  A grad() result made from such an
 # output by view ops only (e.g. a Linear weight's grad: TBackward's `t()` of a node's output)
@@ -217,9 +222,15 @@ def contiguous_strides(shape) -> tuple:
     return tuple(reversed(strides))
 
 
-def _guess_strides(specs, grads) -> tuple:
+def _guess_strides(specs, grads, known: dict) -> tuple:
     out = []
-    for shape, _, _ in (sp for sp in specs if sp is not None):
+    for k, sp in enumerate(specs):
+        if sp is None:
+            continue
+        shape = sp[0]
+        if k in known:
+            out.append(known[k])
+            continue
         like = next((g for g in grads if g is not None and tuple(g.shape) == tuple(shape)
                      and dense(g)), None)
         out.append(tuple(like.stride()) if like is not None else contiguous_strides(shape))
@@ -856,9 +867,28 @@ def _check_dense(o, label: str) -> None:
 
 _LIB.impl("opaque", _opaque_impl, "CompositeExplicitAutograd")
 opaque = torch.ops.compiled_bw.opaque.default
+
 # Never dead code: an opaque call runs user code (a hook, a custom backward) that eager runs
 # whether or not the graph uses what it returns (a traced backward that ignores its grad).
 torch.fx.node.has_side_effect(opaque)
+
+# CopySlices, the node of an in-place write into a view; run as an opaque call of the real node
+COPY_SLICES = "CopySlices"
+
+
+def engine_only(n: torch.fx.Node) -> bool:
+    """Whether graph node n is an opaque call's output that no user code gets: CopySlices'
+    grad for the base, a tensor the real node makes (trace.py `opaque_node`; its other
+    outputs are its inner node's, which may be a custom Function).  Until it is passed to a
+    later opaque call, only the engine holds it, as in eager.  Reads the sites of the graph
+    being traced or compiled (current_sites)."""
+    c = n.args[0] if n.op == "call_function" and n.target is operator.getitem else None
+    if not (isinstance(c, torch.fx.Node) and c.target is opaque and n.args[1] == 0):
+        return False
+    sites = current_sites()
+    k = c.args[0]
+    return (type(k) is int and k < len(sites) and sites[k].name == COPY_SLICES
+            and sites[k].kind == "node" and sites[k].out_specs[0] is not None)
 
 
 LAYOUT_HINTS: dict = {}     # (site, kept output) -> strides, set while a graph is recaptured
@@ -885,7 +915,7 @@ def _hinted(site: int, specs: tuple, strides: tuple) -> tuple:
 def _opaque_fake(site: int, grads: list[torch.Tensor | None], label: str) -> list[torch.Tensor]:
     s = THREAD.step.sites[site]
     if s.out_strides is None:
-        s.out_strides = _guess_strides(s.out_specs, grads)
+        s.out_strides = _guess_strides(s.out_specs, grads, s.known_strides)
         if LAYOUT_HINTS:
             s.out_strides = _hinted(site, s.out_specs, s.out_strides)
     specs = (sp for sp in s.out_specs if sp is not None)

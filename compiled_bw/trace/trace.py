@@ -26,6 +26,7 @@ from torch.fx.experimental.symbolic_shapes import (
 
 from ..calls.deliver import deliver
 from ..calls.opaque import (
+    COPY_SLICES,
     OpaqueSite,
     as_list,
     observed_layouts,
@@ -53,6 +54,7 @@ from ..torchapi.dynamo import (
     fake_tensor,
     pool_sizes_without_parity_guards,
 )
+from ..walk import fastwalk
 from . import unpack_probes
 from .dynamic import (
     RELEASE_META,
@@ -62,7 +64,7 @@ from .dynamic import (
     own_formula,
     plain_branch,
 )
-from .holders import Holders
+from .holders import Holders, dense
 
 # Failures of fake tensors on a node's formula: that node becomes an opaque call instead.
 _FAKE_FAILURES = (
@@ -528,7 +530,12 @@ class _Engine:
         reason = reason or kind.reason
         self.opaque_names.append(f"{kind.name} ({reason})" if reason else kind.name)
         outs = _validate(w, i, kind.name, outs, df)
-        self.holders.hold(outs)
+        # CopySlices' grad for the base is a tensor it makes (tensor.cpp `result`), which no
+        # user code sees: only the engine holds it (holders.py Note [Eager's in-place sums and
+        # copied leaf grads]; calls/opaque.py engine_only); its other outputs are its inner
+        # node's, which may be a custom Function
+        engine_only = site_kind == "node" and kind.name == COPY_SLICES and outs[0] is not None
+        self.holders.hold(outs[1:] if engine_only else outs)
         return outs
 
     def result(self) -> EngineResult:
@@ -809,6 +816,18 @@ def _auto_call(w, i: int, kind, node, buf: list, df, placeholders: dict):
     return outs
 
 
+def _known_strides(node, name: str, specs: list) -> dict:
+    """calls/opaque.py Note [Opaque output layout]: the outputs whose real strides are known
+    before the call, {output index: strides}: a CopySlices node's grad for its base, which
+    eager makes with the base's strides (a dense base only)."""
+    if name != COPY_SLICES or not specs or specs[0] is None:
+        return {}
+    base = fastwalk.copy_slices_base(node)
+    if base is None or tuple(base[0]) != tuple(specs[0][0]) or not dense(*base):
+        return {}
+    return {0: tuple(base[1])}
+
+
 def _opaque_call(w, i: int, name: str, site_kind: str, buf: list, df,
                  release: bool = False, observe: tuple | None = None) -> list:
     specs = []
@@ -828,7 +847,8 @@ def _opaque_call(w, i: int, name: str, site_kind: str, buf: list, df,
     site = OpaqueSite(i, name, site_kind, w.edges[i], tuple(specs),
                       in_defined=tuple(df.of(g) for g in buf), release=release,
                       observe=observe,
-                      out_meta=tuple(None if c < 0 else w.in_meta[c][nr] for c, nr in w.edges[i]))
+                      out_meta=tuple(None if c < 0 else w.in_meta[c][nr] for c, nr in w.edges[i]),
+                      known_strides=_known_strides(w.nodes[i], name, specs))
     sid = register_site(site)
     return _opaque_outputs(sid, specs, opaque(sid, list(buf), opaque_label(site)), df)
 

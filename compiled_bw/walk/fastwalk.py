@@ -766,6 +766,13 @@ def _extension(always: bool = False):
 _walk_module.extension = _extension
 
 
+def copy_slices_base(node) -> tuple | None:
+    """(sizes, strides) of a CopySlices node's base, read by the extension (its grad for the
+    base has those strides); None for another node or without the extension."""
+    ext = _extension(always=True)
+    return None if ext is None else ext.copy_slices_base(node)
+
+
 # ---- explaining a miss ---------------------------------------------------------------------
 
 def _rows(sig: CSig) -> list:

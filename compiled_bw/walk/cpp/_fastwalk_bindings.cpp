@@ -5,6 +5,7 @@
 #include "_fastwalk.h"
 
 #include <ATen/SavedTensorHooks.h>
+#include <torch/csrc/autograd/functions/tensor.h>
 #include <torch/csrc/dynamo/compiled_autograd.h>
 
 using torch::dynamo::autograd::AutogradCompilerCall;
@@ -123,6 +124,18 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     return stream_list(s);
   });
   m.def("node_address", [](py::object n) { return (size_t)node_of(n.ptr()).get(); });
+  // calls/opaque.py Note [Opaque output layout]: the strides of a CopySlices node's base (its
+  // grad for the base is `new_empty_strided(base sizes, base strides)`, tensor.cpp), or None
+  // for another node.  Recognized by its mangled name, as the hooks below.
+  m.def("copy_slices_base", [](py::object n) -> py::object {
+    NodePtr held = node_of(n.ptr());
+    Node* node = held.get();
+    if (std::strcmp(typeid(*node).name(), "N5torch8autograd10CopySlicesE") != 0) {
+      return py::none();
+    }
+    const at::TensorGeometry& base = static_cast<torch::autograd::CopySlices*>(node)->base;
+    return py::make_tuple(py::cast(base.sizes().vec()), py::cast(base.strides().vec()));
+  });
   // What eager's engine does after running a node with retain_graph=False: frees its saved
   // variables (and so their hooks and packed objects).
   m.def("release_node", [](py::object n) { node_of(n.ptr())->release_variables(); });
