@@ -18,7 +18,8 @@ differential: tests/test_fuzz.py's two size-1-stride regressions).
   may come out with another stride.  Where eager sums in place and the out-of-place sum's
   strides would differ, the graph holds `add_` into old (a buffer nothing else reads, as in
   eager; Inductor's functional form of it keeps old's strides too: backends/sum_strides.py
-  Note [Inductor: in-place sums keep their strides]); elsewhere `add`, as before.
+  Note [Inductor: in-place sums keep their strides]; each such `add_` is marked BUFFER_SUM in
+  its node's meta); elsewhere `add`, as before.
 - AccumulateGrad (accumulate_grad.h) steals a grad only the engine holds and copies one held
   elsewhere (clone_obey_contract: the leaf's strides where the leaf is non-overlapping and
   dense, else contiguous).  A grad still waiting in another node's buffer (AddBackward0 hands
@@ -45,7 +46,7 @@ from __future__ import annotations
 import collections
 
 import torch
-from torch.fx.experimental.proxy_tensor import disable_proxy_modes_tracing
+from torch.fx.experimental.proxy_tensor import disable_proxy_modes_tracing, get_proxy_mode
 from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 from ..calls.opaque import contiguous_strides
@@ -82,6 +83,20 @@ def _same(a, b) -> bool:
 
 def _plain(t) -> bool:
     return type(t) is FakeTensor and t.layout == torch.strided
+
+
+BUFFER_SUM = "compiled_bw_buffer_sum"    # node meta: an in-place sum the holders emitted
+
+
+def mark_buffer_sum() -> None:
+    """Marks the `add_` just traced as a buffer sum (Note [Eager's in-place sums and copied
+    leaf grads]): old is held by nothing else, so backends/sum_strides.py may write it
+    functionally (Inductor) whatever op made old."""
+    mode = get_proxy_mode()
+    if mode is not None:
+        last = next(reversed(mode.tracer.graph.nodes))
+        if last.target is torch.ops.aten.add_.Tensor:
+            last.meta[BUFFER_SUM] = True
 
 
 class Holders:
@@ -139,6 +154,7 @@ class Holders:
                 apart = old + g
             if not _same(apart.stride(), old.stride()):
                 s = old.add_(g)         # eager's in-place sum: old's strides, old's buffer
+                mark_buffer_sum()
         if s is None:
             s = old + g
             self.drop(old)
