@@ -93,10 +93,12 @@ def mark_buffer_sum() -> None:
     leaf grads]): old is held by nothing else, so backends/sum_strides.py may write it
     functionally (Inductor) whatever op made old."""
     mode = get_proxy_mode()
-    if mode is not None:
-        last = next(reversed(mode.tracer.graph.nodes))
+    if mode is None:
+        return
+    for last in reversed(mode.tracer.graph.nodes):  # (torch 2.11's reversed() is no iterator)
         if last.target is torch.ops.aten.add_.Tensor:
             last.meta[BUFFER_SUM] = True
+        return
 
 
 class Holders:
