@@ -486,9 +486,9 @@ def _size1_strides(x, y):
 
 
 def _tolerate_known_bugs(eager_val, our_val):
-    """Our grads may differ from eager's in
-    the strides of size-1 dims only (no effect on addressing).  Returns our_val with such
-    tensors restrided like eager's, noting it."""
+    """Our grads may differ from eager's in the strides of size-1 dims only (no effect on
+    addressing; docs/semantics.md's known deviations).  Returns our_val with such tensors
+    restrided like eager's, noting it."""
     return our_val if STRICT else _per_tensor(eager_val, our_val, _size1_strides)
 
 

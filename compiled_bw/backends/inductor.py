@@ -16,12 +16,12 @@ import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from ..calls.deliver import barrier, deliver, owned_grad
-from ..calls.opaque import current_sites, engine_only, opaque
+from ..calls.opaque import current_sites, opaque
 from ..checkpoint.recompute import has_traced_recomputation
 from ..core import fake_work
 from ..core.thread import THREAD
 from ..graph.distinct import one_object_per_input
-from ..graph.mutated import assign, written_args
+from ..graph.mutated import assign, returns_alias, written_args
 from ..graph.rng import rng_draw
 from ..torchapi import inductor as torch_inductor
 from ..torchapi.dynamo import (
@@ -45,6 +45,7 @@ from ..torchapi.inductor import (
     select_decomp_table,
 )
 from ..torchapi.inductor import config as inductor_config
+from ..trace.holders import BUFFER_SUM
 from . import fresh_returns, sum_strides
 
 # Note [Inductor without Dynamo]: the sub-notes below, each named [Inductor: ...]
@@ -1002,7 +1003,9 @@ def _exact_output_strides(gm: torch.fx.GraphModule, vals: list) -> None:
 # to an opaque CopySlices) is in the value functionalization hands on, as eager hands on the
 # written tensor.  A graph input user code gets (a root grad passed on to a hook) is user
 # code's before the graph runs: any write into it counts.  Writes into other graph inputs
-# (saved tensors, root grads) are copied back by functionalization as eager leaves them.
+# (saved tensors, root grads) are copied back by functionalization as eager leaves them.  A
+# buffer sum the holders made in place (BUFFER_SUM, trace/holders.py) is into what the engine
+# alone holds (CopySlices' grad for the base among opaque outputs), never such a write.
 def _writes_user_code_sees(gm: torch.fx.GraphModule) -> list:
     """The in-place ops that write into an opaque call's input or output or a delivered grad
     (or a view of one) after user code got it."""
@@ -1016,8 +1019,7 @@ def _writes_user_code_sees(gm: torch.fx.GraphModule) -> list:
             continue
         if n.target is opaque:
             for t in (*n.users, *(g for g in n.args[1] if isinstance(g, torch.fx.Node))):
-                if not engine_only(t):      # CopySlices' grad for the base: user code never has it
-                    held(t, order[n])
+                held(t, order[n])
         elif n.target is deliver and isinstance(n.args[1], torch.fx.Node):
             held(n.args[1], order[n])
     if not seen:
@@ -1026,17 +1028,16 @@ def _writes_user_code_sees(gm: torch.fx.GraphModule) -> list:
     for n in gm.graph.nodes:
         op = n.target
         if n.op != "call_function" or not isinstance(op, OpOverload) or \
-                not op._schema.is_mutable:
-            continue
+                not op._schema.is_mutable or n.meta.get(BUFFER_SUM):
+            continue    # (a buffer sum the holders made: into what only the engine holds)
         for arg in written_args(n):
             base = arg
             while isinstance(base, torch.fx.Node):
                 if seen.get(base, order[n]) < order[n]:
                     bad.append(n.name)
                     break
-                if not (base.op == "call_function" and isinstance(base.target, OpOverload)
-                        and base.args and any(r.alias_info is not None
-                                              for r in base.target._schema.returns)):
+                if not (base.op == "call_function" and base.args
+                        and returns_alias(base.target)):
                     break
                 base = base.args[0]     # a view (or an in-place op's result) of its input
     return bad

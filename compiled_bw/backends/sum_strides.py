@@ -14,9 +14,9 @@ captured graph's strides, Note [Inductor: exact output strides]) but not for wha
 call gets (a hook on that tensor would see other strides than eager's).  Written as a copy
 into a buffer of old's strides, the functional form keeps them, and Inductor fuses the add
 into that copy.  Only where that is the same program: `old` is the fresh result of an aten op
-(no view or in-place result, so no alias of it lives on) or CopySlices' grad for the base
-(calls/opaque.py engine_only), that the `add_` alone reads, with sizes and strides known (not
-symbolic).  A buffer sum the holders emitted (marked BUFFER_SUM) whose value no opaque call or
+(no view or in-place result, so no alias of it lives on), or anything for a sum the holders
+emitted (marked BUFFER_SUM: they sum in place only into what the engine alone holds), that the
+`add_` alone reads, with sizes and strides known (not symbolic).  A buffer sum the holders emitted (marked BUFFER_SUM) whose value no opaque call or
 delivery point gets, not even through a view, is written as plain `add` instead: its strides
 are seen by Inductor's own kernels alone (a graph output is pinned to the captured strides,
 Note [Inductor: exact output strides]), and pinning a buffer to odd strides on dims of size 1
@@ -32,8 +32,8 @@ from __future__ import annotations
 import torch
 
 from ..calls.deliver import deliver, fresh_results
-from ..calls.opaque import engine_only, opaque
-from ..torchapi.dynamo import OpOverload
+from ..calls.opaque import opaque
+from ..graph.mutated import returns_alias
 from ..trace.holders import BUFFER_SUM
 
 _ADD_ = torch.ops.aten.add_.Tensor
@@ -44,7 +44,7 @@ def _rewritable(n: torch.fx.Node) -> bool:
         return False
     old = n.args[0]
     if not (isinstance(old, torch.fx.Node) and old.op == "call_function"
-            and (n.meta.get(BUFFER_SUM) or fresh_results(old.target) or engine_only(old))
+            and (n.meta.get(BUFFER_SUM) or fresh_results(old.target))
             and len(old.users) == 1):
         return False
     v = old.meta.get("val")
@@ -59,8 +59,7 @@ def _user_code_gets(n: torch.fx.Node) -> bool:
         for u in todo.pop().users:
             if u.target is opaque or u.target is deliver:
                 return True
-            if u not in seen and isinstance(u.target, OpOverload) and any(
-                    r.alias_info is not None for r in u.target._schema.returns):
+            if u not in seen and returns_alias(u.target):
                 seen.add(u)
                 todo.append(u)
     return False

@@ -867,28 +867,9 @@ def _check_dense(o, label: str) -> None:
 
 _LIB.impl("opaque", _opaque_impl, "CompositeExplicitAutograd")
 opaque = torch.ops.compiled_bw.opaque.default
-
 # Never dead code: an opaque call runs user code (a hook, a custom backward) that eager runs
 # whether or not the graph uses what it returns (a traced backward that ignores its grad).
 torch.fx.node.has_side_effect(opaque)
-
-# CopySlices, the node of an in-place write into a view; run as an opaque call of the real node
-COPY_SLICES = "CopySlices"
-
-
-def engine_only(n: torch.fx.Node) -> bool:
-    """Whether graph node n is an opaque call's output that no user code gets: CopySlices'
-    grad for the base, a tensor the real node makes (trace.py `opaque_node`; its other
-    outputs are its inner node's, which may be a custom Function).  Until it is passed to a
-    later opaque call, only the engine holds it, as in eager.  Reads the sites of the graph
-    being traced or compiled (current_sites)."""
-    c = n.args[0] if n.op == "call_function" and n.target is operator.getitem else None
-    if not (isinstance(c, torch.fx.Node) and c.target is opaque and n.args[1] == 0):
-        return False
-    sites = current_sites()
-    k = c.args[0]
-    return (type(k) is int and k < len(sites) and sites[k].name == COPY_SLICES
-            and sites[k].kind == "node" and sites[k].out_specs[0] is not None)
 
 
 LAYOUT_HINTS: dict = {}     # (site, kept output) -> strides, set while a graph is recaptured

@@ -88,6 +88,12 @@ def written_args(n: torch.fx.Node) -> list:
     return out
 
 
+def returns_alias(target) -> bool:
+    """Whether an op returns an alias of an argument (a view, an in-place op's result)."""
+    return isinstance(target, OpOverload) and any(
+        r.alias_info is not None for r in target._schema.returns)
+
+
 def _aliased_arg(n: torch.fx.Node, ret: int):
     """The argument node n's return `ret` aliases (its schema's `Tensor(a)` / `Tensor(a!)`:
     a view, an in-place op's result, an out= op's `out`), else None."""

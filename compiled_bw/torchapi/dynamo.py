@@ -64,7 +64,7 @@ USED = {
     "torch._guards.detect_fake_mode": "backends/inductor.py",
     "torch._guards.tracing": "backends/inductor.py",
     "torch._guards.TracingContext": "backends/inductor.py",
-    "torch._ops.OpOverload": "passes/reorder_for_memory.py, calls/opaque.py, graph/packed.py, backends/inductor.py, backends/sum_strides.py, "
+    "torch._ops.OpOverload": "passes/reorder_for_memory.py, calls/opaque.py, graph/packed.py, backends/inductor.py, "
                              "calls/deliver.py, trace/differentiable.py, backends/fresh_returns.py, graph/mutated.py",
     "torch._ops.OpOverloadPacket": "graph/packed.py",
     "torch._ops.HigherOrderOperator": "graph/mutated.py",

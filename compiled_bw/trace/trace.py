@@ -26,7 +26,6 @@ from torch.fx.experimental.symbolic_shapes import (
 
 from ..calls.deliver import deliver
 from ..calls.opaque import (
-    COPY_SLICES,
     OpaqueSite,
     as_list,
     observed_layouts,
@@ -65,6 +64,9 @@ from .dynamic import (
     plain_branch,
 )
 from .holders import Holders, dense
+
+# the node of an in-place write into a view, run as an opaque call of the real node
+COPY_SLICES = "CopySlices"
 
 # Failures of fake tensors on a node's formula: that node becomes an opaque call instead.
 _FAKE_FAILURES = (
@@ -532,8 +534,8 @@ class _Engine:
         outs = _validate(w, i, kind.name, outs, df)
         # CopySlices' grad for the base is a tensor it makes (tensor.cpp `result`), which no
         # user code sees: only the engine holds it (holders.py Note [Eager's in-place sums and
-        # copied leaf grads]; calls/opaque.py engine_only); its other outputs are its inner
-        # node's, which may be a custom Function
+        # copied leaf grads]); its other outputs are its inner node's, which may be a custom
+        # Function
         engine_only = site_kind == "node" and kind.name == COPY_SLICES and outs[0] is not None
         self.holders.hold(outs[1:] if engine_only else outs)
         return outs
