@@ -249,3 +249,57 @@ def test_a_sum_into_copyslices_grad_for_the_base_is_in_place():
         (v * g).sum().backward()
         return grads_raw([x])
     differential(build, step, steps=2)
+
+
+def test_a_sum_into_copybackwards_pass_through_is_in_place():
+    """`v.copy_(x)` makes CopyBackwards, whose grad for x is the very tensor it got
+    (`grad.to(src_options)`, tensor.cpp): here CopySlices' grad for the base, stride (2,) (x's,
+    through clone), which only the engine holds.  x's buffer sums clone's zeros into it in
+    place, keeping (2,); `old + g` gives (1,).  Found by the strict random-program fuzzer
+    (seed 2)."""
+    def build():
+        return [torch.randn(2)[::2].requires_grad_(), torch.randn(1)]
+
+    def step(st):
+        x, g = st
+        x.grad = None
+        v = x.clone()
+        v.copy_(x)
+        v[0].add_(1)
+        (v * g).sum().backward()
+        return grads_raw([x])
+    differential(build, step, steps=2)
+
+
+@pytest.mark.parametrize("case", ["dtype", "complex", "broadcast", "fanned"])
+def test_copybackwards_grads_and_layouts(case):
+    """CopyBackwards' grads as eager's: a copy into another dtype (`grad.to(float64)`), a real
+    source copied into a complex tensor (`real(grad)` first), a broadcast source (its grad
+    summed to its shape by the engine), and a pass-through grad that AddBackward0 also hands to
+    exp (held twice while exp's buffer waits: summed out of place)."""
+    def build():
+        x = torch.randn(2, 1, 3, dtype=torch.float64 if case == "dtype" else torch.float32)
+        return [x.transpose(0, 2).requires_grad_(), torch.randn(3, 1, 2)]
+
+    def step(st):
+        x, g = st
+        x.grad = None
+        if case == "complex":
+            v = torch.zeros(3, 1, 2, dtype=torch.complex64)
+            v.copy_(x)
+            out = torch.view_as_real(v * 2).sum(-1) * g
+        elif case == "broadcast":
+            v = torch.zeros(2, 3, 1, 2)
+            v.copy_(x)
+            out = v.exp().sum(0) * g
+        elif case == "fanned":
+            v = x * 2
+            v.copy_(x)
+            out = (v + x.exp()) * g
+        else:
+            v = torch.zeros(3, 1, 2)
+            v.copy_(x)
+            out = v * g
+        out.sum().backward()
+        return grads_raw([x])
+    differential(build, step, steps=2)

@@ -117,8 +117,20 @@ EAGER_LAYOUT = {"OrmqrBackward0": {0: "self"}}
 
 
 # Non-generated C++ nodes that are pure functions of their inputs and saved state, run opaque.
-KNOWN_OPAQUE = {"CopySlices", "CopyBackwards", "UndefinedGradBackward", "Error", "DelayedError",
-                "CppFunction"}
+KNOWN_OPAQUE = {"CopySlices", "UndefinedGradBackward", "Error", "DelayedError", "CppFunction"}
+
+# Note [CopyBackwards is traced]
+# Non-generated C++ nodes traced like generated ones: the real node called on fake tensors
+# records its ops.  CopyBackwards (`dst.copy_(src)`, functions/tensor.cpp) returns
+# `zeros_like(grad)` for dst's old history and `grad.to(src_options)` for src: `real(grad)`
+# first for a real src and a complex grad; with src's dtype and device that is the very tensor
+# it got.  Traced, that grad is one value in the graph, so the holders see that only the engine
+# holds it and sum into it in place where eager does (trace/holders.py); run opaque, its
+# output counted as user code's and every sum into it stayed out of place (size-1 strides
+# unlike eager's: tests/test_buffer_sums.py test_a_sum_into_copybackwards_pass_through_is_in_place).
+# It saves nothing but `src_options`, which the next node's input metadata (in the signature)
+# repeats where the grad is sent.
+TRACED_BUILTIN = {"CopyBackwards"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -164,6 +176,8 @@ def _classify(cls: type) -> NodeKind:
             return NodeKind(name, OPAQUE, tensor_attrs, value_attrs)
         rules = OFFSET_RULES if name in OFFSETS_ONLY else _edge_rules(args, hidden)
         return NodeKind(name, TRACE, tensor_attrs, value_attrs, edge_rules=rules)
+    if name in TRACED_BUILTIN:
+        return NodeKind(name, TRACE, tensor_attrs, value_attrs)
     if name in KNOWN_OPAQUE:
         return NodeKind(name, OPAQUE, tensor_attrs, value_attrs)
     why = f" ({MISSING})" if MISSING else ""     # Note [A node table for every release]
