@@ -125,6 +125,27 @@ def test_hessian_vector_product_and_third_order():
     differential(build, step, captures=None)
 
 
+def test_copy_into_a_buffer_records_history():
+    """`buf.copy_(f(x))` (CopyBackwards, traced: graph/nodes.py Note [CopyBackwards is traced]),
+    also into a float32 buffer (its grad cast back to float64): the create_graph grads carry
+    eager's history, and the second-order grads through them are eager's, with no fallback."""
+    def build():
+        return [torch.randn(5, dtype=D, requires_grad=True)]
+
+    def step(st):
+        (x,) = st
+        buf = torch.zeros(2, 5, dtype=D)
+        buf.copy_(x.sin() * x)
+        low = torch.zeros(5, dtype=torch.float32)
+        low.copy_(x.exp())
+        y = (buf.pow(2).sum() + (low.double() * x).sum())
+        g1, = torch.autograd.grad(y, x, create_graph=True)
+        g2, = torch.autograd.grad(g1.pow(2).sum(), x)
+        return [g1, g2, _history([g1, g2])]
+    st = differential(build, step, captures=None)
+    assert not st.fallback_reasons, st.fallback_reasons
+
+
 def test_grad_outputs_that_require_grad():
     """A vector-Jacobian product whose vector has history: differentiable in the vector too."""
     def build():
