@@ -16,16 +16,16 @@ into a buffer of old's strides, the functional form keeps them, and Inductor fus
 into that copy.  Only where that is the same program: `old` is the fresh result of an aten op
 (no view or in-place result, so no alias of it lives on), or anything for a sum the holders
 emitted (marked BUFFER_SUM: they sum in place only into what the engine alone holds), that the
-`add_` alone reads, with sizes and strides known (not symbolic).  A buffer sum the holders emitted (marked BUFFER_SUM) whose value no opaque call or
-delivery point gets, not even through a view, is written as plain `add` instead: its strides
-are seen by Inductor's own kernels alone (a graph output is pinned to the captured strides,
-Note [Inductor: exact output strides]), and pinning a buffer to odd strides on dims of size 1
-there is what Inductor got wrong: on Hugging Face Falcon's checkpointed attention (a key grad
-(2, 1, 12, 16) summed in place, then permuted into an index_put; found with a trial rule that
-summed in place wherever old has a dim of size 1, not kept), the functionalized `add_` and the
-copy into `empty_strided` both compiled to code that corrupted the heap (wrong grads, or a
-crash later), where `add` was right.  Such a chain of sums (a marked `add_` into the
-result of another) is rewritten link by link.
+`add_` alone reads, with sizes and strides known (not symbolic).
+A marked buffer sum whose value no opaque call or delivery point gets, not even through a
+view, is written as plain `add` instead: its strides are seen by Inductor's own kernels alone
+(a graph output is pinned to the captured strides, Note [Inductor: exact output strides]), and
+pinning a buffer to odd strides on dims of size 1 there is what Inductor got wrong: on Hugging
+Face Falcon's checkpointed attention (a key grad (2, 1, 12, 16) summed in place, then permuted
+into an index_put; found with a trial rule that summed in place wherever old has a dim of size
+1, not kept), the functionalized `add_` and the copy into `empty_strided` both compiled to code
+that corrupted the heap (wrong grads, or a crash later), where `add` was right.  Such a chain
+of sums (a marked `add_` into the result of another) is rewritten link by link.
 """
 from __future__ import annotations
 
